@@ -1,0 +1,5 @@
+"""`python -m threadloom` runs the command line."""
+
+from threadloom.cli import run
+
+run()

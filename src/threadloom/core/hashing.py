@@ -1,0 +1,23 @@
+"""SHA-256 over concatenated byte strings, the digest every protocol ref uses.
+
+Pure functions; the pure-Python version here is the specification of any
+accelerated backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+
+
+def sha256_hex(*chunks: bytes) -> str:
+    """Return the lowercase hex SHA-256 of the concatenation of `chunks`."""
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_hex_many(buffers: Iterable[tuple[bytes, ...]]) -> list[str]:
+    """Return `sha256_hex(*parts)` for each tuple of parts, in order."""
+    return [sha256_hex(*parts) for parts in buffers]

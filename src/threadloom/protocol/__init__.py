@@ -1,0 +1,76 @@
+"""The schema-2 document protocol (SPEC §1–§6): plan puts, keys and refs, restore, retention.
+
+Pure and I/O-free; every store (the SQLite engine, NATS export, serve) plans its
+writes and decodes its reads here, so compatibility with the shared engine is
+decided in this package. It imports nothing from naas packages.
+"""
+
+from threadloom.protocol.constants import (
+    BLOBS,
+    CHECKPOINTS,
+    CHECKPOINTS_V1,
+    COLLECTIONS,
+    DEFAULT_AGENT_ID,
+    DEFAULT_NAMESPACE,
+    ITEMS,
+    PART_SIZE,
+    PARTS,
+    WRITES,
+    WRITES_IDX_MAP,
+    WRITES_V1,
+)
+from threadloom.protocol.memory import KnownReferences, read_entries
+from threadloom.protocol.plan import (
+    NOTHING_KNOWN,
+    CheckpointPlan,
+    Known,
+    Planner,
+    Put,
+    WritePlan,
+    configurable,
+)
+from threadloom.protocol.read import Batch, Resolution, batches, references
+from threadloom.protocol.redact import RedactingSerializer, redact_secrets
+from threadloom.protocol.refs import collection_of, document_key
+from threadloom.protocol.restore import raw_value, restore
+from threadloom.protocol.retention import Retained, created_before, kept_checkpoints, root_parent
+from threadloom.protocol.versions import next_version
+
+__all__ = [
+    "BLOBS",
+    "CHECKPOINTS",
+    "CHECKPOINTS_V1",
+    "COLLECTIONS",
+    "DEFAULT_AGENT_ID",
+    "DEFAULT_NAMESPACE",
+    "ITEMS",
+    "NOTHING_KNOWN",
+    "PARTS",
+    "PART_SIZE",
+    "WRITES",
+    "WRITES_IDX_MAP",
+    "WRITES_V1",
+    "Batch",
+    "CheckpointPlan",
+    "Known",
+    "KnownReferences",
+    "Planner",
+    "Put",
+    "RedactingSerializer",
+    "Resolution",
+    "Retained",
+    "WritePlan",
+    "batches",
+    "collection_of",
+    "configurable",
+    "created_before",
+    "document_key",
+    "kept_checkpoints",
+    "next_version",
+    "raw_value",
+    "read_entries",
+    "redact_secrets",
+    "references",
+    "restore",
+    "root_parent",
+]

@@ -1,0 +1,358 @@
+"""Write planning: checkpoints and pending writes to schema-2 Puts (SPEC §4).
+
+No I/O. A plan is the exact list of documents the released planner sends, in
+its order, with its `if_version` / `on_conflict`; stores apply it.
+Invariants: an unchanged channel (same version as the parent's remembered
+entry) is reused verbatim without being serialized; a ref already known or
+already planned produces no document.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from typing import Any, Literal, NamedTuple
+
+from langgraph.checkpoint.base import get_checkpoint_metadata
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from threadloom.errors import ProtocolError
+from threadloom.protocol.constants import (
+    BLOBS,
+    CHECKPOINTS,
+    CHUNK_SIZE,
+    INLINE_LIMIT,
+    ITEMS,
+    PART_SIZE,
+    PARTS,
+    SCHEMA_VERSION,
+    WRITES,
+    WRITES_IDX_MAP,
+)
+from threadloom.protocol.redact import RedactingSerializer
+from threadloom.protocol.refs import (
+    chunk_ref,
+    document_key,
+    element_ref,
+    list_blob_ref,
+    part_refs,
+    value_blob_ref,
+)
+
+OnConflict = Literal["keep", "compare"]
+Typed = tuple[str, bytes]
+
+
+class Put(NamedTuple):
+    """One planned document write.
+
+    Attributes:
+        collection: target collection.
+        key: document id.
+        data: document data (a map; bytes stay bytes).
+        if_version: 0 for create-only, None for an unconditional replace.
+        on_conflict: on a version conflict, `keep` the stored document or
+            `compare` it with `data` and fail when they differ.
+    """
+
+    collection: str
+    key: str
+    data: dict[str, Any]
+    if_version: int | None
+    on_conflict: OnConflict
+
+
+class Known(NamedTuple):
+    """What a store is known to hold for a checkpoint's thread.
+
+    Attributes:
+        refs: refs known to be stored (no document is planned for them).
+        entries: the parent's channel entries, `channel -> (version, entry)`.
+    """
+
+    refs: Container[str]
+    entries: Mapping[str, tuple[Any, dict[str, Any]]]
+
+
+NOTHING_KNOWN = Known(frozenset(), {})
+
+
+class CheckpointPlan(NamedTuple):
+    """The outcome of planning one checkpoint put.
+
+    Attributes:
+        puts: documents to put, in order (parts, elements, chunks, blobs, checkpoint).
+        config: the config `put` returns.
+        refs: every ref this plan referenced, planned or already known.
+        entries: `channel -> (version, entry)` for channels with a version.
+    """
+
+    puts: list[Put]
+    config: dict[str, Any]
+    refs: set[str]
+    entries: dict[str, tuple[Any, dict[str, Any]]]
+
+    @property
+    def checkpoint(self) -> Put:
+        """The checkpoint document's put (always last)."""
+        return self.puts[-1]
+
+
+class WritePlan(NamedTuple):
+    """The outcome of planning one `put_writes` call.
+
+    Attributes:
+        puts: parts of every value first, then the write documents in `writes` order.
+    """
+
+    puts: list[Put]
+
+
+def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Return `config["configurable"]`, or raise a ProtocolError that says what is missing."""
+    conf = config.get("configurable") if isinstance(config, Mapping) else None
+    if not isinstance(conf, Mapping):
+        raise ProtocolError(
+            "config has no 'configurable' mapping: pass "
+            "{'configurable': {'thread_id': ...}}"
+        )
+    thread_id = conf.get("thread_id")
+    if not isinstance(thread_id, str) or not thread_id:
+        raise ProtocolError(
+            f"config['configurable']['thread_id'] must be a non-empty string, got {thread_id!r}"
+        )
+    ns = conf.get("checkpoint_ns") or ""
+    if not isinstance(ns, str):
+        raise ProtocolError(f"checkpoint_ns must be a string, got {type(ns).__name__}")
+    return conf
+
+
+class _Buckets:
+    """Accumulates a plan's documents in the protocol's put order."""
+
+    def __init__(self, agent_id: str, thread_id: str, known: Container[str]) -> None:
+        self.agent_id = agent_id
+        self.thread_id = thread_id
+        self.known = known
+        self.planned: set[str] = set()
+        self.referenced: set[str] = set()
+        self.parts: list[Put] = []
+        self.elements: list[Put] = []
+        self.chunks: list[Put] = []
+        self.blobs: list[Put] = []
+
+    def wanted(self, ref: str) -> bool:
+        """Count `ref` as referenced; return True when a document must be planned for it."""
+        self.referenced.add(ref)
+        if ref in self.planned or ref in self.known:
+            return False
+        self.planned.add(ref)
+        return True
+
+    def add(self, bucket: list[Put], collection: str, ref: str, fields: dict[str, Any]) -> None:
+        data = {
+            "agent_id": self.agent_id,
+            "thread_id": self.thread_id,
+            "ref": ref,
+            "_schema": SCHEMA_VERSION,
+            **fields,
+        }
+        key = document_key(self.agent_id, self.thread_id, ref)
+        bucket.append(Put(collection, key, data, 0, "keep"))
+
+    def stored(self, typed: Typed) -> dict[str, Any]:
+        """Return the stored form of a typed payload, planning parts above PART_SIZE."""
+        kind, payload = typed
+        if len(payload) <= PART_SIZE:
+            return {"kind": kind, "payload": payload}
+        refs = part_refs(payload)
+        for index, ref in enumerate(refs):
+            if self.wanted(ref):
+                part = payload[index * PART_SIZE : (index + 1) * PART_SIZE]
+                self.add(self.parts, PARTS, ref, {"payload": part})
+        return {"kind": kind, "size": len(payload), "parts": refs}
+
+    def ordered(self) -> list[Put]:
+        return [*self.parts, *self.elements, *self.chunks, *self.blobs]
+
+
+class Planner:
+    """Plans schema-2 documents for one agent id, exactly as the released planner does.
+
+    Args:
+        agent_id: the `agent_id` field and key prefix of every document.
+        serde: LangGraph serializer (default `JsonPlusSerializer()`); wrapped in
+            `RedactingSerializer` unless it already is one.
+    """
+
+    def __init__(self, agent_id: str, serde: SerializerProtocol | None = None) -> None:
+        if not isinstance(agent_id, str) or not agent_id:
+            raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
+        self.agent_id = agent_id
+        base = serde if serde is not None else JsonPlusSerializer()
+        self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
+
+    def loads(self, typed: Typed) -> Any:
+        """Deserialize a typed payload with this planner's serializer."""
+        return self.serde.loads_typed(typed)
+
+    def key(self, *parts: str | int) -> str:
+        """Return the document key of `parts` under this planner's agent id."""
+        return document_key(self.agent_id, *parts)
+
+    def plan_checkpoint(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        known: Known = NOTHING_KNOWN,
+    ) -> CheckpointPlan:
+        """Plan the puts of `put(config, checkpoint, metadata, ...)`.
+
+        Args:
+            config: the put's config; its `checkpoint_id`, if any, is the parent.
+            checkpoint: the LangGraph checkpoint.
+            metadata: the checkpoint metadata (merged with the config's as LangGraph does).
+            known: refs the store holds and the parent's channel entries.
+
+        Raises:
+            ProtocolError: the config or checkpoint is malformed.
+        """
+        conf = configurable(config)
+        thread_id: str = conf["thread_id"]
+        ns: str = conf.get("checkpoint_ns") or ""
+        checkpoint_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
+        if not isinstance(checkpoint_id, str) or not checkpoint_id:
+            raise ProtocolError("checkpoint['id'] must be a non-empty string")
+        values = checkpoint.get("channel_values")
+        if not isinstance(values, Mapping):
+            raise ProtocolError("checkpoint['channel_values'] must be a mapping")
+        versions = checkpoint.get("channel_versions") or {}
+        buckets = _Buckets(self.agent_id, thread_id, known.refs)
+
+        channels: dict[str, dict[str, Any]] = {}
+        entries: dict[str, tuple[Any, dict[str, Any]]] = {}
+        for channel, value in values.items():
+            version = versions.get(channel)
+            previous = known.entries.get(channel)
+            if version is not None and previous is not None and previous[0] == version:
+                entry = previous[1]
+            else:
+                entry = self._entry(buckets, value)
+            channels[channel] = entry
+            if version is not None:
+                entries[channel] = (version, entry)
+
+        rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        stored_checkpoint = buckets.stored(self.serde.dumps_typed(rest))
+        merged = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
+        stored_metadata = buckets.stored(self.serde.dumps_typed(merged))
+        data = {
+            "agent_id": self.agent_id,
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "_schema": SCHEMA_VERSION,
+            "checkpoint_id": checkpoint_id,
+            "parent_id": conf.get("checkpoint_id"),
+            "checkpoint": stored_checkpoint,
+            "metadata": stored_metadata,
+            "channels": channels,
+        }
+        key = self.key(thread_id, ns, checkpoint_id)
+        puts = [*buckets.ordered(), Put(CHECKPOINTS, key, data, 0, "compare")]
+        returned = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        return CheckpointPlan(puts, returned, buckets.referenced, entries)
+
+    def _entry(self, buckets: _Buckets, value: Any) -> dict[str, Any]:
+        dumps = self.serde.dumps_typed
+        if type(value) is list:
+            elements = [dumps(item) for item in value]
+            if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
+                return {"blob": self._list(buckets, elements)}
+        kind, payload = dumps(value)
+        if len(payload) <= INLINE_LIMIT:
+            return {"value": {"kind": kind, "payload": payload}}
+        ref = value_blob_ref(kind, payload)
+        if buckets.wanted(ref):
+            buckets.add(buckets.blobs, BLOBS, ref, {"value": buckets.stored((kind, payload))})
+        return {"blob": ref}
+
+    @staticmethod
+    def _list(buckets: _Buckets, elements: Sequence[Typed]) -> str:
+        entries: list[list[Any]] = []
+        for kind, payload in elements:
+            ref = element_ref(kind, payload)
+            if buckets.wanted(ref):
+                buckets.add(buckets.elements, ITEMS, ref, {"value": buckets.stored((kind, payload))})
+            entries.append([ref, len(payload)])
+        chunk_refs = []
+        for start in range(0, len(entries), CHUNK_SIZE):
+            chunk = entries[start : start + CHUNK_SIZE]
+            ref = chunk_ref(chunk)
+            if buckets.wanted(ref):
+                buckets.add(buckets.chunks, ITEMS, ref, {"elements": chunk})
+            chunk_refs.append(ref)
+        ref = list_blob_ref(chunk_refs)
+        if buckets.wanted(ref):
+            buckets.add(buckets.blobs, BLOBS, ref, {"chunks": chunk_refs, "length": len(elements)})
+        return ref
+
+    def plan_writes(
+        self,
+        config: Mapping[str, Any],
+        writes: Iterable[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> WritePlan:
+        """Plan the puts of `put_writes(config, writes, task_id, task_path)`.
+
+        Raises:
+            ProtocolError: the config has no `checkpoint_id`, or a write is malformed.
+        """
+        conf = configurable(config)
+        checkpoint_id = conf.get("checkpoint_id")
+        if not isinstance(checkpoint_id, str) or not checkpoint_id:
+            raise ProtocolError(
+                "put_writes needs config['configurable']['checkpoint_id']: "
+                "pass the config returned by put()"
+            )
+        if not isinstance(task_id, str):
+            raise ProtocolError(f"task_id must be a string, got {type(task_id).__name__}")
+        thread_id: str = conf["thread_id"]
+        ns: str = conf.get("checkpoint_ns") or ""
+        buckets = _Buckets(self.agent_id, thread_id, frozenset())
+        documents = []
+        for position, write in enumerate(writes):
+            channel, value = _pair(write)
+            index = WRITES_IDX_MAP.get(channel, position)
+            data = {
+                "agent_id": self.agent_id,
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "_schema": SCHEMA_VERSION,
+                "checkpoint_id": checkpoint_id,
+                "task_id": task_id,
+                "task_path": task_path or "",
+                "index": index,
+                "channel": channel,
+                "value": buckets.stored(self.serde.dumps_typed(value)),
+            }
+            key = self.key(thread_id, ns, checkpoint_id, task_id, index)
+            documents.append(Put(WRITES, key, data, 0 if index >= 0 else None, "keep"))
+        return WritePlan([*buckets.parts, *documents])
+
+
+def _pair(write: Any) -> tuple[str, Any]:
+    try:
+        channel, value = write
+    except (TypeError, ValueError):
+        raise ProtocolError(f"each write must be a (channel, value) pair, got {write!r:.80}") from None
+    if not isinstance(channel, str):
+        raise ProtocolError(f"a write's channel must be a string, got {type(channel).__name__}")
+    return channel, value

@@ -1,0 +1,66 @@
+"""References and document keys (SPEC §3).
+
+Every digest is SHA-256 in lowercase hex. JSON text fed to a hash follows
+Python's `json.dumps` defaults exactly (`", "` and `": "` separators, ASCII
+only), which is what the released planner hashes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from threadloom.core.hashing import sha256_hex
+from threadloom.errors import ProtocolError
+from threadloom.protocol.constants import BLOBS, ITEMS, PART_SIZE, PARTS
+
+_NUL = b"\0"
+
+
+def json_text(value: Any) -> str:
+    """Return the JSON text the protocol hashes: `json.dumps` with its defaults."""
+    return json.dumps(value)
+
+
+def document_key(agent_id: str, *parts: str | int) -> str:
+    """Return the document id of `parts` under `agent_id` (SPEC §3.3)."""
+    return sha256_hex(json_text([agent_id, *parts]).encode("utf-8"))
+
+
+def element_ref(kind: str, payload: bytes) -> str:
+    """Return the `e-` ref of one list element's typed serialization."""
+    return "e-" + sha256_hex(kind.encode(), _NUL, payload)
+
+
+def value_blob_ref(kind: str, payload: bytes) -> str:
+    """Return the `b-` ref of a value blob (domain `v`)."""
+    return "b-" + sha256_hex(b"v", kind.encode(), _NUL, payload)
+
+
+def chunk_ref(entries: Sequence[Sequence[Any]]) -> str:
+    """Return the `c-` ref of a chunk's `[[e_ref, payload_length], ...]` entries."""
+    return "c-" + sha256_hex(json_text(entries).encode())
+
+
+def list_blob_ref(chunk_refs: Sequence[str]) -> str:
+    """Return the `b-` ref of a list blob over `chunk_refs` (domain `l`)."""
+    return "b-" + sha256_hex(b"l", json_text(chunk_refs).encode())
+
+
+def part_refs(payload: bytes) -> list[str]:
+    """Return the `p-<digest>.<n>` refs of the PART_SIZE slices of `payload`."""
+    digest = sha256_hex(payload)
+    count = max(1, -(-len(payload) // PART_SIZE))
+    return [f"p-{digest}.{index}" for index in range(count)]
+
+
+def collection_of(ref: str) -> str:
+    """Return the collection a ref lives in, chosen by its first letter."""
+    if ref.startswith("b-"):
+        return BLOBS
+    if ref.startswith(("c-", "e-")):
+        return ITEMS
+    if ref.startswith("p-"):
+        return PARTS
+    raise ProtocolError(f"Unknown reference {ref!r}: refs start with b-, c-, e- or p-")
