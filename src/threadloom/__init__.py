@@ -5,8 +5,20 @@ document protocol, so the documents a thread produces here are byte-identical
 to those the shared engine's document service holds.
 """
 
+from typing import Any
+
 from threadloom.errors import ThreadloomError
 
 __version__ = "0.1.0"
 
-__all__ = ["ThreadloomError", "__version__"]
+__all__ = ["AsyncSaver", "Saver", "ThreadloomError", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    # The savers import LangGraph; load them on first use so `threadloom.protocol`
+    # and the CLI's light commands start fast.
+    if name in {"Saver", "AsyncSaver"}:
+        from threadloom import saver
+
+        return getattr(saver, name)
+    raise AttributeError(f"module 'threadloom' has no attribute {name!r}")

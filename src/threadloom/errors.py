@@ -24,3 +24,19 @@ class MissingDocumentsError(ProtocolError):
     def __init__(self, refs: list[str]) -> None:
         self.refs = sorted(refs)
         super().__init__(f"Checkpoint documents are missing: {self.refs[:5]}")
+
+
+class EngineError(ThreadloomError):
+    """The SQLite engine could not do what was asked."""
+
+
+class CorruptionError(EngineError):
+    """A stored payload failed its integrity check; the named document is damaged."""
+
+
+class CheckpointConflictError(EngineError):
+    """A checkpoint id is already stored with different content (create-only, SPEC §4.5)."""
+
+
+class FormatError(EngineError):
+    """The file's on-disk format is newer than this version of threadloom understands."""

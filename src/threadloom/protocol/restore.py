@@ -6,7 +6,7 @@ referenced document absent from `fetched` raises MissingDocumentsError naming it
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple
@@ -70,6 +70,8 @@ def restore(
     writes: Iterable[Mapping[str, Any]],
     fetched: Fetched,
     loads: Any,
+    *,
+    sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
 ) -> CheckpointTuple:
     """Rebuild a CheckpointTuple from a checkpoint document, its writes and fetched documents.
 
@@ -78,6 +80,8 @@ def restore(
         writes: data of its pending-write documents, any order.
         fetched: value documents by ref (unused for schema 1).
         loads: the serializer's `loads_typed`.
+        sort_key: order of the pending writes; the protocol's `(task_id, index)` by default
+            (LangGraph savers may pass its `(task_path, task_id, index)`).
 
     Raises:
         ProtocolError: unsupported schema or inconsistent documents.
@@ -107,8 +111,12 @@ def restore(
         if parent_id
         else None
     )
-    ordered = sorted(writes, key=lambda w: (w["task_id"], w["index"]))
+    ordered = sorted(writes, key=sort_key or _protocol_order)
     pending = [
         (w["task_id"], w["channel"], loads(raw_value(w["value"], fetched))) for w in ordered
     ]
     return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)  # type: ignore[arg-type]
+
+
+def _protocol_order(write: Mapping[str, Any]) -> tuple[str, int]:
+    return (write["task_id"], write["index"])

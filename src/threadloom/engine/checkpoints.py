@@ -1,0 +1,541 @@
+"""Checkpoints, pending writes and values of one scope, stored as schema-2 documents.
+
+Invariants:
+- a checkpoint put is one transaction: its new values and its row commit together;
+- existing refs are never rewritten; an unchanged channel is reused without being
+  serialized, also after a restart (the parent's entries come from its row);
+- every body is blake3-checked when decoded (see codec.py);
+- reads resolve values level by level in one query per thread and level.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import apsw
+from langgraph.checkpoint.base import CheckpointTuple
+
+from threadloom.engine.codec import pack, unpack
+from threadloom.engine.database import Database
+from threadloom.errors import CheckpointConflictError, MissingDocumentsError, ProtocolError
+from threadloom.protocol import (
+    CHECKPOINTS,
+    CHECKPOINTS_V1,
+    NOTHING_KNOWN,
+    WRITES,
+    WRITES_V1,
+    Known,
+    KnownReferences,
+    Planner,
+    Put,
+    collection_of,
+    configurable,
+    raw_value,
+    read_entries,
+    references,
+    restore,
+)
+
+_CHECKPOINT_FIELDS = ("checkpoint", "metadata", "channels")
+_ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
+_PAGE = 64
+
+Row = tuple[Any, ...]
+
+
+class Loaded(NamedTuple):
+    """A checkpoint read from the file: its tuple and its logical document."""
+
+    tuple: CheckpointTuple
+    data: dict[str, Any]
+
+
+def _sql_ids(values: Iterable[Any]) -> Any:
+    """Bind a sequence of str or int as a SQLite carray (one query instead of one per id)."""
+    items = tuple(values)
+    if items and isinstance(items[0], int):
+        return apsw.carray(array("q", items))
+    return apsw.carray(items)
+
+
+class CheckpointStore:
+    """The checkpoints of one scope (namespace + agent id) in a threadloom file.
+
+    Args:
+        db: the open file.
+        namespace: document namespace of the scope.
+        agent_id: agent id of the scope (prefix of every document key).
+        serde: LangGraph serializer (default `JsonPlusSerializer()`), redacted on write.
+    """
+
+    def __init__(self, db: Database, *, namespace: str, agent_id: str, serde: Any = None) -> None:
+        if not isinstance(namespace, str) or not namespace or "\0" in namespace:
+            raise ProtocolError("namespace must be a non-empty string without NUL")
+        self.db = db
+        self.namespace = namespace
+        self.agent_id = agent_id
+        self.planner = Planner(agent_id, serde)
+        self.memory = KnownReferences()
+        with db.write() as conn:
+            conn.execute(
+                "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
+                (namespace, agent_id),
+            )
+            self.scope: int = conn.execute(
+                "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?", (namespace, agent_id)
+            ).fetchall()[0][0]
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def _thread(self, conn: apsw.Connection, thread_id: str) -> int | None:
+        rows = conn.execute(
+            "SELECT id FROM threads WHERE scope = ? AND thread_id = ?", (self.scope, thread_id)
+        ).fetchall()
+        return rows[0][0] if rows else None
+
+    def _ensure_thread(self, conn: apsw.Connection, thread_id: str, now: float) -> int:
+        conn.execute(
+            "INSERT INTO threads(scope, thread_id, created_at, updated_at) VALUES(?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (self.scope, thread_id, now, now),
+        )
+        found = self._thread(conn, thread_id)
+        assert found is not None
+        return found
+
+    def _reserve(self, conn: apsw.Connection, thread: int, count: int, now: float) -> int:
+        """Reserve `count` sequence numbers of `thread`; return the first."""
+        end = conn.execute(
+            "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
+            (count, now, thread),
+        ).fetchall()[0][0]
+        return int(end) - count + 1
+
+    def thread_ids(self) -> list[str]:
+        """Return the thread ids of this scope that hold checkpoints, sorted."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT thread_id FROM threads t WHERE scope = ? AND EXISTS "
+                "(SELECT 1 FROM checkpoints c WHERE c.thread = t.id) ORDER BY thread_id",
+                (self.scope,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def put(
+        self, config: Mapping[str, Any], checkpoint: Mapping[str, Any], metadata: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Store a checkpoint and the values it introduces in one transaction.
+
+        Returns:
+            The config of the stored checkpoint.
+
+        Raises:
+            ProtocolError: malformed config, checkpoint or metadata.
+            CheckpointConflictError: the id is stored with different content.
+        """
+        conf = configurable(config)
+        thread_id: str = conf["thread_id"]
+        ns: str = conf.get("checkpoint_ns") or ""
+        parent_id = conf.get("checkpoint_id")
+        if not isinstance(metadata, Mapping):
+            raise ProtocolError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        known = self._recall(thread_id, ns, parent_id, metadata)
+        plan = self.planner.plan_checkpoint(config, checkpoint, metadata, known)
+        values = plan.puts[:-1]
+        document = plan.puts[-1]
+        stored = self._existing(thread_id, [p.data["ref"] for p in values])
+        fresh = [p for p in values if p.data["ref"] not in stored]
+        encoded = [(p.data["ref"], *pack(_value_body(p.data))) for p in fresh]
+        body, digest = pack({k: document.data[k] for k in _CHECKPOINT_FIELDS})
+        now = time.time()
+        with self.db.write() as conn:
+            thread = self._ensure_thread(conn, thread_id, now)
+            seq = self._reserve(conn, thread, len(encoded) + 1, now)
+            self._insert_values(conn, thread, encoded, seq, now)
+            conn.execute(
+                "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
+                "seq, body, digest, created_at) VALUES(?, ?, ?, ?, 2, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (thread, ns, document.data["checkpoint_id"], parent_id, seq + len(encoded), body,
+                 digest, now),
+            )
+            if conn.changes() == 0:
+                self._compare(conn, thread, document)
+        self.memory.remember(
+            (thread_id, ns, document.data["checkpoint_id"]),
+            _union(known.refs, plan.refs),
+            plan.entries,
+        )
+        return plan.config
+
+    def put_writes(
+        self,
+        config: Mapping[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store pending writes: the first write of a (task, index) wins; special writes replace."""
+        plan = self.planner.plan_writes(config, writes, task_id, task_path)
+        if not plan.puts:
+            return
+        conf = configurable(config)
+        thread_id: str = conf["thread_id"]
+        parts = [p for p in plan.puts if p.collection != WRITES]
+        documents = [p for p in plan.puts if p.collection == WRITES]
+        stored = self._existing(thread_id, [p.data["ref"] for p in parts])
+        encoded = [(p.data["ref"], *pack(_value_body(p.data))) for p in parts if p.data["ref"] not in stored]
+        rows = [(p, *pack({"value": p.data["value"]})) for p in documents]
+        now = time.time()
+        with self.db.write() as conn:
+            thread = self._ensure_thread(conn, thread_id, now)
+            seq = self._reserve(conn, thread, len(encoded) + len(rows), now)
+            self._insert_values(conn, thread, encoded, seq, now)
+            seq += len(encoded)
+            for offset, (put, body, digest) in enumerate(rows):
+                data = put.data
+                conflict = (
+                    "DO NOTHING"
+                    if put.if_version == 0
+                    else "DO UPDATE SET task_path = excluded.task_path, channel = excluded.channel, "
+                    "seq = excluded.seq, body = excluded.body, digest = excluded.digest"
+                )
+                conn.execute(
+                    "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, "
+                    "task_path, channel, schema, seq, body, digest, created_at) "
+                    f"VALUES(?, ?, ?, ?, ?, ?, ?, 2, ?, ?, ?, ?) ON CONFLICT {conflict}",
+                    (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"],
+                     data["index"], data["task_path"], data["channel"], seq + offset, body,
+                     digest, now),
+                )
+
+    def _insert_values(
+        self,
+        conn: apsw.Connection,
+        thread: int,
+        encoded: Sequence[tuple[str, bytes, bytes]],
+        seq: int,
+        now: float,
+    ) -> None:
+        conn.executemany(
+            "INSERT INTO vals(thread, ref, seq, body, digest, created_at) VALUES(?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            [(thread, ref, seq + i, body, digest, now) for i, (ref, body, digest) in enumerate(encoded)],
+        )
+
+    def _existing(self, thread_id: str, refs: Sequence[str]) -> set[str]:
+        """Return which of `refs` the thread already stores (one query)."""
+        if not refs:
+            return set()
+        with self.db.read() as conn:
+            thread = self._thread(conn, thread_id)
+            if thread is None:
+                return set()
+            rows = conn.execute(
+                "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
+                (thread, _sql_ids(refs)),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def _compare(self, conn: apsw.Connection, thread: int, document: Put) -> None:
+        data = document.data
+        rows = conn.execute(
+            "SELECT parent_id, body, digest FROM checkpoints WHERE thread = ? AND checkpoint_ns = ? "
+            "AND checkpoint_id = ?",
+            (thread, data["checkpoint_ns"], data["checkpoint_id"]),
+        ).fetchall()
+        parent_id, body, digest = rows[0]
+        stored = unpack(body, digest, f"checkpoint {data['checkpoint_id']}")
+        if parent_id != data["parent_id"] or any(stored[k] != data[k] for k in _CHECKPOINT_FIELDS):
+            raise CheckpointConflictError(
+                f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
+                "stored with different content; checkpoint ids are create-only, use a new id"
+            )
+
+    def _recall(
+        self, thread_id: str, ns: str, parent_id: str | None, metadata: Mapping[str, Any]
+    ) -> Known:
+        parents = metadata.get("parents")
+        ancestors = list(parents.items()) if isinstance(parents, Mapping) else []
+        parent = (ns, parent_id) if parent_id else None
+        known = self.memory.recall(thread_id, parent, ancestors)
+        if parent is None or known.entries:
+            return known
+        entries = self._parent_entries(thread_id, ns, parent_id)  # type: ignore[arg-type]
+        if not entries:
+            return known
+        return Known(known.refs, entries)
+
+    def _parent_entries(
+        self, thread_id: str, ns: str, parent_id: str
+    ) -> dict[str, tuple[Any, dict[str, Any]]]:
+        """Read the parent's channel entries from its row (after a restart)."""
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ? AND "
+                "c.checkpoint_id = ? AND c.schema = 2",
+                (self.scope, thread_id, ns, parent_id),
+            ).fetchall()
+        if not rows:
+            return {}
+        stored = unpack(rows[0][0], rows[0][1], f"checkpoint {parent_id}")
+        if "parts" in stored["checkpoint"]:
+            return {}
+        parent = self.planner.loads(raw_value(stored["checkpoint"], {}))
+        return read_entries(stored["channels"], parent.get("channel_versions") or {})
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def get(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+        """Return the checkpoint `config` names, or the latest of its thread and namespace."""
+        conf = configurable(config)
+        ns = conf.get("checkpoint_ns") or ""
+        checkpoint_id = conf.get("checkpoint_id")
+        sql = _SELECT + " WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ?"
+        args: list[Any] = [self.scope, conf["thread_id"], ns]
+        if checkpoint_id:
+            sql += " AND c.checkpoint_id = ?"
+            args.append(checkpoint_id)
+        sql += " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        with self.db.read() as conn:
+            rows = conn.execute(sql, args).fetchall()
+            if not rows:
+                return None
+            return self._load(conn, rows)[0].tuple
+
+    def list(
+        self,
+        config: Mapping[str, Any] | None,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        before: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Yield checkpoints newest first, across threads and namespaces unless `config` narrows."""
+        if limit is not None and limit <= 0:
+            return
+        sql = "SELECT c.id FROM checkpoints c JOIN threads t ON c.thread = t.id WHERE t.scope = ?"
+        args: list[Any] = [self.scope]
+        conf = (config or {}).get("configurable") or {}
+        if conf.get("thread_id") is not None:
+            sql += " AND t.thread_id = ?"
+            args.append(conf["thread_id"])
+        if conf.get("checkpoint_ns") is not None:
+            sql += " AND c.checkpoint_ns = ?"
+            args.append(conf["checkpoint_ns"])
+        if conf.get("checkpoint_id"):
+            sql += " AND c.checkpoint_id = ?"
+            args.append(conf["checkpoint_id"])
+        before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
+        if before_id:
+            sql += " AND c.checkpoint_id < ?"
+            args.append(before_id)
+        sql += " ORDER BY c.checkpoint_id DESC, t.thread_id, c.checkpoint_ns"
+        with self.db.read() as conn:
+            ids = [r[0] for r in conn.execute(sql, args).fetchall()]
+        wanted = dict(filter or {})
+        remaining = limit
+        for start in range(0, len(ids), _PAGE):
+            page = ids[start : start + _PAGE]
+            with self.db.read() as conn:
+                rows = conn.execute(
+                    _SELECT + " WHERE c.id IN carray(?) ORDER BY c.checkpoint_id DESC, "
+                    "t.thread_id, c.checkpoint_ns",
+                    (_sql_ids(page),),
+                ).fetchall()
+                if wanted:
+                    rows = [r for r in rows if self._matches(r, wanted)]
+                loaded = self._load(conn, rows) if rows else []
+            for item in loaded:
+                yield item.tuple
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    def _matches(self, row: Row, wanted: Mapping[str, Any]) -> bool:
+        stored = unpack(row[7], row[8], f"checkpoint {row[4]}")
+        fetched = self._fetch_parts(row[1], stored["metadata"])
+        metadata = self.planner.loads(raw_value(stored["metadata"], fetched))
+        return all(metadata.get(k) == v for k, v in wanted.items())
+
+    def _fetch_parts(self, thread: int, stored: Mapping[str, Any]) -> dict[str, Any]:
+        if "parts" not in stored:
+            return {}
+        with self.db.read() as conn:
+            return self._values(conn, thread, stored["parts"])
+
+    def _values(self, conn: apsw.Connection, thread: int, refs: Iterable[str]) -> dict[str, Any]:
+        rows = conn.execute(
+            "SELECT ref, body, digest FROM vals WHERE thread = ? AND ref IN carray(?)",
+            (thread, _sql_ids(refs)),
+        ).fetchall()
+        return {ref: unpack(body, digest, f"value {ref}") for ref, body, digest in rows}
+
+    def _load(self, conn: apsw.Connection, rows: Sequence[Row]) -> list[Loaded]:
+        """Load checkpoint rows with their writes and values in a few set-based queries."""
+        docs = [self._document(row) for row in rows]
+        writes: dict[int, list[dict[str, Any]]] = {row[0]: [] for row in rows}
+        for found in conn.execute(
+            "SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.schema, w.body, w.digest "
+            "FROM checkpoints c JOIN writes w ON w.thread = c.thread AND "
+            "w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
+            "WHERE c.id IN carray(?)",
+            (_sql_ids(writes),),
+        ):
+            owner, task_id, idx, task_path, channel, schema, body, digest = found
+            data = unpack(body, digest, f"pending write {task_id}/{idx}")
+            data.update(task_id=task_id, index=idx, task_path=task_path, channel=channel)
+            writes[owner].append(data)
+        fetched = self._resolve(conn, rows, docs, writes)
+        loaded = []
+        for row, doc in zip(rows, docs):
+            mine = writes[row[0]]
+            thread_fetched = fetched.get(row[1], {})
+            result = restore(
+                doc, mine, thread_fetched, self.planner.loads, sort_key=_writes_sort_key
+            )
+            if doc["_schema"] == 2:
+                referenced = set()
+                for item in [doc, *mine]:
+                    _reachable(item, thread_fetched, referenced)
+                self.memory.remember(
+                    (row[2], row[3], row[4]),
+                    referenced,
+                    read_entries(doc["channels"], result.checkpoint.get("channel_versions") or {}),
+                )
+            loaded.append(Loaded(result, doc))
+        return loaded
+
+    def _document(self, row: Row) -> dict[str, Any]:
+        _, _, thread_id, ns, checkpoint_id, parent_id, schema, body, digest = row
+        data = unpack(body, digest, f"checkpoint {checkpoint_id} of thread {thread_id!r}")
+        data.update(
+            agent_id=self.agent_id,
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            _schema=schema,
+            checkpoint_id=checkpoint_id,
+            parent_id=parent_id,
+        )
+        return data
+
+    def _resolve(
+        self,
+        conn: apsw.Connection,
+        rows: Sequence[Row],
+        docs: Sequence[dict[str, Any]],
+        writes: Mapping[int, list[dict[str, Any]]],
+    ) -> dict[int, dict[str, Any]]:
+        """Fetch every value the documents reference: one query per thread and level."""
+        fetched: dict[int, dict[str, Any]] = {}
+        pending: dict[int, list[Mapping[str, Any]]] = {}
+        for row, doc in zip(rows, docs):
+            roots = pending.setdefault(row[1], [])
+            roots.append(doc)
+            roots.extend(writes[row[0]])
+        for thread, roots in pending.items():
+            have = fetched.setdefault(thread, {})
+            level = {ref for root in roots for ref, _ in references(root)}
+            while level:
+                found = self._values(conn, thread, level)
+                missing = level - found.keys()
+                if missing:
+                    raise MissingDocumentsError(sorted(missing))
+                have.update(found)
+                level = {
+                    ref for data in found.values() for ref, _ in references(data)
+                } - have.keys()
+        return fetched
+
+    # -- documents -------------------------------------------------------------------------
+
+    def documents(self, thread_id: str | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield `(collection, key, data)` of the scope's logical documents in put order."""
+        with self.db.read() as conn:
+            if thread_id is None:
+                threads = conn.execute(
+                    "SELECT id, thread_id FROM threads WHERE scope = ? ORDER BY thread_id",
+                    (self.scope,),
+                ).fetchall()
+            else:
+                threads = conn.execute(
+                    "SELECT id, thread_id FROM threads WHERE scope = ? AND thread_id = ?",
+                    (self.scope, thread_id),
+                ).fetchall()
+        for thread, tid in threads:
+            yield from self._thread_documents(thread, tid)
+
+    def _thread_documents(self, thread: int, thread_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        key = self.planner.key
+        with self.db.read() as conn:
+            rows = conn.execute(
+                "SELECT seq, 0, ref, NULL, NULL, NULL, NULL, NULL, NULL, body, digest FROM vals "
+                "WHERE thread = ?1 UNION ALL "
+                "SELECT seq, 1, checkpoint_ns, checkpoint_id, parent_id, schema, NULL, NULL, NULL, "
+                "body, digest FROM checkpoints WHERE thread = ?1 UNION ALL "
+                "SELECT seq, 2, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, "
+                "schema, body, digest FROM writes WHERE thread = ?1 ORDER BY 1",
+                (thread,),
+            ).fetchall()
+        base = {"agent_id": self.agent_id, "thread_id": thread_id}
+        for _, table, a, b, c, d, e, f, g, body, digest in rows:
+            if table == 0:
+                data = {**base, "ref": a, "_schema": 2, **unpack(body, digest, f"value {a}")}
+                yield collection_of(a), key(thread_id, a), data
+            elif table == 1:
+                data = {**base, "checkpoint_ns": a, "_schema": d, "checkpoint_id": b,
+                        "parent_id": c, **unpack(body, digest, f"checkpoint {b}")}
+                yield (CHECKPOINTS if d == 2 else CHECKPOINTS_V1), key(thread_id, a, b), data
+            else:
+                data = {**base, "checkpoint_ns": a, "_schema": g, "checkpoint_id": b,
+                        "task_id": c, "task_path": e, "index": d, "channel": f,
+                        **unpack(body, digest, f"pending write {c}/{d}")}
+                yield (WRITES if g == 2 else WRITES_V1), key(thread_id, a, b, c, d), data
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every document of `thread_id` in this scope."""
+        self.memory.forget(thread_id)
+        with self.db.write() as conn:
+            thread = self._thread(conn, thread_id)
+            if thread is None:
+                return
+            for table in ("writes", "checkpoints", "vals"):
+                conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
+            conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
+
+
+_SELECT = (
+    "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
+    "c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id"
+)
+
+
+def _writes_sort_key(write: Mapping[str, Any]) -> tuple[str, str, int]:
+    """LangGraph's `writes_sort_key`: (task_path, task_id, idx)."""
+    return (write.get("task_path") or "", write["task_id"], write["index"])
+
+
+def _value_body(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k not in _ID_FIELDS}
+
+
+def _union(known: Any, planned: set[str]) -> set[str]:
+    if isinstance(known, (set, frozenset)):
+        return planned | known
+    return planned
+
+
+def _reachable(data: Mapping[str, Any], fetched: Mapping[str, Any], into: set[str]) -> None:
+    for ref, _ in references(data):
+        if ref not in into and ref in fetched:
+            into.add(ref)
+            _reachable(fetched[ref], fetched, into)

@@ -1,0 +1,197 @@
+"""LangGraph checkpoint savers on the embedded engine: `Saver` and `AsyncSaver`.
+
+Both classes offer the sync and the async API families (as InMemorySaver does).
+Async methods run engine calls on a worker thread and never block the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from threadloom.engine import CheckpointStore, Database
+from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
+
+_DONE = object()
+
+
+class _SaverBase(BaseCheckpointSaver[Any]):
+    """Shared implementation of Saver and AsyncSaver.
+
+    Args:
+        path: the SQLite file (created if missing).
+        namespace: document namespace (default: the shared engine's).
+        agent_id: agent id of every document (default: the engine's `engine.v1`).
+        serde: LangGraph serializer; with `EncryptedSerializer` every stored value,
+            pending write and the metadata are encrypted.
+        synchronous: SQLite `synchronous` level, `NORMAL` (default) or `FULL`.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        namespace: str = DEFAULT_NAMESPACE,
+        agent_id: str = DEFAULT_AGENT_ID,
+        serde: SerializerProtocol | None = None,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        super().__init__(serde=serde)
+        self.db = Database(path, synchronous=synchronous)
+        self.store = CheckpointStore(
+            self.db, namespace=namespace, agent_id=agent_id, serde=self.serde
+        )
+
+    @property
+    def namespace(self) -> str:
+        """The document namespace of this saver's scope."""
+        return self.store.namespace
+
+    @property
+    def agent_id(self) -> str:
+        """The agent id of this saver's scope."""
+        return self.store.agent_id
+
+    def close(self) -> None:
+        """Close the file's connections."""
+        self.db.close()
+
+    # -- sync ----------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Return the checkpoint `config` names, or the latest of its thread."""
+        return self.store.get(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """List checkpoints newest first, filtered by metadata equality."""
+        return self.store.list(config, filter=filter, before=before, limit=limit)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; only the values it introduces are written."""
+        return self.store.put(config, checkpoint, metadata)  # type: ignore[return-value]
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store pending writes of a task (first write wins; special writes replace)."""
+        self.store.put_writes(config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint, write and value of a thread."""
+        self.store.delete_thread(thread_id)
+
+    def get_next_version(self, current: Any, channel: None = None) -> Any:
+        """Return the next channel version as the shared engine does (SPEC §5.5)."""
+        return next_version(current)
+
+    def documents(self, thread_id: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+        """Return the logical documents of one thread (or all), in put order."""
+        return list(self.store.documents(thread_id))
+
+    # -- async ---------------------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async `get_tuple`, run on a worker thread."""
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async `list`, each step run on a worker thread."""
+        iterator = self.list(config, filter=filter, before=before, limit=limit)
+        while True:
+            item = await asyncio.to_thread(next, iterator, _DONE)
+            if item is _DONE:
+                return
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async `put`, run on a worker thread."""
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async `put_writes`, run on a worker thread."""
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async `delete_thread`, run on a worker thread."""
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adocuments(self, thread_id: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+        """Async `documents`, run on a worker thread."""
+        return await asyncio.to_thread(self.documents, thread_id)
+
+
+class Saver(_SaverBase):
+    """A LangGraph checkpoint saver storing schema-2 documents in one SQLite file."""
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(cls, path: str, **kwargs: Any) -> Iterator[Saver]:
+        """Open `path` for the duration of a `with` block."""
+        saver = cls(path, **kwargs)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+
+class AsyncSaver(_SaverBase):
+    """The async-first twin of Saver (same file format, same engine)."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(cls, path: str, **kwargs: Any) -> AsyncIterator[AsyncSaver]:
+        """Open `path` for the duration of an `async with` block."""
+        saver = await asyncio.to_thread(lambda: cls(path, **kwargs))
+        try:
+            yield saver
+        finally:
+            await asyncio.to_thread(saver.close)
