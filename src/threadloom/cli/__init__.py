@@ -1,0 +1,48 @@
+"""The `threadloom` command line: `main(argv) -> int`, exit codes 0 ok, 1 error, 2 usage."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from threadloom import __version__
+from threadloom.errors import ThreadloomError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="threadloom", description="LangGraph agent memory in one SQLite file."
+    )
+    parser.add_argument("--version", action="version", version=f"threadloom {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    demo = commands.add_parser(
+        "demo", help="run a small agent whose memory survives restarts (no network)"
+    )
+    demo.add_argument("--db", default="threadloom-demo.db", help="SQLite file (default: %(default)s)")
+    demo.add_argument("--thread", default="demo", help="conversation thread id (default: %(default)s)")
+    demo.add_argument("--turns", type=int, default=3, help="turns to run (default: %(default)s)")
+    doctor = commands.add_parser("doctor", help="show versions and the file format in use")
+    doctor.add_argument("--json", action="store_true", help="print JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from threadloom.cli.demo import run_demo
+
+            return run_demo(args.db, args.thread, args.turns)
+        from threadloom.cli.doctor import run_doctor
+
+        return run_doctor(as_json=args.json)
+    except ThreadloomError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())
