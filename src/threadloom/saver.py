@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
@@ -110,6 +111,24 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         """Delete every checkpoint, write and value of a thread."""
         self.store.delete_thread(thread_id)
 
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints written by the given runs (metadata `run_id`)."""
+        self.store.delete_for_runs(run_ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread's checkpoints, writes and values to another thread id."""
+        self.store.copy_thread(source_thread_id, target_thread_id)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune threads (`keep_latest`, DeltaChannel-safe, or `delete`)."""
+        self.store.prune(thread_ids, strategy)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Walk the parent chain from storage for DeltaChannel reconstruction."""
+        return self.store.delta_history(config, channels)  # type: ignore[return-value]
+
     def get_next_version(self, current: Any, channel: None = None) -> Any:
         """Return the next channel version as the shared engine does (SPEC §5.5)."""
         return next_version(current)
@@ -163,6 +182,26 @@ class _SaverBase(BaseCheckpointSaver[Any]):
     async def adelete_thread(self, thread_id: str) -> None:
         """Async `delete_thread`, run on a worker thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Async `delete_for_runs`, run on a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Async `copy_thread`, run on a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Async `prune`, run on a worker thread."""
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Async `get_delta_channel_history`, run on a worker thread."""
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
     async def adocuments(self, thread_id: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
         """Async `documents`, run on a worker thread."""

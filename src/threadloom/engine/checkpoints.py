@@ -21,6 +21,8 @@ from langgraph.checkpoint.base import CheckpointTuple
 from threadloom.engine.codec import pack, unpack
 from threadloom.engine.database import Database
 from threadloom.errors import CheckpointConflictError, MissingDocumentsError, ProtocolError
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
+from threadloom.protocol.restore import channel_values
 from threadloom.protocol import (
     CHECKPOINTS,
     CHECKPOINTS_V1,
@@ -42,6 +44,7 @@ from threadloom.protocol import (
 _CHECKPOINT_FIELDS = ("checkpoint", "metadata", "channels")
 _ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
 _PAGE = 64
+RETENTION_GRACE = RETENTION_GRACE_SECONDS
 
 Row = tuple[Any, ...]
 
@@ -434,25 +437,132 @@ class CheckpointStore:
         writes: Mapping[int, list[dict[str, Any]]],
     ) -> dict[int, dict[str, Any]]:
         """Fetch every value the documents reference: one query per thread and level."""
-        fetched: dict[int, dict[str, Any]] = {}
-        pending: dict[int, list[Mapping[str, Any]]] = {}
+        roots: dict[int, list[Mapping[str, Any]]] = {}
         for row, doc in zip(rows, docs):
-            roots = pending.setdefault(row[1], [])
-            roots.append(doc)
-            roots.extend(writes[row[0]])
-        for thread, roots in pending.items():
-            have = fetched.setdefault(thread, {})
-            level = {ref for root in roots for ref, _ in references(root)}
-            while level:
-                found = self._values(conn, thread, level)
-                missing = level - found.keys()
-                if missing:
-                    raise MissingDocumentsError(sorted(missing))
-                have.update(found)
-                level = {
-                    ref for data in found.values() for ref, _ in references(data)
-                } - have.keys()
-        return fetched
+            mine = roots.setdefault(row[1], [])
+            mine.append(doc)
+            mine.extend(writes[row[0]])
+        return {thread: self._fetch_all(conn, thread, found) for thread, found in roots.items()}
+
+    def _fetch_all(
+        self, conn: apsw.Connection, thread: int, roots: Iterable[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Return every value document reachable from `roots`, level by level.
+
+        Raises:
+            MissingDocumentsError: a referenced value is not stored.
+        """
+        have: dict[str, Any] = {}
+        level = {ref for root in roots for ref, _ in references(root)}
+        while level:
+            found = self._values(conn, thread, level)
+            missing = level - found.keys()
+            if missing:
+                raise MissingDocumentsError(sorted(missing))
+            have.update(found)
+            level = {ref for data in found.values() for ref, _ in references(data)} - have.keys()
+        return have
+
+    def delta_history(
+        self, config: Mapping[str, Any], channels: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Walk the parent chain of a checkpoint from storage (LangGraph's DeltaChannel history).
+
+        For each channel: the writes of ancestors oldest to newest (each checkpoint's in
+        LangGraph's write order) down to the nearest ancestor whose channel values hold the
+        channel, whose value becomes the `seed`.
+        """
+        if not channels:
+            return {}
+        conf = configurable(config)
+        ns = conf.get("checkpoint_ns") or ""
+        remaining = set(channels)
+        collected: dict[str, list[list[tuple[str, str, Any]]]] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        with self.db.read() as conn:
+            thread = self._thread(conn, conf["thread_id"])
+            chain = self._chain(conn, thread, ns, conf.get("checkpoint_id")) if thread else []
+            for start in range(0, len(chain), _PAGE):
+                if not remaining:
+                    break
+                page = chain[start : start + _PAGE]
+                bodies = {
+                    cid: unpack(body, digest, f"checkpoint {cid}")
+                    for cid, body, digest in conn.execute(
+                        "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ? "
+                        "AND checkpoint_ns = ? AND checkpoint_id IN carray(?) AND schema = 2",
+                        (thread, ns, _sql_ids(page)),
+                    )
+                }
+                writes = self._channel_writes(conn, thread, ns, page, remaining)
+                for cid in page:
+                    if cid not in bodies:
+                        remaining.clear()  # a broken chain ends the walk, as LangGraph's does
+                    if not remaining:
+                        break
+                    stored = bodies[cid]["channels"]
+                    for task_id, channel, value in writes.get(cid, []):
+                        if channel in remaining:
+                            collected[channel].append([(task_id, channel, value)])
+                    here = {ch: stored[ch] for ch in remaining if ch in stored}
+                    if here:
+                        fetched = self._fetch_all(conn, thread, [{"channels": here}])
+                        seeds.update(channel_values(here, fetched, self.planner.loads))
+                        remaining -= here.keys()
+        result: dict[str, dict[str, Any]] = {}
+        for channel in channels:
+            ordered = [w for group in reversed(collected[channel]) for w in group]
+            entry: dict[str, Any] = {"writes": ordered}
+            if channel in seeds:
+                entry["seed"] = seeds[channel]
+            result[channel] = entry
+        return result
+
+    def _chain(
+        self, conn: apsw.Connection, thread: int, ns: str, checkpoint_id: str | None
+    ) -> list[str]:
+        """Return the ancestors' ids of a checkpoint (or the latest), parent first."""
+        if not checkpoint_id:
+            latest = conn.execute(
+                "SELECT max(checkpoint_id) FROM checkpoints WHERE thread = ? AND checkpoint_ns = ?",
+                (thread, ns),
+            ).fetchall()
+            checkpoint_id = latest[0][0]
+            if checkpoint_id is None:
+                return []
+        rows = conn.execute(
+            "WITH RECURSIVE chain(cid, depth) AS ("
+            " SELECT parent_id, 0 FROM checkpoints"
+            " WHERE thread = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
+            " UNION ALL SELECT c.parent_id, chain.depth + 1 FROM checkpoints c JOIN chain"
+            " ON c.thread = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.cid)"
+            " SELECT cid FROM chain WHERE cid IS NOT NULL ORDER BY depth",
+            (thread, ns, checkpoint_id),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def _channel_writes(
+        self, conn: apsw.Connection, thread: int, ns: str, ids: Sequence[str], wanted: set[str]
+    ) -> dict[str, list[tuple[str, str, Any]]]:
+        """Return the writes of `ids` to `wanted` channels, per checkpoint, in LangGraph's order."""
+        found: dict[str, list[tuple[tuple[str, str, int], str, dict[str, Any]]]] = {}
+        for cid, task_id, idx, task_path, channel, body, digest in conn.execute(
+            "SELECT checkpoint_id, task_id, idx, task_path, channel, body, digest FROM writes "
+            "WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id IN carray(?) "
+            "AND channel IN carray(?)",
+            (thread, ns, _sql_ids(ids), _sql_ids(sorted(wanted))),
+        ):
+            data = unpack(body, digest, f"pending write {task_id}/{idx}")
+            found.setdefault(cid, []).append(((task_path, task_id, idx), channel, data))
+        result: dict[str, list[tuple[str, str, Any]]] = {}
+        for cid, items in found.items():
+            items.sort(key=lambda item: item[0])
+            fetched = self._fetch_all(conn, thread, [data for _, _, data in items])
+            result[cid] = [
+                (key[1], channel, self.planner.loads(raw_value(data["value"], fetched)))
+                for key, channel, data in items
+            ]
+        return result
 
     # -- documents -------------------------------------------------------------------------
 
@@ -512,6 +622,175 @@ class CheckpointStore:
                 conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
 
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        with self.db.write() as conn:
+            doomed: dict[int, list[tuple[int, str, str]]] = {}
+            for row in conn.execute(_SELECT + " WHERE t.scope = ?", (self.scope,)).fetchall():
+                stored = unpack(row[7], row[8], f"checkpoint {row[4]}")
+                fetched = self._fetch_all(conn, row[1], [{"metadata": stored["metadata"]}])
+                metadata = self.planner.loads(raw_value(stored["metadata"], fetched))
+                if metadata.get("run_id") in wanted:
+                    doomed.setdefault(row[1], []).append((row[0], row[3], row[4]))
+            for thread, items in doomed.items():
+                self._delete_checkpoints(conn, thread, items)
+                self._collect(conn, thread)
+                self.memory.forget(self._thread_name(conn, thread))
+
+    def copy_thread(self, source: str, target: str) -> None:
+        """Copy every document of thread `source` into thread `target` (same scope)."""
+        now = time.time()
+        with self.db.write() as conn:
+            origin = self._thread(conn, source)
+            if origin is None:
+                return
+            copy = self._ensure_thread(conn, target, now)
+            conn.execute(
+                "UPDATE threads SET seq = max(seq, (SELECT seq FROM threads WHERE id = ?1)) "
+                "WHERE id = ?2",
+                (origin, copy),
+            )
+            conn.execute(
+                "INSERT INTO vals(thread, ref, seq, body, digest, created_at) "
+                "SELECT ?2, ref, seq, body, digest, ?3 FROM vals WHERE thread = ?1 "
+                "ON CONFLICT DO NOTHING",
+                (origin, copy, now),
+            )
+            conn.execute(
+                "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
+                "seq, body, digest, created_at) SELECT ?2, checkpoint_ns, checkpoint_id, "
+                "parent_id, schema, seq, body, digest, ?3 FROM checkpoints WHERE thread = ?1 "
+                "ON CONFLICT DO NOTHING",
+                (origin, copy, now),
+            )
+            conn.execute(
+                "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, "
+                "channel, schema, seq, body, digest, created_at) SELECT ?2, checkpoint_ns, "
+                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, digest, ?3 "
+                "FROM writes WHERE thread = ?1 ON CONFLICT DO NOTHING",
+                (origin, copy, now),
+            )
+
+    def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
+        """Prune threads: `keep_latest` keeps each namespace's newest checkpoint, `delete` all.
+
+        `keep_latest` is safe for DeltaChannel threads: it also keeps the ancestors
+        (and their writes) that rebuilding the kept checkpoint's channels needs, up to
+        the nearest ancestor holding each channel's value.
+
+        Raises:
+            ValueError: unknown strategy.
+        """
+        if strategy not in {"keep_latest", "delete"}:
+            raise ValueError(f"strategy must be 'keep_latest' or 'delete', not {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            self.memory.forget(thread_id)
+            with self.db.write() as conn:
+                thread = self._thread(conn, thread_id)
+                if thread is None:
+                    continue
+                kept = self._needed(conn, thread)
+                doomed = [
+                    (rid, ns, cid)
+                    for rid, ns, cid in conn.execute(
+                        "SELECT id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread = ?",
+                        (thread,),
+                    ).fetchall()
+                    if (ns, cid) not in kept
+                ]
+                self._delete_checkpoints(conn, thread, doomed)
+                self._collect(conn, thread)
+
+    def _needed(self, conn: apsw.Connection, thread: int) -> set[tuple[str, str]]:
+        """Each namespace's newest checkpoint and the ancestors its channels are rebuilt from."""
+        kept: set[tuple[str, str]] = set()
+        heads = conn.execute(
+            "SELECT checkpoint_ns, max(checkpoint_id) FROM checkpoints WHERE thread = ? "
+            "GROUP BY checkpoint_ns",
+            (thread,),
+        ).fetchall()
+        for ns, head in heads:
+            kept.add((ns, head))
+            body = self._body(conn, thread, ns, head)
+            if body is None or "parts" in body["checkpoint"]:
+                needed = None  # cannot tell which channels need history: keep the whole chain
+            else:
+                versions = self.planner.loads(raw_value(body["checkpoint"], {})).get(
+                    "channel_versions"
+                ) or {}
+                needed = {ch for ch in versions if ch not in body["channels"]}
+            if needed == set():
+                continue
+            for ancestor in self._chain(conn, thread, ns, head):
+                found = self._body(conn, thread, ns, ancestor)
+                if found is None:
+                    break
+                kept.add((ns, ancestor))
+                if needed is not None:
+                    needed -= found["channels"].keys()
+                    if not needed:
+                        break
+        return kept
+
+    def _body(
+        self, conn: apsw.Connection, thread: int, ns: str, checkpoint_id: str
+    ) -> dict[str, Any] | None:
+        rows = conn.execute(
+            "SELECT body, digest FROM checkpoints WHERE thread = ? AND checkpoint_ns = ? AND "
+            "checkpoint_id = ?",
+            (thread, ns, checkpoint_id),
+        ).fetchall()
+        return unpack(rows[0][0], rows[0][1], f"checkpoint {checkpoint_id}") if rows else None
+
+    def _delete_checkpoints(
+        self, conn: apsw.Connection, thread: int, items: Sequence[tuple[int, str, str]]
+    ) -> None:
+        for rid, ns, cid in items:
+            conn.execute(
+                "DELETE FROM writes WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+                (thread, ns, cid),
+            )
+            conn.execute("DELETE FROM checkpoints WHERE id = ?", (rid,))
+
+    def _collect(self, conn: apsw.Connection, thread: int, grace: float = RETENTION_GRACE) -> int:
+        """Delete the thread's values no document references, older than `grace` seconds.
+
+        Runs inside the caller's write transaction. Returns how many were deleted.
+        """
+        roots: list[dict[str, Any]] = [
+            unpack(body, digest, f"checkpoint {cid}")
+            for cid, body, digest in conn.execute(
+                "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ?", (thread,)
+            )
+        ]
+        roots.extend(
+            unpack(body, digest, f"pending write {tid}")
+            for tid, body, digest in conn.execute(
+                "SELECT task_id, body, digest FROM writes WHERE thread = ?", (thread,)
+            )
+        )
+        live = self._fetch_all(conn, thread, roots).keys()
+        cutoff = time.time() - grace
+        doomed = [
+            rid
+            for rid, ref in conn.execute(
+                "SELECT id, ref FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
+            ).fetchall()
+            if ref not in live
+        ]
+        if doomed:
+            conn.execute("DELETE FROM vals WHERE id IN carray(?)", (_sql_ids(doomed),))
+        return len(doomed)
+
+    def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
+        return str(conn.execute("SELECT thread_id FROM threads WHERE id = ?", (thread,)).fetchall()[0][0])
 
 _SELECT = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
