@@ -51,11 +51,12 @@ def channel_values(
         if "chunks" not in blob:
             values[channel] = loads(raw_value(blob["value"], fetched))
             continue
-        items = [
-            loads(raw_value(_get(fetched, element)["value"], fetched))
+        typed = [
+            raw_value(_get(fetched, element)["value"], fetched)
             for chunk in blob["chunks"]
             for element, _size in _get(fetched, chunk)["elements"]
         ]
+        items = _load_list(typed, loads)
         if len(items) != blob["length"]:
             raise ProtocolError(
                 f"List blob {entry['blob']} records {blob['length']} elements "
@@ -63,6 +64,23 @@ def channel_values(
             )
         values[channel] = items
     return values
+
+
+def _load_list(typed: list[tuple[str, bytes]], loads: Any) -> list[Any]:
+    """Load list elements; plain msgpack elements are framed as one array and decoded at once.
+
+    Equivalent to loading each element (a msgpack array is its header followed by
+    its elements' encodings) but crosses into the decoder once instead of per element.
+    """
+    if len(typed) > 1 and all(kind == "msgpack" for kind, _ in typed):
+        count = len(typed)
+        header = bytes((0xDC,)) + count.to_bytes(2, "big") if count < 0x10000 else (
+            bytes((0xDD,)) + count.to_bytes(4, "big")
+        )
+        items = loads(("msgpack", header + b"".join(payload for _, payload in typed)))
+        if isinstance(items, list) and len(items) == count:
+            return items
+    return [loads(item) for item in typed]
 
 
 def restore(
