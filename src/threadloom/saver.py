@@ -203,7 +203,9 @@ class _SaverBase(BaseCheckpointSaver[Any]):
             lambda: self.get_delta_channel_history(config=config, channels=channels)
         )
 
-    async def adocuments(self, thread_id: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    async def adocuments(
+        self, thread_id: str | None = None
+    ) -> list[tuple[str, str, dict[str, Any]]]:
         """Async `documents`, run on a worker thread."""
         return await asyncio.to_thread(self.documents, thread_id)
 

@@ -19,8 +19,12 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser(
         "demo", help="run a small agent whose memory survives restarts (no network)"
     )
-    demo.add_argument("--db", default="threadloom-demo.db", help="SQLite file (default: %(default)s)")
-    demo.add_argument("--thread", default="demo", help="conversation thread id (default: %(default)s)")
+    demo.add_argument(
+        "--db", default="threadloom-demo.db", help="SQLite file (default: %(default)s)"
+    )
+    demo.add_argument(
+        "--thread", default="demo", help="conversation thread id (default: %(default)s)"
+    )
     demo.add_argument("--turns", type=int, default=3, help="turns to run (default: %(default)s)")
     doctor = commands.add_parser("doctor", help="show versions and the file format in use")
     doctor.add_argument("--json", action="store_true", help="print JSON")

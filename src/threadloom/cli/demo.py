@@ -49,7 +49,11 @@ def run_demo(db: str, thread_id: str, turns: int) -> int:
         lowered = question.lower()
         if "count the words in:" in lowered or "how many words" in lowered:
             text = question.split(":", 1)[1] if ":" in question else str(humans[0].content)
-            call = {"name": "count_words", "args": {"text": text.strip()}, "id": f"call-{len(messages)}"}
+            call = {
+                "name": "count_words",
+                "args": {"text": text.strip()},
+                "id": f"call-{len(messages)}",
+            }
             return {"messages": [AIMessage(content="", tool_calls=[call])]}
         if lowered.startswith("what") and ("name" in lowered or "city" in lowered):
             first = str(humans[0].content)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import apsw
@@ -21,12 +21,9 @@ from langgraph.checkpoint.base import CheckpointTuple
 from threadloom.engine.codec import pack, unpack
 from threadloom.engine.database import Database
 from threadloom.errors import CheckpointConflictError, MissingDocumentsError, ProtocolError
-from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
-from threadloom.protocol.restore import channel_values
 from threadloom.protocol import (
     CHECKPOINTS,
     CHECKPOINTS_V1,
-    NOTHING_KNOWN,
     WRITES,
     WRITES_V1,
     Known,
@@ -40,6 +37,8 @@ from threadloom.protocol import (
     references,
     restore,
 )
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
+from threadloom.protocol.restore import channel_values
 
 _CHECKPOINT_FIELDS = ("checkpoint", "metadata", "channels")
 _ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
@@ -164,8 +163,16 @@ class CheckpointStore:
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
                 "seq, body, digest, created_at) VALUES(?, ?, ?, ?, 2, ?, ?, ?, ?) "
                 "ON CONFLICT DO NOTHING",
-                (thread, ns, document.data["checkpoint_id"], parent_id, seq + len(encoded), body,
-                 digest, now),
+                (
+                    thread,
+                    ns,
+                    document.data["checkpoint_id"],
+                    parent_id,
+                    seq + len(encoded),
+                    body,
+                    digest,
+                    now,
+                ),
             )
             if conn.changes() == 0:
                 self._compare(conn, thread, document)
@@ -192,7 +199,11 @@ class CheckpointStore:
         parts = [p for p in plan.puts if p.collection != WRITES]
         documents = [p for p in plan.puts if p.collection == WRITES]
         stored = self._existing(thread_id, [p.data["ref"] for p in parts])
-        encoded = [(p.data["ref"], *pack(_value_body(p.data))) for p in parts if p.data["ref"] not in stored]
+        encoded = [
+            (p.data["ref"], *pack(_value_body(p.data)))
+            for p in parts
+            if p.data["ref"] not in stored
+        ]
         rows = [(p, *pack({"value": p.data["value"]})) for p in documents]
         now = time.time()
         with self.db.write() as conn:
@@ -205,16 +216,27 @@ class CheckpointStore:
                 conflict = (
                     "DO NOTHING"
                     if put.if_version == 0
-                    else "DO UPDATE SET task_path = excluded.task_path, channel = excluded.channel, "
-                    "seq = excluded.seq, body = excluded.body, digest = excluded.digest"
+                    else "DO UPDATE SET task_path = excluded.task_path, "
+                    "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
+                    "digest = excluded.digest"
                 )
                 conn.execute(
                     "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, "
                     "task_path, channel, schema, seq, body, digest, created_at) "
                     f"VALUES(?, ?, ?, ?, ?, ?, ?, 2, ?, ?, ?, ?) ON CONFLICT {conflict}",
-                    (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"],
-                     data["index"], data["task_path"], data["channel"], seq + offset, body,
-                     digest, now),
+                    (
+                        thread,
+                        data["checkpoint_ns"],
+                        data["checkpoint_id"],
+                        data["task_id"],
+                        data["index"],
+                        data["task_path"],
+                        data["channel"],
+                        seq + offset,
+                        body,
+                        digest,
+                        now,
+                    ),
                 )
 
     def _insert_values(
@@ -228,7 +250,10 @@ class CheckpointStore:
         conn.executemany(
             "INSERT INTO vals(thread, ref, seq, body, digest, created_at) VALUES(?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
-            [(thread, ref, seq + i, body, digest, now) for i, (ref, body, digest) in enumerate(encoded)],
+            [
+                (thread, ref, seq + i, body, digest, now)
+                for i, (ref, body, digest) in enumerate(encoded)
+            ],
         )
 
     def _existing(self, thread_id: str, refs: Sequence[str]) -> set[str]:
@@ -248,8 +273,8 @@ class CheckpointStore:
     def _compare(self, conn: apsw.Connection, thread: int, document: Put) -> None:
         data = document.data
         rows = conn.execute(
-            "SELECT parent_id, body, digest FROM checkpoints WHERE thread = ? AND checkpoint_ns = ? "
-            "AND checkpoint_id = ?",
+            "SELECT parent_id, body, digest FROM checkpoints WHERE thread = ? "
+            "AND checkpoint_ns = ? AND checkpoint_id = ?",
             (thread, data["checkpoint_ns"], data["checkpoint_id"]),
         ).fetchall()
         parent_id, body, digest = rows[0]
@@ -398,7 +423,7 @@ class CheckpointStore:
             writes[owner].append(data)
         fetched = self._resolve(conn, rows, docs, writes)
         loaded = []
-        for row, doc in zip(rows, docs):
+        for row, doc in zip(rows, docs, strict=False):
             mine = writes[row[0]]
             thread_fetched = fetched.get(row[1], {})
             result = restore(
@@ -438,7 +463,7 @@ class CheckpointStore:
     ) -> dict[int, dict[str, Any]]:
         """Fetch every value the documents reference: one query per thread and level."""
         roots: dict[int, list[Mapping[str, Any]]] = {}
-        for row, doc in zip(rows, docs):
+        for row, doc in zip(rows, docs, strict=False):
             mine = roots.setdefault(row[1], [])
             mine.append(doc)
             mine.extend(writes[row[0]])
@@ -582,7 +607,9 @@ class CheckpointStore:
         for thread, tid in threads:
             yield from self._thread_documents(thread, tid)
 
-    def _thread_documents(self, thread: int, thread_id: str) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    def _thread_documents(
+        self, thread: int, thread_id: str
+    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         key = self.planner.key
         with self.db.read() as conn:
             rows = conn.execute(
@@ -600,13 +627,27 @@ class CheckpointStore:
                 data = {**base, "ref": a, "_schema": 2, **unpack(body, digest, f"value {a}")}
                 yield collection_of(a), key(thread_id, a), data
             elif table == 1:
-                data = {**base, "checkpoint_ns": a, "_schema": d, "checkpoint_id": b,
-                        "parent_id": c, **unpack(body, digest, f"checkpoint {b}")}
+                data = {
+                    **base,
+                    "checkpoint_ns": a,
+                    "_schema": d,
+                    "checkpoint_id": b,
+                    "parent_id": c,
+                    **unpack(body, digest, f"checkpoint {b}"),
+                }
                 yield (CHECKPOINTS if d == 2 else CHECKPOINTS_V1), key(thread_id, a, b), data
             else:
-                data = {**base, "checkpoint_ns": a, "_schema": g, "checkpoint_id": b,
-                        "task_id": c, "task_path": e, "index": d, "channel": f,
-                        **unpack(body, digest, f"pending write {c}/{d}")}
+                data = {
+                    **base,
+                    "checkpoint_ns": a,
+                    "_schema": g,
+                    "checkpoint_id": b,
+                    "task_id": c,
+                    "task_path": e,
+                    "index": d,
+                    "channel": f,
+                    **unpack(body, digest, f"pending write {c}/{d}"),
+                }
                 yield (WRITES if g == 2 else WRITES_V1), key(thread_id, a, b, c, d), data
 
     # -- deleting --------------------------------------------------------------------------
@@ -621,7 +662,6 @@ class CheckpointStore:
             for table in ("writes", "checkpoints", "vals"):
                 conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
-
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
@@ -722,9 +762,10 @@ class CheckpointStore:
             if body is None or "parts" in body["checkpoint"]:
                 needed = None  # cannot tell which channels need history: keep the whole chain
             else:
-                versions = self.planner.loads(raw_value(body["checkpoint"], {})).get(
-                    "channel_versions"
-                ) or {}
+                versions = (
+                    self.planner.loads(raw_value(body["checkpoint"], {})).get("channel_versions")
+                    or {}
+                )
                 needed = {ch for ch in versions if ch not in body["channels"]}
             if needed == set():
                 continue
@@ -790,7 +831,10 @@ class CheckpointStore:
         return len(doomed)
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
-        return str(conn.execute("SELECT thread_id FROM threads WHERE id = ?", (thread,)).fetchall()[0][0])
+        return str(
+            conn.execute("SELECT thread_id FROM threads WHERE id = ?", (thread,)).fetchall()[0][0]
+        )
+
 
 _SELECT = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "

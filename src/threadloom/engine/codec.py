@@ -65,7 +65,9 @@ def unpack(body: bytes, expected: bytes, name: str) -> Any:
         else:
             raise ValueError(f"unknown body mode {mode}")
     except (IndexError, ValueError, zstandard.ZstdError) as exc:
-        raise CorruptionError(f"{name} is damaged ({exc}); restore the file from a backup") from None
+        raise CorruptionError(
+            f"{name} is damaged ({exc}); restore the file from a backup"
+        ) from None
     if digest(raw) != bytes(expected):
         raise CorruptionError(
             f"{name} is damaged (blake3 mismatch); restore the file from a backup"

@@ -35,7 +35,9 @@ class Database:
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
-            raise EngineError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+            raise EngineError(
+                f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            )
         self.path = str(Path(path))
         self.synchronous = synchronous.upper()
         self._local = threading.local()

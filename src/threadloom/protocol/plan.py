@@ -113,8 +113,7 @@ def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
     conf = config.get("configurable") if isinstance(config, Mapping) else None
     if not isinstance(conf, Mapping):
         raise ProtocolError(
-            "config has no 'configurable' mapping: pass "
-            "{'configurable': {'thread_id': ...}}"
+            "config has no 'configurable' mapping: pass {'configurable': {'thread_id': ...}}"
         )
     thread_id = conf.get("thread_id")
     if not isinstance(thread_id, str) or not thread_id:
@@ -289,7 +288,9 @@ class Planner:
         for kind, payload in elements:
             ref = element_ref(kind, payload)
             if buckets.wanted(ref):
-                buckets.add(buckets.elements, ITEMS, ref, {"value": buckets.stored((kind, payload))})
+                buckets.add(
+                    buckets.elements, ITEMS, ref, {"value": buckets.stored((kind, payload))}
+                )
             entries.append([ref, len(payload)])
         chunk_refs = []
         for start in range(0, len(entries), CHUNK_SIZE):
@@ -352,7 +353,9 @@ def _pair(write: Any) -> tuple[str, Any]:
     try:
         channel, value = write
     except (TypeError, ValueError):
-        raise ProtocolError(f"each write must be a (channel, value) pair, got {write!r:.80}") from None
+        raise ProtocolError(
+            f"each write must be a (channel, value) pair, got {write!r:.80}"
+        ) from None
     if not isinstance(channel, str):
         raise ProtocolError(f"a write's channel must be a string, got {type(channel).__name__}")
     return channel, value

@@ -40,7 +40,9 @@ def references(data: Mapping[str, Any]) -> list[tuple[str, int]]:
             found.extend((ref, STORED_BYTES) for ref in stored["parts"])
     channels = data.get("channels")
     if isinstance(channels, Mapping):
-        found.extend((entry["blob"], STORED_BYTES) for entry in channels.values() if "blob" in entry)
+        found.extend(
+            (entry["blob"], STORED_BYTES) for entry in channels.values() if "blob" in entry
+        )
     found.extend((ref, CHUNK_BYTES) for ref in data.get("chunks") or ())
     found.extend(
         (ref, min(size, PART_SIZE) + DOCUMENT_OVERHEAD) for ref, size in data.get("elements") or ()

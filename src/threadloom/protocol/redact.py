@@ -52,7 +52,7 @@ def _redact(value: Any, depth: int) -> Any:
         return type(value)(items) if type(value) is not dict else items
     if isinstance(value, (list, tuple, set, frozenset)):
         new = [_redact(item, deeper) for item in value]
-        if all(a is b for a, b in zip(new, value)):
+        if all(a is b for a, b in zip(new, value, strict=False)):
             return value
         if isinstance(value, tuple) and hasattr(value, "_fields"):
             return type(value)(*new)

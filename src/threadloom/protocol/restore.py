@@ -74,8 +74,10 @@ def _load_list(typed: list[tuple[str, bytes]], loads: Any) -> list[Any]:
     """
     if len(typed) > 1 and all(kind == "msgpack" for kind, _ in typed):
         count = len(typed)
-        header = bytes((0xDC,)) + count.to_bytes(2, "big") if count < 0x10000 else (
-            bytes((0xDD,)) + count.to_bytes(4, "big")
+        header = (
+            bytes((0xDC,)) + count.to_bytes(2, "big")
+            if count < 0x10000
+            else (bytes((0xDD,)) + count.to_bytes(4, "big"))
         )
         items = loads(("msgpack", header + b"".join(payload for _, payload in typed)))
         if isinstance(items, list) and len(items) == count:
@@ -130,9 +132,7 @@ def restore(
         else None
     )
     ordered = sorted(writes, key=sort_key or _protocol_order)
-    pending = [
-        (w["task_id"], w["channel"], loads(raw_value(w["value"], fetched))) for w in ordered
-    ]
+    pending = [(w["task_id"], w["channel"], loads(raw_value(w["value"], fetched))) for w in ordered]
     return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)  # type: ignore[arg-type]
 
 
