@@ -10,8 +10,16 @@ class ThreadloomError(Exception):
     """Root of every error threadloom raises on purpose."""
 
 
+class InvalidArgumentError(ThreadloomError, TypeError):
+    """An argument has the wrong type (for example one string where a list of ids is due)."""
+
+
 class ProtocolError(ThreadloomError):
     """A document or an input does not follow the schema-2 protocol."""
+
+
+class SerializationError(ProtocolError, TypeError):
+    """A value could not be serialized by the checkpoint serializer."""
 
 
 class MissingDocumentsError(ProtocolError):

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadloom.engine import CheckpointStore, Database
+from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
 
 _DONE = object()
@@ -113,7 +114,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints written by the given runs (metadata `run_id`)."""
-        self.store.delete_for_runs(run_ids)
+        self.store.delete_for_runs(_ids(run_ids, "run_ids"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's checkpoints, writes and values to another thread id."""
@@ -121,7 +122,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (`keep_latest`, DeltaChannel-safe, or `delete`)."""
-        self.store.prune(thread_ids, strategy)
+        self.store.prune(_ids(thread_ids, "thread_ids"), strategy)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -208,6 +209,14 @@ class _SaverBase(BaseCheckpointSaver[Any]):
     ) -> list[tuple[str, str, dict[str, Any]]]:
         """Async `documents`, run on a worker thread."""
         return await asyncio.to_thread(self.documents, thread_id)
+
+
+def _ids(values: Sequence[str], name: str) -> list[str]:
+    if isinstance(values, (str, bytes)):
+        raise InvalidArgumentError(
+            f"{name} must be a list of ids, not one string: pass [{values!r}]"
+        )
+    return list(values)
 
 
 class Saver(_SaverBase):

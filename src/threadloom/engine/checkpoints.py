@@ -526,9 +526,10 @@ class CheckpointStore:
                     if not remaining:
                         break
                     stored = bodies[cid]["channels"]
-                    for task_id, channel, value in writes.get(cid, []):
-                        if channel in remaining:
-                            collected[channel].append([(task_id, channel, value)])
+                    for channel in remaining:
+                        group = [w for w in writes.get(cid, []) if w[1] == channel]
+                        if group:
+                            collected[channel].append(group)
                     here = {ch: stored[ch] for ch in remaining if ch in stored}
                     if here:
                         fetched = self._fetch_all(conn, thread, [{"channels": here}])
@@ -719,8 +720,8 @@ class CheckpointStore:
         """Prune threads: `keep_latest` keeps each namespace's newest checkpoint, `delete` all.
 
         `keep_latest` is safe for DeltaChannel threads: it also keeps the ancestors
-        (and their writes) that rebuilding the kept checkpoint's channels needs, up to
-        the nearest ancestor holding each channel's value.
+        (and their writes) that rebuilding the kept checkpoint's DeltaChannels needs, up
+        to the nearest ancestor holding each channel's value or snapshot.
 
         Raises:
             ValueError: unknown strategy.
@@ -749,7 +750,12 @@ class CheckpointStore:
                 self._collect(conn, thread)
 
     def _needed(self, conn: apsw.Connection, thread: int) -> set[tuple[str, str]]:
-        """Each namespace's newest checkpoint and the ancestors its channels are rebuilt from."""
+        """Each namespace's newest checkpoint and the ancestors its DeltaChannels rebuild from.
+
+        A DeltaChannel that has changed since its last snapshot is named in the head's
+        `counters_since_delta_snapshot` metadata and absent from its channel values;
+        its history runs back to the nearest ancestor that holds its value.
+        """
         kept: set[tuple[str, str]] = set()
         heads = conn.execute(
             "SELECT checkpoint_ns, max(checkpoint_id) FROM checkpoints WHERE thread = ? "
@@ -759,25 +765,22 @@ class CheckpointStore:
         for ns, head in heads:
             kept.add((ns, head))
             body = self._body(conn, thread, ns, head)
-            if body is None or "parts" in body["checkpoint"]:
-                needed = None  # cannot tell which channels need history: keep the whole chain
-            else:
-                versions = (
-                    self.planner.loads(raw_value(body["checkpoint"], {})).get("channel_versions")
-                    or {}
-                )
-                needed = {ch for ch in versions if ch not in body["channels"]}
-            if needed == set():
+            if body is None:
+                continue
+            fetched = self._fetch_all(conn, thread, [{"metadata": body["metadata"]}])
+            metadata = self.planner.loads(raw_value(body["metadata"], fetched))
+            counters = metadata.get("counters_since_delta_snapshot") or {}
+            needed = set(counters) - body["channels"].keys()
+            if not needed:
                 continue
             for ancestor in self._chain(conn, thread, ns, head):
                 found = self._body(conn, thread, ns, ancestor)
                 if found is None:
                     break
                 kept.add((ns, ancestor))
-                if needed is not None:
-                    needed -= found["channels"].keys()
-                    if not needed:
-                        break
+                needed -= found["channels"].keys()
+                if not needed:
+                    break
         return kept
 
     def _body(

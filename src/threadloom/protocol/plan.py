@@ -16,7 +16,7 @@ from langgraph.checkpoint.base import get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadloom.errors import ProtocolError
+from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol.constants import (
     BLOBS,
     CHECKPOINTS,
@@ -237,15 +237,15 @@ class Planner:
             if version is not None and previous is not None and previous[0] == version:
                 entry = previous[1]
             else:
-                entry = self._entry(buckets, value)
+                entry = self._entry(buckets, value, channel)
             channels[channel] = entry
             if version is not None:
                 entries[channel] = (version, entry)
 
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
-        stored_checkpoint = buckets.stored(self.serde.dumps_typed(rest))
+        stored_checkpoint = buckets.stored(self.dumps(rest, "the checkpoint"))
         merged = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
-        stored_metadata = buckets.stored(self.serde.dumps_typed(merged))
+        stored_metadata = buckets.stored(self.dumps(merged, "the metadata"))
         data = {
             "agent_id": self.agent_id,
             "thread_id": thread_id,
@@ -268,13 +268,27 @@ class Planner:
         }
         return CheckpointPlan(puts, returned, buckets.referenced, entries)
 
-    def _entry(self, buckets: _Buckets, value: Any) -> dict[str, Any]:
-        dumps = self.serde.dumps_typed
+    def dumps(self, value: Any, what: str) -> Typed:
+        """Serialize `value` (secrets redacted), naming `what` if it cannot be serialized.
+
+        Raises:
+            SerializationError: the serializer refused the value.
+        """
+        try:
+            return self.serde.dumps_typed(value)
+        except Exception as exc:
+            raise SerializationError(
+                f"cannot serialize {what}: {exc}; store only values the checkpoint "
+                "serializer supports (or pass a serde that handles this type)"
+            ) from exc
+
+    def _entry(self, buckets: _Buckets, value: Any, channel: str) -> dict[str, Any]:
+        what = f"channel {channel!r}"
         if type(value) is list:
-            elements = [dumps(item) for item in value]
+            elements = [self.dumps(item, what) for item in value]
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 return {"blob": self._list(buckets, elements)}
-        kind, payload = dumps(value)
+        kind, payload = self.dumps(value, what)
         if len(payload) <= INLINE_LIMIT:
             return {"value": {"kind": kind, "payload": payload}}
         ref = value_blob_ref(kind, payload)
@@ -342,7 +356,7 @@ class Planner:
                 "task_path": task_path or "",
                 "index": index,
                 "channel": channel,
-                "value": buckets.stored(self.serde.dumps_typed(value)),
+                "value": buckets.stored(self.dumps(value, f"the write to {channel!r}")),
             }
             key = self.key(thread_id, ns, checkpoint_id, task_id, index)
             documents.append(Put(WRITES, key, data, 0 if index >= 0 else None, "keep"))

@@ -1,0 +1,37 @@
+"""Fixtures for the engine tests: a fresh file, a saver and an async saver on it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from threadloom import AsyncSaver, Saver
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A path in a fresh directory where no threadloom file exists yet."""
+    return tmp_path / "threadloom.db"
+
+
+@pytest.fixture
+def saver(db_path: Path) -> Iterator[Saver]:
+    """A Saver on a fresh file, closed after the test."""
+    with Saver.from_conn_string(str(db_path)) as opened:
+        yield opened
+
+
+@pytest.fixture
+def async_saver(db_path: Path) -> Iterator[AsyncSaver]:
+    """An AsyncSaver on a fresh file, closed after the test.
+
+    Built synchronously so that each test can drive it under its own event loop
+    (`asyncio.run`); `AsyncSaver.from_conn_string` has its own test.
+    """
+    opened = AsyncSaver(db_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
