@@ -1,0 +1,99 @@
+"""The file itself: connection settings, format versions and migrations."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import apsw
+import pytest
+
+from threadloom.engine.database import Database
+from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.errors import EngineError, FormatError
+
+
+def test_new_file_has_current_format_and_wal(db_path: Path) -> None:
+    """A new file is created in WAL mode at the current format version."""
+    db = Database(db_path)
+    conn = db.conn
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
+    assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
+    db.close()
+
+
+def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
+    """Each migration step, applied to a file at the previous version, reaches the current one."""
+    for start in range(len(MIGRATIONS)):
+        path = db_path.with_name(f"v{start}.db")
+        raw = apsw.Connection(str(path))
+        for step in MIGRATIONS[:start]:
+            raw.execute(step)
+        raw.execute(f"PRAGMA user_version={start}")
+        raw.close()
+        db = Database(path)
+        assert db.conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
+        tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+        assert {"meta", "scopes", "threads", "checkpoints", "writes", "vals"} <= tables
+        db.close()
+
+
+def test_newer_format_is_refused(db_path: Path) -> None:
+    """A file written by a newer threadloom is refused with a FormatError, not misread."""
+    raw = apsw.Connection(str(db_path))
+    raw.execute(f"PRAGMA user_version={FORMAT_VERSION + 1}")
+    raw.close()
+    with pytest.raises(FormatError, match="upgrade threadloom"):
+        Database(db_path)
+
+
+def test_double_quoted_string_literals_are_rejected(db_path: Path) -> None:
+    """Our connections refuse double-quoted string literals (a classic SQL typo)."""
+    db = Database(db_path)
+    with pytest.raises(apsw.SQLError):
+        db.conn.execute('SELECT "not a column"').fetchall()
+    db.close()
+
+
+def test_each_thread_gets_its_own_connection(db_path: Path) -> None:
+    """Connections are per OS thread, so transactions never interleave across threads."""
+    db = Database(db_path)
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(db.conn))
+    worker.start()
+    worker.join()
+    assert seen[0] is not db.conn
+    db.close()
+
+
+def test_a_forked_child_opens_its_own_connection(db_path: Path) -> None:
+    """After fork the child does not reuse the parent's connection."""
+    db = Database(db_path)
+    parent = db.conn
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the child
+        os.close(read)
+        ok = db.conn is not parent and db.conn.execute("SELECT 1").fetchall() == [(1,)]
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    db.close()
+
+
+def test_closed_database_says_so(db_path: Path) -> None:
+    """Using a closed file raises an EngineError that says what to do."""
+    db = Database(db_path)
+    db.close()
+    with pytest.raises(EngineError, match="closed"):
+        db.conn  # noqa: B018 - the property access is the behaviour under test
+
+
+def test_unknown_synchronous_level_is_refused(db_path: Path) -> None:
+    """A typo in the synchronous level is an error, not silently ignored."""
+    with pytest.raises(EngineError, match="synchronous"):
+        Database(db_path, synchronous="SOMETIMES")
