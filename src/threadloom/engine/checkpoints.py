@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import apsw
 from langgraph.checkpoint.base import CheckpointTuple
 
+from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.codec import pack, unpack
 from threadloom.engine.database import Database
 from threadloom.errors import CheckpointConflictError, MissingDocumentsError, ProtocolError
@@ -71,9 +72,18 @@ class CheckpointStore:
         namespace: document namespace of the scope.
         agent_id: agent id of the scope (prefix of every document key).
         serde: LangGraph serializer (default `JsonPlusSerializer()`), redacted on write.
+        cache_bytes: size of the decoded-value cache (0 disables it).
     """
 
-    def __init__(self, db: Database, *, namespace: str, agent_id: str, serde: Any = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        namespace: str,
+        agent_id: str,
+        serde: Any = None,
+        cache_bytes: int = DEFAULT_CAPACITY,
+    ) -> None:
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
             raise ProtocolError("namespace must be a non-empty string without NUL")
         self.db = db
@@ -81,6 +91,7 @@ class CheckpointStore:
         self.agent_id = agent_id
         self.planner = Planner(agent_id, serde)
         self.memory = KnownReferences()
+        self.cache = ValueCache(cache_bytes)
         with db.write() as conn:
             conn.execute(
                 "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
@@ -176,6 +187,7 @@ class CheckpointStore:
             )
             if conn.changes() == 0:
                 self._compare(conn, thread, document)
+        self.cache.put_many(thread, ((p.data["ref"], _value_body(p.data)) for p in fresh))
         self.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
             _union(known.refs, plan.refs),
@@ -400,11 +412,20 @@ class CheckpointStore:
             return self._values(conn, thread, stored["parts"])
 
     def _values(self, conn: apsw.Connection, thread: int, refs: Iterable[str]) -> dict[str, Any]:
+        """Return the decoded value bodies of `refs` that exist (cache first, then one query)."""
+        wanted = refs if isinstance(refs, (set, frozenset, list, tuple)) else list(refs)
+        found = self.cache.get_many(thread, wanted)
+        missing = [ref for ref in wanted if ref not in found]
+        if not missing:
+            return found
         rows = conn.execute(
             "SELECT ref, body, digest FROM vals WHERE thread = ? AND ref IN carray(?)",
-            (thread, _sql_ids(refs)),
+            (thread, _sql_ids(missing)),
         ).fetchall()
-        return {ref: unpack(body, digest, f"value {ref}") for ref, body, digest in rows}
+        loaded = [(ref, unpack(body, digest, f"value {ref}")) for ref, body, digest in rows]
+        self.cache.put_many(thread, loaded)
+        found.update(loaded)
+        return found
 
     def _load(self, conn: apsw.Connection, rows: Sequence[Row]) -> list[Loaded]:
         """Load checkpoint rows with their writes and values in a few set-based queries."""
@@ -429,7 +450,7 @@ class CheckpointStore:
             result = restore(
                 doc, mine, thread_fetched, self.planner.loads, sort_key=_writes_sort_key
             )
-            if doc["_schema"] == 2:
+            if doc["_schema"] == 2 and (row[2], row[3], row[4]) not in self.memory:
                 referenced = set()
                 for item in [doc, *mine]:
                     _reachable(item, thread_fetched, referenced)
@@ -663,6 +684,7 @@ class CheckpointStore:
             for table in ("writes", "checkpoints", "vals"):
                 conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
+        self.cache.drop(thread)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`."""
@@ -823,14 +845,17 @@ class CheckpointStore:
         live = self._fetch_all(conn, thread, roots).keys()
         cutoff = time.time() - grace
         doomed = [
-            rid
+            (rid, ref)
             for rid, ref in conn.execute(
                 "SELECT id, ref FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
             ).fetchall()
             if ref not in live
         ]
         if doomed:
-            conn.execute("DELETE FROM vals WHERE id IN carray(?)", (_sql_ids(doomed),))
+            conn.execute(
+                "DELETE FROM vals WHERE id IN carray(?)", (_sql_ids(r for r, _ in doomed),)
+            )
+            self.cache.drop(thread, [ref for _, ref in doomed])
         return len(doomed)
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:

@@ -78,6 +78,11 @@ class KnownReferences:
             return NOTHING_KNOWN
         return Known(frozenset(refs), entries)
 
+    def __contains__(self, key: object) -> bool:
+        """True when checkpoint `(thread_id, checkpoint_ns, checkpoint_id)` is remembered."""
+        with self._lock:
+            return key in self._items
+
     def forget(self, thread_id: str) -> None:
         """Forget every checkpoint of `thread_id`."""
         with self._lock:

@@ -36,17 +36,19 @@ def references(data: Mapping[str, Any]) -> list[tuple[str, int]]:
     found: list[tuple[str, int]] = []
     for field in _STORED_FIELDS:
         stored = data.get(field)
-        if isinstance(stored, Mapping) and "parts" in stored:
+        if stored is not None and "parts" in stored:
             found.extend((ref, STORED_BYTES) for ref in stored["parts"])
     channels = data.get("channels")
-    if isinstance(channels, Mapping):
+    if channels:
         found.extend(
             (entry["blob"], STORED_BYTES) for entry in channels.values() if "blob" in entry
         )
-    found.extend((ref, CHUNK_BYTES) for ref in data.get("chunks") or ())
-    found.extend(
-        (ref, min(size, PART_SIZE) + DOCUMENT_OVERHEAD) for ref, size in data.get("elements") or ()
-    )
+    chunks = data.get("chunks")
+    if chunks:
+        found.extend((ref, CHUNK_BYTES) for ref in chunks)
+    elements = data.get("elements")
+    if elements:
+        found.extend((ref, min(size, PART_SIZE) + DOCUMENT_OVERHEAD) for ref, size in elements)
     return found
 
 

@@ -23,8 +23,36 @@ def redact_secrets(value: Any) -> Any:
     return _redact(value, 0)
 
 
-def _is_secret(value: Any) -> bool:
-    return not isinstance(value, type) and callable(getattr(value, "get_secret_value", None))
+_ATOMIC: frozenset[type] = frozenset({str, bytes, bytearray, int, float, bool, type(None), complex})
+
+# How to walk a value, decided once per type (the walk runs on every serialized
+# value, so the per-object cost must stay at a dict lookup and a loop).
+_LEAF, _SECRET, _DICT, _SEQUENCE, _NAMEDTUPLE, _DATACLASS, _MODEL = range(7)
+_strategies: dict[type, int] = {}
+
+
+def _strategy(kind: type) -> int:
+    found = _strategies.get(kind)
+    if found is not None:
+        return found
+    if callable(getattr(kind, "get_secret_value", None)):
+        found = _SECRET
+    elif issubclass(kind, dict):
+        found = _DICT
+    elif issubclass(kind, tuple) and hasattr(kind, "_fields"):
+        found = _NAMEDTUPLE
+    elif issubclass(kind, (list, tuple, set, frozenset)):
+        found = _SEQUENCE
+    elif dataclasses.is_dataclass(kind):
+        found = _DATACLASS
+    elif isinstance(getattr(kind, "model_fields", None), dict) and callable(
+        getattr(kind, "model_copy", None)
+    ):
+        found = _MODEL
+    else:
+        found = _LEAF
+    _strategies[kind] = found
+    return found
 
 
 def _redacted(secret: Any) -> Any:
@@ -40,24 +68,43 @@ def _redacted(secret: Any) -> Any:
 
 
 def _redact(value: Any, depth: int) -> Any:
-    if depth > _MAX_DEPTH or value is None or isinstance(value, (str, bytes, int, float)):
+    kind = type(value)
+    if kind in _ATOMIC or depth > _MAX_DEPTH:
         return value
-    if _is_secret(value):
+    strategy = _strategy(kind)
+    if strategy == _LEAF:
+        if callable(getattr(value, "get_secret_value", None)):  # set on the instance
+            return _redacted(value)
+        return value
+    if strategy == _SECRET:
         return _redacted(value)
     deeper = depth + 1
-    if isinstance(value, dict):
-        items = {key: _redact(item, deeper) for key, item in value.items()}
-        if all(items[key] is item for key, item in value.items()):
+    if strategy == _DICT:
+        changed = None
+        for key, item in value.items():
+            if type(item) in _ATOMIC:
+                continue
+            new_item = _redact(item, deeper)
+            if new_item is not item:
+                changed = changed or {}
+                changed[key] = new_item
+        if changed is None:
             return value
-        return type(value)(items) if type(value) is not dict else items
-    if isinstance(value, (list, tuple, set, frozenset)):
+        items = {key: changed.get(key, item) for key, item in value.items()}
+        if kind is dict:
+            return items
+        try:
+            return kind(items)
+        except Exception:
+            return items
+    if strategy in (_SEQUENCE, _NAMEDTUPLE):
+        if all(type(item) in _ATOMIC for item in value):
+            return value
         new = [_redact(item, deeper) for item in value]
         if all(a is b for a, b in zip(new, value, strict=False)):
             return value
-        if isinstance(value, tuple) and hasattr(value, "_fields"):
-            return type(value)(*new)
-        return type(value)(new)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return kind(*new) if strategy == _NAMEDTUPLE else kind(new)
+    if strategy == _DATACLASS:
         changes = {}
         for field in dataclasses.fields(value):
             if field.init:
@@ -66,17 +113,17 @@ def _redact(value: Any, depth: int) -> Any:
                 if new_item is not old:
                     changes[field.name] = new_item
         return dataclasses.replace(value, **changes) if changes else value
-    declared = getattr(type(value), "model_fields", None)
-    if isinstance(declared, dict) and callable(getattr(value, "model_copy", None)):
-        names = [*declared, *(getattr(value, "model_extra", None) or {})]
-        update = {}
-        for name in names:
-            old = getattr(value, name, None)
+    update = {}
+    fields = getattr(value, "__dict__", None) or {}
+    extra = getattr(value, "__pydantic_extra__", None) or {}
+    for source in (fields, extra):
+        for name, old in source.items():
+            if type(old) in _ATOMIC:
+                continue
             new_item = _redact(old, deeper)
             if new_item is not old:
                 update[name] = new_item
-        return value.model_copy(update=update) if update else value
-    return value
+    return value.model_copy(update=update) if update else value
 
 
 class RedactingSerializer:
