@@ -35,7 +35,9 @@ def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
         raw.close()
         db = Database(path)
         assert db.conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
-        tables = {r[0] for r in db.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+        tables = {
+            r[0] for r in db.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
+        }
         assert {"meta", "scopes", "threads", "checkpoints", "writes", "vals"} <= tables
         db.close()
 

@@ -69,6 +69,11 @@ def roundtrip(value: Any) -> Any:
     return SERDE.loads_typed(SERDE.dumps_typed(value))
 
 
+def merged_metadata(config: Any, metadata: Any) -> Any:
+    """The metadata LangGraph stores for a put: `get_checkpoint_metadata(config, metadata)`."""
+    return get_checkpoint_metadata(config, metadata)
+
+
 def payload_of(value: Any) -> bytes:
     return SERDE.dumps_typed(value)[1]
 
@@ -118,7 +123,9 @@ def by_ref(store: DictStore) -> dict[str, dict[str, Any]]:
     return {data["ref"]: data for data in store.docs.values() if "ref" in data}
 
 
-def check_stored(stored: Mapping[str, Any], typed: tuple[str, bytes], docs: Mapping[str, Any]) -> None:
+def check_stored(
+    stored: Mapping[str, Any], typed: tuple[str, bytes], docs: Mapping[str, Any]
+) -> None:
     """Assert `stored` is the SPEC §2/§4.3 stored form of `typed`, parts included."""
     kind, payload = typed
     if len(payload) <= PART_SIZE:
@@ -192,7 +199,7 @@ class Harness:
     def put_writes(
         self, config: dict[str, Any], writes: list[tuple[str, Any]], task_id: str, task_path: str
     ) -> list[Put]:
-        puts = self.planner.plan_writes(config, writes, task_id, task_path).puts
+        puts: list[Put] = self.planner.plan_writes(config, writes, task_id, task_path).puts
         self._check_content_addressing(puts)
         self.store.apply(puts)
         self.write_part_keys.update(p.key for p in puts if p.collection == PARTS)
@@ -207,11 +214,12 @@ class Harness:
 
     def read(self, thread_id: str, ns: str, cid: str, shuffle: bool = True) -> CheckpointTuple:
         data = self.store.checkpoint(self.planner.key(thread_id, ns, cid))
-        writes = self.store.find(
-            WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid
-        )
+        writes = self.store.find(WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid)
         fetched, _ = self.store.resolve([data, *writes])
-        return restore(data, writes[::-1] if shuffle else writes, fetched, self.planner.loads)
+        restored: CheckpointTuple = restore(
+            data, writes[::-1] if shuffle else writes, fetched, self.planner.loads
+        )
+        return restored
 
 
 # --------------------------------------------------------------------------- strategies
@@ -238,20 +246,48 @@ VALUES = st.recursive(
     ),
     max_leaves=12,
 )
+
+
+class Big(NamedTuple):
+    """A str/bytes value of `size` payload bytes, built in the test so failures print short."""
+
+    kind: str
+    size: int
+    char: str
+
+
+def materialize(value: Any) -> Any:
+    """Replace every Big descriptor inside dicts, lists and tuples by its value."""
+    if isinstance(value, Big):
+        return sized(*value)
+    if isinstance(value, list):
+        return [materialize(item) for item in value]
+    if type(value) is tuple:
+        return tuple(materialize(item) for item in value)
+    if isinstance(value, dict):
+        return {key: materialize(item) for key, item in value.items()}
+    return value
+
+
 #: payloads around PART_SIZE, built cheaply from one repeated character
 BIG = st.builds(
-    sized,
+    Big,
     st.sampled_from(["str", "bytes"]),
     st.sampled_from([PART_SIZE - 1, PART_SIZE, PART_SIZE + 1, 2 * PART_SIZE + 1]),
     st.sampled_from("BQZ"),
 )
 #: strings whose payload straddles INLINE_LIMIT
-MEDIUM = st.builds(text_of_payload, st.integers(INLINE_LIMIT - 3, INLINE_LIMIT + 1200), st.sampled_from("SMT"))
+MEDIUM = st.builds(
+    text_of_payload, st.integers(INLINE_LIMIT - 3, INLINE_LIMIT + 1200), st.sampled_from("SMT")
+)
 MESSAGE = st.one_of(
     st.fixed_dictionaries({"role": st.sampled_from(["human", "ai", "tool"]), "content": TEXT}),
     st.builds(lambda n, tail: "m" * n + tail, st.integers(0, 200), TEXT),
     VALUES,
 )
+
+
+STEP_KEYS = ("source", "step", "parents")
 
 
 class Step(NamedTuple):
@@ -262,12 +298,17 @@ class Step(NamedTuple):
 
 
 @st.composite
-def write_calls(draw: st.DrawFn, big_ok: bool = True) -> list[tuple[str, str, list[tuple[str, Any]]]]:
+def write_calls(
+    draw: st.DrawFn, big_ok: bool = True
+) -> list[tuple[str, str, list[tuple[str, Any]]]]:
     """Zero to three `put_writes` calls (task id, task path, writes) with special channels."""
     value = st.one_of(VALUES, BIG) if big_ok and draw(st.integers(0, 5)) == 0 else VALUES
     write = st.tuples(st.sampled_from(["messages", "a", *SPECIAL]), value)
-    calls = st.tuples(st.sampled_from(["task-1", "task-2", "t\u00e2che"]), st.sampled_from(["", "~x"]),
-                      st.lists(write, max_size=4))
+    calls = st.tuples(
+        st.sampled_from(["task-1", "task-2", "t\u00e2che"]),
+        st.sampled_from(["", "~x"]),
+        st.lists(write, max_size=4),
+    )
     return draw(st.lists(calls, max_size=3))
 
 
@@ -287,7 +328,9 @@ def threads(draw: st.DrawFn) -> list[Step]:
                 del values[channel]  # emptied: gone from channel_values, version stays
                 continue
             if channel == "messages":
-                new = draw(st.lists(st.one_of(MESSAGE, st.sampled_from(messages or [""])), max_size=40))
+                new = draw(
+                    st.lists(st.one_of(MESSAGE, st.sampled_from(messages or [""])), max_size=40)
+                )
                 if messages and draw(st.integers(0, 4)) == 0:
                     cut = draw(st.integers(0, len(messages) - 1))
                     messages = messages[:cut] + messages[cut + 1 :]  # history edited mid-list
@@ -309,7 +352,12 @@ def threads(draw: st.DrawFn) -> list[Step]:
             else:
                 versions[channel] = next_version(versions.get(channel))
         checkpoint = make_checkpoint(n + 1, dict(values), versions)
-        extra = draw(st.fixed_dictionaries({}, optional={"user_id": TEXT, "model": st.integers(), "__x": TEXT}))
+        extra = draw(
+            st.fixed_dictionaries(
+                {},
+                optional={"user_id": TEXT, "model": st.integers(-(2**63), 2**63 - 1), "__x": TEXT},
+            )
+        )
         config = {"configurable": {"thread_id": THREAD, "checkpoint_ns": "", **extra}}
         if n:
             config["configurable"]["checkpoint_id"] = checkpoint_id(n)
@@ -317,13 +365,15 @@ def threads(draw: st.DrawFn) -> list[Step]:
             "source": "loop" if n else "input",
             "step": n - 1,
             "parents": {},
-            **draw(st.dictionaries(TEXT, VALUES, max_size=2)),
+            **draw(st.dictionaries(TEXT.filter(lambda k: k not in STEP_KEYS), VALUES, max_size=2)),
         }
         steps.append(Step(config, checkpoint, metadata, draw(write_calls())))
     return steps
 
 
-def expected_pending(calls: list[tuple[str, str, list[tuple[str, Any]]]]) -> list[tuple[str, str, Any]]:
+def expected_pending(
+    calls: list[tuple[str, str, list[tuple[str, Any]]]],
+) -> list[tuple[str, str, Any]]:
     """First write of a (task, index) wins; special (negative) ones are replaced; sorted."""
     kept: dict[tuple[str, int], tuple[str, Any]] = {}
     for task_id, _path, writes in calls:
@@ -338,19 +388,23 @@ def expected_pending(calls: list[tuple[str, str, list[tuple[str, Any]]]]) -> lis
 
 
 @settings(
-    max_examples=30,
+    max_examples=80,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(threads())
 def test_thread_restores_what_langgraph_round_trips(thread: list[Step]) -> None:
-    """Every checkpoint of a planned, applied thread restores equal to LangGraph's own serde round trip."""
+    """Each checkpoint of a planned, applied thread restores as LangGraph's serde round trip."""
+    thread = [
+        step._replace(checkpoint=materialize(step.checkpoint), writes=materialize(step.writes))
+        for step in thread
+    ]
     harness = Harness()
     for step in thread:
         plan, outcomes = harness.put(step.config, step.checkpoint, step.metadata)
         assert_plan_order(plan.puts)
         # remembered refs are cumulative, so only parts a write plan stored may already exist
-        for put, outcome in zip(plan.puts, outcomes):
+        for put, outcome in zip(plan.puts, outcomes, strict=True):
             assert outcome == "created" or put.key in harness.write_part_keys
         for task_id, task_path, writes in step.writes:
             puts = harness.put_writes(plan.config, writes, task_id, task_path)
@@ -361,7 +415,7 @@ def test_thread_restores_what_langgraph_round_trips(thread: list[Step]) -> None:
     for step in thread:
         restored = harness.read(THREAD, "", step.checkpoint["id"])
         assert restored.checkpoint == roundtrip(step.checkpoint)
-        assert restored.metadata == roundtrip(get_checkpoint_metadata(step.config, step.metadata))
+        assert restored.metadata == roundtrip(merged_metadata(step.config, step.metadata))
         assert restored.pending_writes == expected_pending(step.writes)
         parent = step.config["configurable"].get("checkpoint_id")
         assert (restored.parent_config or {}).get("configurable", {}).get("checkpoint_id") == parent
@@ -372,7 +426,7 @@ def test_thread_restores_what_langgraph_round_trips(thread: list[Step]) -> None:
 
 @st.composite
 def boundary_lists(draw: st.DrawFn) -> tuple[list[Any], int]:
-    """A list of 31/32/33/64/65 elements whose element payloads sum to a target near INLINE_LIMIT."""
+    """A list of 31/32/33/64/65 elements whose payloads sum to a target near INLINE_LIMIT."""
     count = draw(st.sampled_from([31, 32, 33, 64, 65]))
     target = draw(st.integers(INLINE_LIMIT - 14, INLINE_LIMIT + 14))
     base = target // count
@@ -388,7 +442,7 @@ def boundary_lists(draw: st.DrawFn) -> tuple[list[Any], int]:
 @settings(max_examples=60, deadline=None)
 @given(boundary_lists())
 def test_list_boundaries_choose_inline_value_blob_or_chunks(case: tuple[list[Any], int]) -> None:
-    """A list value is chunked iff its element payloads sum above 1024, in chunks of 32, and restores whole."""
+    """A list is chunked by 32 iff its element payloads sum above 1024, and restores whole."""
     elements, target = case
     assert sum(len(payload_of(e)) for e in elements) == target
     harness = Harness()
@@ -406,7 +460,7 @@ def test_list_boundaries_choose_inline_value_blob_or_chunks(case: tuple[list[Any
         assert [len(c) for c in chunks[:-1]] == [CHUNK_SIZE] * (len(chunks) - 1)
         flat = [item for chunk in chunks for item in chunk]
         assert [size for _, size in flat] == [len(payload_of(e)) for e in elements]
-        for (ref, _), element in zip(flat, elements):
+        for (ref, _), element in zip(flat, elements, strict=True):
             check_stored(docs[ref]["value"], SERDE.dumps_typed(element), docs)
     elif len(whole[1]) <= INLINE_LIMIT:
         assert entry == {"value": {"kind": whole[0], "payload": whole[1]}}
@@ -425,7 +479,7 @@ def test_list_boundaries_choose_inline_value_blob_or_chunks(case: tuple[list[Any
     place=st.sampled_from(["channel", "element", "write", "metadata"]),
 )
 def test_payloads_around_part_size_split_only_above_it(kind: str, offset: int, place: str) -> None:
-    """A payload is split into PART_SIZE slices exactly when it is strictly larger than PART_SIZE."""
+    """A payload is split into PART_SIZE slices exactly when it is larger than PART_SIZE."""
     size = PART_SIZE + offset
     value = sized(kind, size, "P")
     assert len(payload_of(value)) == size
@@ -454,13 +508,13 @@ def test_payloads_around_part_size_split_only_above_it(kind: str, offset: int, p
         assert length == size
         check_stored(docs[ref]["value"], SERDE.dumps_typed(value), docs)
     elif place == "metadata":
-        merged = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
+        merged = merged_metadata(config, metadata)
         check_stored(data["metadata"], SERDE.dumps_typed(merged), docs)
     write = next(p for p in write_puts if p.collection == WRITES and p.data["index"] == 0)
     check_stored(write.data["value"], SERDE.dumps_typed(value), docs)
     restored = harness.read(THREAD, "", checkpoint["id"])
     assert restored.checkpoint == roundtrip(checkpoint)
-    assert restored.metadata == roundtrip(get_checkpoint_metadata(config, metadata))  # type: ignore[arg-type]
+    assert restored.metadata == roundtrip(merged_metadata(config, metadata))
     assert restored.pending_writes == [("task-1", "__error__", "e"), ("task-1", "big", value)]
 
 
@@ -499,13 +553,13 @@ def wrap(kind: str, inner: Any, sibling: Any) -> Any:
         return Box(inner)
     if kind == "model":
         return Model(content=inner)
-    return Model(content=sibling, hidden=inner)
+    return Model(content=sibling, **{"hidden": inner})  # an extra field
 
 
 SMALL = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=3), max_leaves=4)
-SECRET = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=6, max_size=12).map(
-    lambda s: "zQ7-s3cr3t-" + s
-)
+SECRET = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=6, max_size=12
+).map(lambda s: "zQ7-s3cr3t-" + s)
 
 
 @st.composite
@@ -523,8 +577,10 @@ def nested(draw: st.DrawFn, leaf: st.SearchStrategy[Any]) -> Any:
     data=st.data(),
     place=st.sampled_from(["channel", "element", "metadata", "write"]),
 )
-def test_secrets_never_reach_any_put(secret: str, as_bytes: bool, data: st.DataObject, place: str) -> None:
-    """A SecretStr/SecretBytes anywhere in a value is stored as the REDACTED marker, never as its text."""
+def test_secrets_never_reach_any_put(
+    secret: str, as_bytes: bool, data: st.DataObject, place: str
+) -> None:
+    """A SecretStr/SecretBytes anywhere in a value is stored as the REDACTED marker only."""
     leaf = SecretBytes(secret.encode()) if as_bytes else SecretStr(secret)
     value = data.draw(nested(st.just(leaf)))
     values: dict[str, Any] = {"note": "plain"}
@@ -559,7 +615,7 @@ def test_redact_secrets_returns_secret_free_containers_unchanged(value: Any) -> 
 
 
 def test_redact_secrets_rebuilds_each_container_type() -> None:
-    """Every container kind holding a secret is rebuilt with its own type and the marker in place."""
+    """Every container kind holding a secret is rebuilt with its own type and the marker."""
     secret = SecretStr("hunter2")
     for kind in WRAPPERS:
         original = wrap(kind, secret, 1)
@@ -578,7 +634,20 @@ def test_planner_wraps_its_serde_once() -> None:
     assert Planner(AGENT, wrapped).serde is wrapped
 
 
-# --------------------------------------------------------------------------- SPEC §3.4 worked examples
+# -------------------------------------------------------------------- SPEC §3.4 worked examples
+
+
+def test_constants_are_the_spec_values() -> None:
+    """The thresholds these tests build boundaries around are SPEC §1.1's values."""
+    assert (PART_SIZE, INLINE_LIMIT, CHUNK_SIZE) == (262_144, 1024, 32)
+    assert (READ_BUDGET, MAX_IN_VALUES) == (2_097_152, 500)
+    assert REDACTED_SECRET == "[REDACTED: secrets are not stored in checkpoints]"
+    assert WRITES_IDX_MAP == {
+        "__error__": -1,
+        "__scheduled__": -2,
+        "__interrupt__": -3,
+        "__resume__": -4,
+    }
 
 
 def test_spec_document_keys() -> None:
@@ -596,7 +665,7 @@ def test_spec_document_keys() -> None:
 
 
 def test_spec_hello_element_chunk_and_list_blob_refs() -> None:
-    """The "hello" element, its one-entry chunk and the list blob over it match SPEC §3.4 example 2."""
+    """The "hello" element, its chunk and the list blob over it match SPEC §3.4 example 2."""
     kind, payload = SERDE.dumps_typed("hello")
     assert (kind, payload) == ("msgpack", b"\xa5hello")
     element = element_ref(kind, payload)
@@ -609,7 +678,7 @@ def test_spec_hello_element_chunk_and_list_blob_refs() -> None:
 
 
 def test_spec_value_blob_of_2000_chars() -> None:
-    """A 2000-character string becomes the value blob of SPEC §3.4 example 3 with an inline payload."""
+    """A 2000-character string becomes the value blob of SPEC §3.4 example 3, payload inline."""
     ref = "b-3b156ae3fe58b4772b90217d80bbc56d10ba999b89a20c7be0715e33e32131ea"
     payload = b"\xda\x07\xd0" + b"S" * 2000
     assert value_blob_ref("msgpack", payload) == ref
@@ -680,12 +749,16 @@ def test_batches_stop_at_max_in_values() -> None:
 
 
 def test_batches_group_by_first_appearance_and_keep_last_estimate() -> None:
-    """Refs are grouped by collection in first-appearance order, de-duplicated with their last estimate."""
+    """Refs are grouped by collection in first-appearance order, de-duplicated, last estimate."""
     p1, p2 = _refs("p", 2)
     (b1,) = _refs("b", 1)
     (e1,) = _refs("e", 1)
     found = batches([(p1, 1), (b1, 1), (p2, 1), (e1, 1)])
-    assert [(b.collection, b.refs) for b in found] == [(PARTS, [p1, p2]), (BLOBS, [b1]), (ITEMS, [e1])]
+    assert [(b.collection, b.refs) for b in found] == [
+        (PARTS, [p1, p2]),
+        (BLOBS, [b1]),
+        (ITEMS, [e1]),
+    ]
     b1, b2 = _refs("b", 2)
     found = batches([(b1, READ_BUDGET), (b2, 1), (b1, 1)])
     assert [b.refs for b in found] == [[b1, b2]]
@@ -695,7 +768,7 @@ def test_batches_group_by_first_appearance_and_keep_last_estimate() -> None:
 
 
 def test_next_version() -> None:
-    """next_version counts None to 1, ints up by one and strings to the zero-suffixed 32-digit form."""
+    """next_version maps None to 1, ints to +1 and strings to the zero-suffixed 32-digit form."""
     assert next_version(None) == 1
     assert next_version(1) == 2
     assert next_version(41) == 42
@@ -736,6 +809,13 @@ def test_kept_checkpoints_unlinked_children_keep_their_own_newest() -> None:
     assert kept_checkpoints(orphans, 1) == {("sub:a", "s2"), ("sub:b", "t")}
 
 
+@pytest.mark.parametrize("ns", ["", "sub:a"])
+def test_kept_checkpoints_count_each_id_once(ns: str) -> None:
+    """keep_last counts distinct ids: a checkpoint in both v1 and v2 does not evict an older one."""
+    stored = [Retained(ns, "a", None), Retained(ns, "b", None), Retained(ns, "b", None)]
+    assert kept_checkpoints(stored, 2) == {(ns, "a"), (ns, "b")}
+
+
 def test_kept_checkpoints_on_the_vector_thread() -> None:
     """keep_last=1 on the vector thread keeps c3 and sub1, as observed in SPEC §6.2."""
     steps = {s["name"]: s for s in inputs() if "checkpoint" in s}
@@ -743,7 +823,7 @@ def test_kept_checkpoints_on_the_vector_thread() -> None:
         Retained(
             s["config"]["configurable"].get("checkpoint_ns", ""),
             s["checkpoint"]["id"],
-            root_parent(get_checkpoint_metadata(s["config"], s["metadata"])),
+            root_parent(merged_metadata(s["config"], s["metadata"])),
         )
         for s in steps.values()
     ]
@@ -761,14 +841,20 @@ def test_kept_checkpoints_on_the_vector_thread() -> None:
 def _stored_list_thread() -> tuple[Harness, dict[str, Any]]:
     harness = Harness()
     values = {"messages": [f"message {i} " + "m" * 60 for i in range(40)], "big": "B" * 262244}
-    plan, _ = harness.put({"configurable": {"thread_id": THREAD}}, make_checkpoint(1, values, {"messages": 1, "big": 1}), {})
+    plan, _ = harness.put(
+        {"configurable": {"thread_id": THREAD}},
+        make_checkpoint(1, values, {"messages": 1, "big": 1}),
+        {},
+    )
     return harness, plan.checkpoint.data
 
 
 def test_missing_referenced_document_is_named() -> None:
-    """Resolving a checkpoint whose element document is gone raises MissingDocumentsError naming it."""
+    """Resolving a checkpoint whose element document is gone raises MissingDocumentsError on it."""
     harness, data = _stored_list_thread()
-    victim = next(k for k in harness.store.docs if k[0] == ITEMS and harness.store.docs[k]["ref"][0] == "e")
+    victim = next(
+        k for k in harness.store.docs if k[0] == ITEMS and harness.store.docs[k]["ref"][0] == "e"
+    )
     ref = harness.store.docs.pop(victim)["ref"]
     with pytest.raises(MissingDocumentsError) as caught:
         harness.store.resolve([data])
@@ -809,7 +895,12 @@ def test_unknown_schema_is_a_protocol_error() -> None:
 
 @pytest.mark.parametrize(
     "config",
-    [{}, {"configurable": {}}, {"configurable": {"thread_id": ""}}, {"configurable": {"thread_id": 7}}],
+    [
+        {},
+        {"configurable": {}},
+        {"configurable": {"thread_id": ""}},
+        {"configurable": {"thread_id": 7}},
+    ],
 )
 def test_checkpoint_config_without_thread_id_is_refused(config: dict[str, Any]) -> None:
     """plan_checkpoint raises a ProtocolError naming thread_id when the config lacks one."""

@@ -36,7 +36,11 @@ def _warm_plans() -> list[tuple[str, list[Put]]]:
             plans.append((step["name"], plan.puts))
             continue
         conf = step["config"]["configurable"]
-        parent = (conf.get("checkpoint_ns", ""), conf["checkpoint_id"]) if "checkpoint_id" in conf else None
+        parent = (
+            (conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+            if "checkpoint_id" in conf
+            else None
+        )
         ancestors = step["metadata"].get("parents", {}).items()
         known = memory.recall(conf["thread_id"], parent, ancestors)
         checkpoint_plan = planner.plan_checkpoint(
@@ -55,7 +59,7 @@ def _warm_plans() -> list[tuple[str, list[Put]]]:
 
 def _assert_same(puts: list[Put], rows: list[dict[str, Any]]) -> None:
     assert len(puts) == len(rows)
-    for put, row in zip(puts, rows):
+    for put, row in zip(puts, rows, strict=False):
         got = (put.collection, put.key, put.if_version, put.on_conflict)
         want = (row["collection"], row["key"], row["if_version"], row["on_conflict"])
         assert got == want, f"seq {row['seq']}"
@@ -95,7 +99,9 @@ def test_outcomes_in_a_fresh_and_a_warm_store() -> None:
     assert outcomes == [row["outcome_in_fresh_store"] for row in jsonl("puts.jsonl")]
     step = next(s for s in inputs() if s["name"] == "c3")
     cold = Planner(AGENT).plan_checkpoint(step["config"], step["checkpoint"], step["metadata"])
-    assert store.apply(cold.puts) == [r["outcome_in_warm_store"] for r in jsonl("puts_cold_c3.jsonl")]
+    assert store.apply(cold.puts) == [
+        r["outcome_in_warm_store"] for r in jsonl("puts_cold_c3.jsonl")
+    ]
 
 
 def _short(value: Any) -> Any:
@@ -112,7 +118,9 @@ def test_restore_and_resolution_batches(row: dict[str, Any]) -> None:
     step = next(s for s in inputs() if s["name"] == row["step"])
     data = store.checkpoint(row["checkpoint_key"])
     writes = store.find(
-        WRITES, thread_id=data["thread_id"], checkpoint_ns=data["checkpoint_ns"],
+        WRITES,
+        thread_id=data["thread_id"],
+        checkpoint_ns=data["checkpoint_ns"],
         checkpoint_id=data["checkpoint_id"],
     )
     fetched, read = store.resolve([data, *writes])
@@ -144,7 +152,9 @@ def test_read_then_put_reuses_entries() -> None:
         read_entries(data["channels"], restored.checkpoint["channel_versions"]),
     )
     known = memory.recall("thread-1", None, sub1["metadata"]["parents"].items())
-    plan = Planner(AGENT).plan_checkpoint(sub1["config"], sub1["checkpoint"], sub1["metadata"], known)
+    plan = Planner(AGENT).plan_checkpoint(
+        sub1["config"], sub1["checkpoint"], sub1["metadata"], known
+    )
     assert [p.collection for p in plan.puts] == [CHECKPOINTS]
 
 
@@ -155,7 +165,7 @@ def test_schema1_documents_restore() -> None:
     writes = [r["data"] for r in rows if r["collection"] == WRITES_V1]
     planner = Planner(AGENT)
     by_name = {s["name"]: s for s in inputs()}
-    for data, name in zip(checkpoints, ("c1", "c2")):
+    for data, name in zip(checkpoints, ("c1", "c2"), strict=False):
         assert planner.key("thread-1", "", data["checkpoint_id"]) == next(
             r["key"] for r in rows if r["data"] is data
         )
@@ -165,7 +175,14 @@ def test_schema1_documents_restore() -> None:
         assert restored.checkpoint == step["checkpoint"]
         assert restored.metadata == get_checkpoint_metadata(step["config"], step["metadata"])
     c2 = restore(checkpoints[1], writes, {}, planner.loads)
-    assert [(t, c) for t, c, _ in c2.pending_writes] == [("task-1", "__error__"), ("task-1", "messages")]
+    assert [(t, c) for t, c, _ in c2.pending_writes] == [
+        ("task-1", "__error__"),
+        ("task-1", "messages"),
+    ]
     assert c2.parent_config == {
-        "configurable": {"thread_id": "thread-1", "checkpoint_ns": "", "checkpoint_id": checkpoints[0]["checkpoint_id"]}
+        "configurable": {
+            "thread_id": "thread-1",
+            "checkpoint_ns": "",
+            "checkpoint_id": checkpoints[0]["checkpoint_id"],
+        }
     }

@@ -151,9 +151,10 @@ class CheckpointStore:
             ProtocolError: malformed config, checkpoint or metadata.
             CheckpointConflictError: the id is stored with different content.
         """
-        conf = configurable(config)
+        config = _root_namespace(config)
+        conf = config["configurable"]
         thread_id: str = conf["thread_id"]
-        ns: str = conf.get("checkpoint_ns") or ""
+        ns: str = conf["checkpoint_ns"]
         parent_id = conf.get("checkpoint_id")
         if not isinstance(metadata, Mapping):
             raise ProtocolError(f"metadata must be a mapping, got {type(metadata).__name__}")
@@ -203,10 +204,11 @@ class CheckpointStore:
         task_path: str = "",
     ) -> None:
         """Store pending writes: the first write of a (task, index) wins; special writes replace."""
-        plan = self.planner.plan_writes(config, writes, task_id, task_path)
+        config = _root_namespace(config)
+        plan = self.planner.plan_writes(config, writes, task_id, task_path or "")
         if not plan.puts:
             return
-        conf = configurable(config)
+        conf = config["configurable"]
         thread_id: str = conf["thread_id"]
         parts = [p for p in plan.puts if p.collection != WRITES]
         documents = [p for p in plan.puts if p.collection == WRITES]
@@ -868,6 +870,14 @@ _SELECT = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
     "c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id"
 )
+
+
+def _root_namespace(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Validate `config`; an absent or None `checkpoint_ns` means the root namespace `""`."""
+    conf = configurable(config)
+    if conf.get("checkpoint_ns") is not None:
+        return config
+    return {**config, "configurable": {**conf, "checkpoint_ns": ""}}
 
 
 def _writes_sort_key(write: Mapping[str, Any]) -> tuple[str, str, int]:

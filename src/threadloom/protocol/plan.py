@@ -16,6 +16,7 @@ from langgraph.checkpoint.base import get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from threadloom.core.msgpack import array_spans
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol.constants import (
     BLOBS,
@@ -29,7 +30,7 @@ from threadloom.protocol.constants import (
     WRITES,
     WRITES_IDX_MAP,
 )
-from threadloom.protocol.redact import RedactingSerializer
+from threadloom.protocol.redact import RedactingSerializer, redact_secrets
 from threadloom.protocol.refs import (
     chunk_ref,
     document_key,
@@ -120,8 +121,8 @@ def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
         raise ProtocolError(
             f"config['configurable']['thread_id'] must be a non-empty string, got {thread_id!r}"
         )
-    ns = conf.get("checkpoint_ns") or ""
-    if not isinstance(ns, str):
+    ns = conf.get("checkpoint_ns", "")
+    if ns is not None and not isinstance(ns, str):
         raise ProtocolError(f"checkpoint_ns must be a string, got {type(ns).__name__}")
     return conf
 
@@ -195,7 +196,7 @@ class Planner:
         """Deserialize a typed payload with this planner's serializer."""
         return self.serde.loads_typed(typed)
 
-    def key(self, *parts: str | int) -> str:
+    def key(self, *parts: str | int | None) -> str:
         """Return the document key of `parts` under this planner's agent id."""
         return document_key(self.agent_id, *parts)
 
@@ -219,10 +220,12 @@ class Planner:
         """
         conf = configurable(config)
         thread_id: str = conf["thread_id"]
-        ns: str = conf.get("checkpoint_ns") or ""
+        ns: str | None = conf.get("checkpoint_ns", "")
         checkpoint_id = checkpoint.get("id") if isinstance(checkpoint, Mapping) else None
         if not isinstance(checkpoint_id, str) or not checkpoint_id:
             raise ProtocolError("checkpoint['id'] must be a non-empty string")
+        if not isinstance(metadata, Mapping):
+            raise ProtocolError(f"metadata must be a mapping, got {type(metadata).__name__}")
         values = checkpoint.get("channel_values")
         if not isinstance(values, Mapping):
             raise ProtocolError("checkpoint['channel_values'] must be a mapping")
@@ -282,10 +285,33 @@ class Planner:
                 "serializer supports (or pass a serde that handles this type)"
             ) from exc
 
+    def dump_elements(self, items: list[Any], what: str) -> list[Typed]:
+        """Serialize each element of a list, as `dumps` on each would.
+
+        With LangGraph's own JsonPlusSerializer the list is redacted and encoded once
+        and cut into its elements' encodings (`core.msgpack.array_spans`), which is
+        byte-identical to encoding them one by one and several times faster.
+        """
+        base = self.serde.serde
+        if (
+            len(items) > 1
+            and type(base).dumps_typed is JsonPlusSerializer.dumps_typed
+            and not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
+        ):
+            redacted = redact_secrets(items)
+            try:
+                kind, payload = base.dumps_typed(redacted)
+            except Exception:
+                kind, payload = "", b""  # the per-element path names the failing value
+            spans = array_spans(payload) if kind == "msgpack" else None
+            if spans is not None and len(spans) == len(items):
+                return [("msgpack", payload[start:end]) for start, end in spans]
+        return [self.dumps(item, what) for item in items]
+
     def _entry(self, buckets: _Buckets, value: Any, channel: str) -> dict[str, Any]:
         what = f"channel {channel!r}"
         if type(value) is list:
-            elements = [self.dumps(item, what) for item in value]
+            elements = self.dump_elements(value, what)
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 return {"blob": self._list(buckets, elements)}
         kind, payload = self.dumps(value, what)
@@ -340,7 +366,7 @@ class Planner:
         if not isinstance(task_id, str):
             raise ProtocolError(f"task_id must be a string, got {type(task_id).__name__}")
         thread_id: str = conf["thread_id"]
-        ns: str = conf.get("checkpoint_ns") or ""
+        ns: str | None = conf.get("checkpoint_ns", "")
         buckets = _Buckets(self.agent_id, thread_id, frozenset())
         documents = []
         for position, write in enumerate(writes):
@@ -353,7 +379,7 @@ class Planner:
                 "_schema": SCHEMA_VERSION,
                 "checkpoint_id": checkpoint_id,
                 "task_id": task_id,
-                "task_path": task_path or "",
+                "task_path": task_path,
                 "index": index,
                 "channel": channel,
                 "value": buckets.stored(self.dumps(value, f"the write to {channel!r}")),

@@ -23,7 +23,7 @@ def json_text(value: Any) -> str:
     return json.dumps(value)
 
 
-def document_key(agent_id: str, *parts: str | int) -> str:
+def document_key(agent_id: str, *parts: str | int | None) -> str:
     """Return the document id of `parts` under `agent_id` (SPEC §3.3)."""
     return sha256_hex(json_text([agent_id, *parts]).encode("utf-8"))
 

@@ -39,7 +39,8 @@ def kept_checkpoints(stored: Iterable[Retained], keep_last: int) -> set[tuple[st
 
     Roots keep their `keep_last` newest; a subgraph checkpoint linked to a root
     (through `parents[""]`) is kept with its root; an unlinked one keeps the
-    `keep_last` newest of its own namespace.
+    `keep_last` newest of its own namespace. An id listed twice (its schema-1 and
+    schema-2 documents) counts once.
 
     Raises:
         ValueError: `keep_last` is below 1.
@@ -47,10 +48,10 @@ def kept_checkpoints(stored: Iterable[Retained], keep_last: int) -> set[tuple[st
     if keep_last < 1:
         raise ValueError(f"keep_last must be at least 1, got {keep_last}")
     items = list(stored)
-    roots = sorted((s.checkpoint_id for s in items if s.checkpoint_ns == ""), reverse=True)
+    roots = sorted({s.checkpoint_id for s in items if s.checkpoint_ns == ""}, reverse=True)
     kept_roots = set(roots[:keep_last])
     kept = {("", checkpoint_id) for checkpoint_id in kept_roots}
-    unlinked: dict[str, list[str]] = {}
+    unlinked: dict[str, set[str]] = {}
     for item in items:
         if item.checkpoint_ns == "":
             continue
@@ -58,7 +59,7 @@ def kept_checkpoints(stored: Iterable[Retained], keep_last: int) -> set[tuple[st
             if item.root_parent in kept_roots:
                 kept.add((item.checkpoint_ns, item.checkpoint_id))
         else:
-            unlinked.setdefault(item.checkpoint_ns, []).append(item.checkpoint_id)
+            unlinked.setdefault(item.checkpoint_ns, set()).add(item.checkpoint_id)
     for ns, ids in unlinked.items():
         kept.update((ns, checkpoint_id) for checkpoint_id in sorted(ids, reverse=True)[:keep_last])
     return kept
