@@ -1,0 +1,116 @@
+"""Many threads: 200 threads x 5 turns sharing one 4 KB system prompt, on every saver.
+
+Run: `python bench/bench_threads.py` (`--quick`: 20 threads x 2 turns).
+
+Threads run one after another, each on every saver in turn (all savers open at
+once, so background load hits them alike); throughput is turns per second of
+wall time spent in `invoke`. Bytes are read once at the end. The async twins
+(AsyncSqliteSaver, threadloom.AsyncSaver) store the same bytes as their sync
+savers and are left out by default to keep the run under 3 minutes on 2 cores;
+`--savers all` adds them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import _harness as h
+from _workload import build_graph, config_of, turn_input
+
+SYNC_SAVERS = ("InMemorySaver", "SqliteSaver", "PostgresSaver", "threadloom.Saver")
+
+
+def run(panel: h.Panel, threads: int, turns: int) -> dict[str, dict[str, Any]]:
+    """Each thread's turns on every saver in turn (rotating which saver goes first)."""
+    graphs: dict[str, Any] = {}
+    elapsed: dict[str, float] = {}
+    for name, subject in panel.each(0):
+        with panel.guard("threads", name):
+            graphs[name] = build_graph(subject.saver)
+            subject.instrument()
+            elapsed[name] = 0.0
+    for t in range(threads):
+        thread = f"user-{t:04d}"
+        config = config_of(thread)
+        for name, subject in panel.each(t):
+            with panel.guard("threads", name):
+                for turn in range(1, turns + 1):
+                    start = time.perf_counter()
+                    subject.invoke(graphs[name], turn_input(thread, turn), config)
+                    elapsed[name] += time.perf_counter() - start
+    out = {}
+    for name, subject in panel.each(0):
+        with panel.guard("threads: bytes", name):
+            out[name] = {
+                "elapsed": elapsed[name],
+                "turns": threads * turns,
+                "put": subject.timings.stats("put"),
+                "get": subject.timings.stats("get_tuple"),
+                "logical": subject.logical_bytes(),
+                "disk": subject.disk_bytes(),
+            }
+    return out
+
+
+def main() -> int:
+    p = h.parser(__doc__.splitlines()[0], savers=SYNC_SAVERS)
+    p.add_argument("--threads", type=int, default=None, help="threads (default 200, quick 20)")
+    p.add_argument("--turns", type=int, default=None, help="turns per thread (default 5, quick 2)")
+    args = p.parse_args()
+    threads = args.threads or (20 if args.quick else 200)
+    turns = args.turns or (2 if args.quick else 5)
+    names = h.selected(args)
+    failures = h.Failures()
+    print(f"# bench_threads: {threads} threads x {turns} turns, one shared 4 KB system prompt\n")
+    print(h.describe_machine())
+    print(h.settings(args) + "\n")
+    with h.workdir(args.keep) as wd, h.postgres_if(names) as pg:
+        h.note("threads: all savers interleaved, one thread at a time")
+        with h.Panel(names, wd, pg, failures, synchronous=args.synchronous) as panel:
+            results = run(panel, threads, turns)
+    report(results, threads)
+    return failures.report()
+
+
+def report(results: dict[str, dict[str, Any]], threads: int) -> None:
+    base = results.get(h.BASELINE)
+    rows = []
+    for name, r in results.items():
+        rate = r["turns"] / r["elapsed"]
+        rows.append(
+            [
+                name,
+                h.mib(r["logical"]),
+                h.mib(r["disk"]),
+                h.ratio(r["disk"], base and base["disk"]),
+                f"{(r['disk'] or r['logical']) / threads / 1024:.1f} KiB",
+                f"{rate:.1f}",
+                h.ratio(rate, base and base["turns"] / base["elapsed"]),
+                *h.ms(r["put"]),
+                *h.ms(r["get"]),
+            ]
+        )
+    print(
+        h.table(
+            [
+                "saver",
+                "logical",
+                "on disk",
+                "disk vs Sqlite",
+                "per thread",
+                "turns/s",
+                "vs Sqlite",
+                "put p50",
+                "put p95",
+                "get p50",
+                "get p95",
+            ],
+            rows,
+        )
+        + "\n"
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
