@@ -17,10 +17,10 @@ from threadloom.errors import EngineError, FormatError
 def test_new_file_has_current_format_and_wal(db_path: Path) -> None:
     """A new file is created in WAL mode at the current format version."""
     db = Database(db_path)
-    conn = db.conn
-    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
-    assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
-    assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
+    with db.connection() as conn:
+        assert conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+        assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
     db.close()
 
 
@@ -34,10 +34,10 @@ def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
         raw.execute(f"PRAGMA user_version={start}")
         raw.close()
         db = Database(path)
-        assert db.conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
-        tables = {
-            r[0] for r in db.conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")
-        }
+        with db.connection() as conn:
+            assert conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
+            query = "SELECT name FROM sqlite_schema WHERE type='table'"
+            tables = {r[0] for r in conn.execute(query)}
         assert {"meta", "scopes", "threads", "checkpoints", "writes", "vals"} <= tables
         db.close()
 
@@ -54,31 +54,61 @@ def test_newer_format_is_refused(db_path: Path) -> None:
 def test_double_quoted_string_literals_are_rejected(db_path: Path) -> None:
     """Our connections refuse double-quoted string literals (a classic SQL typo)."""
     db = Database(db_path)
-    with pytest.raises(apsw.SQLError):
-        db.conn.execute('SELECT "not a column"').fetchall()
+    with db.connection() as conn, pytest.raises(apsw.SQLError):
+        conn.execute('SELECT "not a column"').fetchall()
     db.close()
 
 
-def test_each_thread_gets_its_own_connection(db_path: Path) -> None:
-    """Connections are per OS thread, so transactions never interleave across threads."""
+def test_concurrent_borrowers_get_different_connections(db_path: Path) -> None:
+    """Two threads holding connections at once never share one, so transactions never mix."""
     db = Database(db_path)
     seen = []
-    worker = threading.Thread(target=lambda: seen.append(db.conn))
-    worker.start()
-    worker.join()
-    assert seen[0] is not db.conn
+    with db.connection() as mine:
+        worker = threading.Thread(target=lambda: seen.append(_borrow(db)))
+        worker.start()
+        worker.join()
+        assert seen[0] is not mine
+    db.close()
+
+
+def test_connections_are_reused_across_short_lived_threads(db_path: Path) -> None:
+    """Threads that come and go reuse pooled connections instead of opening one each."""
+    db = Database(db_path)
+    seen = []
+    for _ in range(20):
+        worker = threading.Thread(target=lambda: seen.append(id(_borrow(db))))
+        worker.start()
+        worker.join()
+    assert len(set(seen)) == 1
+    db.close()
+
+
+def test_nested_reads_share_one_snapshot(db_path: Path) -> None:
+    """A read inside a read uses the same connection and transaction."""
+    db = Database(db_path)
+    with db.read() as outer, db.read() as inner:
+        assert inner is outer
+    db.close()
+
+
+def test_a_write_inside_a_read_is_refused(db_path: Path) -> None:
+    """Upgrading a read transaction to a write is refused instead of deadlocking."""
+    db = Database(db_path)
+    with db.read(), pytest.raises(EngineError, match="inside another transaction"), db.write():
+        pass
     db.close()
 
 
 def test_a_forked_child_opens_its_own_connection(db_path: Path) -> None:
-    """After fork the child does not reuse the parent's connection."""
+    """After fork the child does not reuse the parent's pooled connection."""
     db = Database(db_path)
-    parent = db.conn
+    parent = _borrow(db)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
         os.close(read)
-        ok = db.conn is not parent and db.conn.execute("SELECT 1").fetchall() == [(1,)]
+        with db.connection() as conn:
+            ok = conn is not parent and conn.execute("SELECT 1").fetchall() == [(1,)]
         os.write(write, b"1" if ok else b"0")
         os._exit(0)
     os.close(write)
@@ -91,8 +121,13 @@ def test_closed_database_says_so(db_path: Path) -> None:
     """Using a closed file raises an EngineError that says what to do."""
     db = Database(db_path)
     db.close()
-    with pytest.raises(EngineError, match="closed"):
-        db.conn  # noqa: B018 - the property access is the behaviour under test
+    with pytest.raises(EngineError, match="closed"), db.connection():
+        pass
+
+
+def _borrow(db: Database) -> apsw.Connection:
+    with db.connection() as conn:
+        return conn
 
 
 def test_unknown_synchronous_level_is_refused(db_path: Path) -> None:

@@ -10,10 +10,12 @@ Invariants:
 
 from __future__ import annotations
 
+import threading
 import time
 from array import array
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import apsw
 from langgraph.checkpoint.base import CheckpointTuple
@@ -21,7 +23,12 @@ from langgraph.checkpoint.base import CheckpointTuple
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.codec import pack, unpack
 from threadloom.engine.database import Database
-from threadloom.errors import CheckpointConflictError, MissingDocumentsError, ProtocolError
+from threadloom.errors import (
+    CheckpointConflictError,
+    EngineError,
+    MissingDocumentsError,
+    ProtocolError,
+)
 from threadloom.protocol import (
     CHECKPOINTS,
     CHECKPOINTS_V1,
@@ -39,11 +46,13 @@ from threadloom.protocol import (
     restore,
 )
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
-from threadloom.protocol.restore import channel_values
+from threadloom.protocol.restore import channel_values, raw_channels
 
 _CHECKPOINT_FIELDS = ("checkpoint", "metadata", "channels")
 _ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
 _PAGE = 64
+_RETRIES = 3
+_SMALL_PLAN = 32
 RETENTION_GRACE = RETENTION_GRACE_SECONDS
 
 Row = tuple[Any, ...]
@@ -92,6 +101,9 @@ class CheckpointStore:
         self.planner = Planner(agent_id, serde)
         self.memory = KnownReferences()
         self.cache = ValueCache(cache_bytes)
+        self._thread_rows: dict[str, int] = {}
+        self._closures: _Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = _Lru(32)
+        self._epoch = 0
         with db.write() as conn:
             conn.execute(
                 "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
@@ -100,6 +112,7 @@ class CheckpointStore:
             self.scope: int = conn.execute(
                 "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?", (namespace, agent_id)
             ).fetchall()[0][0]
+            self._epoch = self._read_epoch(conn)
 
     # -- threads ---------------------------------------------------------------------------
 
@@ -117,15 +130,66 @@ class CheckpointStore:
         )
         found = self._thread(conn, thread_id)
         assert found is not None
+        self._thread_rows[thread_id] = found
         return found
 
-    def _reserve(self, conn: apsw.Connection, thread: int, count: int, now: float) -> int:
-        """Reserve `count` sequence numbers of `thread`; return the first."""
+    def _reserve(
+        self, conn: apsw.Connection, thread_id: str, count: int, now: float
+    ) -> tuple[int, int]:
+        """Reserve `count` sequence numbers of a thread (created if needed).
+
+        Returns:
+            The thread's row id and the first reserved number. Row ids are never
+            reused (AUTOINCREMENT), so a remembered id is checked by the update itself.
+        """
+        thread = self._thread_rows.get(thread_id)
+        if thread is not None:
+            rows = conn.execute(
+                "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
+                (count, now, thread),
+            ).fetchall()
+            if rows:
+                return thread, int(rows[0][0]) - count + 1
+        thread = self._ensure_thread(conn, thread_id, now)
         end = conn.execute(
             "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
             (count, now, thread),
         ).fetchall()[0][0]
-        return int(end) - count + 1
+        return thread, int(end) - count + 1
+
+    # -- collection epoch -------------------------------------------------------------------
+    #
+    # Remembered refs let a put skip values the file holds. Only a deletion of values
+    # (delete, prune, GC, in any process) can make that memory wrong, and each one bumps
+    # `meta.gc_epoch` in its transaction. A put reads the epoch inside its own write
+    # transaction and plans again from the file if it moved.
+
+    def _read_epoch(self, conn: apsw.Connection) -> int:
+        rows = conn.execute("SELECT value FROM meta WHERE key = 'gc_epoch'").fetchall()
+        return int(rows[0][0]) if rows else 0
+
+    def _bump_epoch(self, conn: apsw.Connection) -> None:
+        """Record a deletion of values (inside the deleting transaction)."""
+        before = self._read_epoch(conn)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES('gc_epoch', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (before + 1,),
+        )
+        if before == self._epoch:
+            # Nobody else deleted since we last looked, and the caller forgets the
+            # threads it touched: the rest of our memory stays valid.
+            self._epoch = before + 1
+
+    def _check_epoch(self, conn: apsw.Connection) -> None:
+        epoch = self._read_epoch(conn)
+        if epoch != self._epoch:
+            raise _StaleMemory(epoch)
+
+    def _refresh(self, epoch: int) -> None:
+        self.memory = KnownReferences(self.memory.capacity)
+        self._thread_rows.clear()
+        self._epoch = epoch
 
     def thread_ids(self) -> list[str]:
         """Return the thread ids of this scope that hold checkpoints, sorted."""
@@ -158,18 +222,34 @@ class CheckpointStore:
         parent_id = conf.get("checkpoint_id")
         if not isinstance(metadata, Mapping):
             raise ProtocolError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        for _ in range(_RETRIES):
+            try:
+                return self._put(config, checkpoint, metadata, thread_id, ns, parent_id)
+            except _StaleMemory as stale:
+                self._refresh(stale.epoch)
+        raise EngineError("other processes keep deleting values while this put runs; retry it")
+
+    def _put(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+    ) -> dict[str, Any]:
         known = self._recall(thread_id, ns, parent_id, metadata)
         plan = self.planner.plan_checkpoint(config, checkpoint, metadata, known)
         values = plan.puts[:-1]
         document = plan.puts[-1]
-        stored = self._existing(thread_id, [p.data["ref"] for p in values])
+        stored = self._existing(thread_id, values)
         fresh = [p for p in values if p.data["ref"] not in stored]
         encoded = [(p.data["ref"], *pack(_value_body(p.data))) for p in fresh]
         body, digest = pack({k: document.data[k] for k in _CHECKPOINT_FIELDS})
         now = time.time()
         with self.db.write() as conn:
-            thread = self._ensure_thread(conn, thread_id, now)
-            seq = self._reserve(conn, thread, len(encoded) + 1, now)
+            self._check_epoch(conn)
+            thread, seq = self._reserve(conn, thread_id, len(encoded) + 1, now)
             self._insert_values(conn, thread, encoded, seq, now)
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
@@ -212,17 +292,28 @@ class CheckpointStore:
         thread_id: str = conf["thread_id"]
         parts = [p for p in plan.puts if p.collection != WRITES]
         documents = [p for p in plan.puts if p.collection == WRITES]
-        stored = self._existing(thread_id, [p.data["ref"] for p in parts])
+        rows = [(p, *pack({"value": p.data["value"]})) for p in documents]
+        for _ in range(_RETRIES):
+            try:
+                self._put_writes(thread_id, parts, rows)
+                return
+            except _StaleMemory as stale:
+                self._refresh(stale.epoch)
+        raise EngineError("other processes keep deleting values while put_writes runs; retry it")
+
+    def _put_writes(
+        self, thread_id: str, parts: Sequence[Put], rows: Sequence[tuple[Put, bytes, bytes]]
+    ) -> None:
+        stored = self._existing(thread_id, parts, always=True)
         encoded = [
             (p.data["ref"], *pack(_value_body(p.data)))
             for p in parts
             if p.data["ref"] not in stored
         ]
-        rows = [(p, *pack({"value": p.data["value"]})) for p in documents]
         now = time.time()
         with self.db.write() as conn:
-            thread = self._ensure_thread(conn, thread_id, now)
-            seq = self._reserve(conn, thread, len(encoded) + len(rows), now)
+            self._check_epoch(conn)
+            thread, seq = self._reserve(conn, thread_id, len(encoded) + len(rows), now)
             self._insert_values(conn, thread, encoded, seq, now)
             seq += len(encoded)
             for offset, (put, body, digest) in enumerate(rows):
@@ -270,9 +361,14 @@ class CheckpointStore:
             ],
         )
 
-    def _existing(self, thread_id: str, refs: Sequence[str]) -> set[str]:
-        """Return which of `refs` the thread already stores (one query)."""
-        if not refs:
+    def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
+        """Return which planned values the thread already stores (one query).
+
+        A plan made with warm memory holds only new values, so small plans skip the
+        query unless `always`: INSERT ... ON CONFLICT DO NOTHING leaves stored values
+        untouched either way; the query only saves compressing them again.
+        """
+        if not puts or (not always and len(puts) <= _SMALL_PLAN):
             return set()
         with self.db.read() as conn:
             thread = self._thread(conn, thread_id)
@@ -280,7 +376,7 @@ class CheckpointStore:
                 return set()
             rows = conn.execute(
                 "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
-                (thread, _sql_ids(refs)),
+                (thread, _sql_ids(p.data["ref"] for p in puts)),
             ).fetchall()
         return {r[0] for r in rows}
 
@@ -345,11 +441,17 @@ class CheckpointStore:
             sql += " AND c.checkpoint_id = ?"
             args.append(checkpoint_id)
         sql += " ORDER BY c.checkpoint_id DESC LIMIT 1"
-        with self.db.read() as conn:
-            rows = conn.execute(sql, args).fetchall()
-            if not rows:
-                return None
-            return self._load(conn, rows)[0].tuple
+        # Every row read here is immutable or append-only, so the statements need no
+        # shared snapshot; a thread deleted between them surfaces as missing values,
+        # and the read is then repeated in one transaction to answer consistently.
+        try:
+            with self.db.connection() as conn:
+                rows = conn.execute(sql, args).fetchall()
+                return self._load(conn, rows)[0].tuple if rows else None
+        except MissingDocumentsError:
+            with self.db.read() as conn:
+                rows = conn.execute(sql, args).fetchall()
+                return self._load(conn, rows)[0].tuple if rows else None
 
     def list(
         self,
@@ -430,8 +532,18 @@ class CheckpointStore:
         return found
 
     def _load(self, conn: apsw.Connection, rows: Sequence[Row]) -> list[Loaded]:
-        """Load checkpoint rows with their writes and values in a few set-based queries."""
-        docs = [self._document(row) for row in rows]
+        """Load checkpoint rows with their writes and values in a few set-based queries.
+
+        A checkpoint row never changes once written (create-only), so its decoded
+        document and the values it reaches are kept in a small LRU keyed by the row's
+        identity and digest; only its pending writes are read again every time.
+        """
+        docs: list[dict[str, Any]] = []
+        closures: list[tuple[Mapping[str, Any], Mapping[str, Any]] | None] = []
+        for row in rows:
+            hit = self._closures.get(_closure_key(row))
+            docs.append(hit[0] if hit else self._document(row))
+            closures.append(hit[1] if hit else None)
         writes: dict[int, list[dict[str, Any]]] = {row[0]: [] for row in rows}
         for found in conn.execute(
             "SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.schema, w.body, w.digest "
@@ -444,18 +556,32 @@ class CheckpointStore:
             data = unpack(body, digest, f"pending write {task_id}/{idx}")
             data.update(task_id=task_id, index=idx, task_path=task_path, channel=channel)
             writes[owner].append(data)
-        fetched = self._resolve(conn, rows, docs, writes)
+        misses = [i for i, closure in enumerate(closures) if closure is None]
+        if misses:
+            resolved = self._resolve(conn, [rows[i] for i in misses], [docs[i] for i in misses])
+            for i in misses:
+                fetched = resolved[rows[i][1]]
+                raw = raw_channels(docs[i]["channels"], fetched) if docs[i]["_schema"] == 2 else {}
+                closures[i] = (fetched, raw)
+                self._closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
         loaded = []
-        for row, doc in zip(rows, docs, strict=False):
+        for row, doc, closure in zip(rows, docs, closures, strict=True):
             mine = writes[row[0]]
-            thread_fetched = fetched.get(row[1], {})
+            fetched, raw = closure or ({}, {})
+            if any(references(w) for w in mine):
+                fetched = {**fetched, **self._fetch_all(conn, row[1], mine)}
             result = restore(
-                doc, mine, thread_fetched, self.planner.loads, sort_key=_writes_sort_key
+                doc,
+                mine,
+                fetched,
+                self.planner.loads,
+                sort_key=_writes_sort_key,
+                raw=raw if doc["_schema"] == 2 else None,
             )
             if doc["_schema"] == 2 and (row[2], row[3], row[4]) not in self.memory:
-                referenced = set()
+                referenced: set[str] = set()
                 for item in [doc, *mine]:
-                    _reachable(item, thread_fetched, referenced)
+                    _reachable(item, fetched, referenced)
                 self.memory.remember(
                     (row[2], row[3], row[4]),
                     referenced,
@@ -478,18 +604,12 @@ class CheckpointStore:
         return data
 
     def _resolve(
-        self,
-        conn: apsw.Connection,
-        rows: Sequence[Row],
-        docs: Sequence[dict[str, Any]],
-        writes: Mapping[int, list[dict[str, Any]]],
+        self, conn: apsw.Connection, rows: Sequence[Row], docs: Sequence[dict[str, Any]]
     ) -> dict[int, dict[str, Any]]:
         """Fetch every value the documents reference: one query per thread and level."""
         roots: dict[int, list[Mapping[str, Any]]] = {}
-        for row, doc in zip(rows, docs, strict=False):
-            mine = roots.setdefault(row[1], [])
-            mine.append(doc)
-            mine.extend(writes[row[0]])
+        for row, doc in zip(rows, docs, strict=True):
+            roots.setdefault(row[1], []).append(doc)
         return {thread: self._fetch_all(conn, thread, found) for thread, found in roots.items()}
 
     def _fetch_all(
@@ -508,7 +628,7 @@ class CheckpointStore:
             if missing:
                 raise MissingDocumentsError(sorted(missing))
             have.update(found)
-            level = {ref for data in found.values() for ref, _ in references(data)} - have.keys()
+            level = {ref for data in found.values() for ref in _children(data)} - have.keys()
         return have
 
     def delta_history(
@@ -686,6 +806,8 @@ class CheckpointStore:
             for table in ("writes", "checkpoints", "vals"):
                 conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
+            self._bump_epoch(conn)
+        self._thread_rows.pop(thread_id, None)
         self.cache.drop(thread)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
@@ -858,6 +980,7 @@ class CheckpointStore:
                 "DELETE FROM vals WHERE id IN carray(?)", (_sql_ids(r for r, _ in doomed),)
             )
             self.cache.drop(thread, [ref for _, ref in doomed])
+            self._bump_epoch(conn)
         return len(doomed)
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
@@ -870,6 +993,57 @@ _SELECT = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
     "c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id"
 )
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Lru(Generic[K, V]):
+    """A small thread-safe LRU map."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+            return found
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+
+def _children(data: Mapping[str, Any]) -> Iterable[str]:
+    """The refs a value document points to (`references` without the estimates)."""
+    value = data.get("value")
+    if value is not None:  # a value blob, an element or a pending write
+        return value.get("parts") or ()
+    elements = data.get("elements")
+    if elements is not None:
+        return [ref for ref, _ in elements]
+    return data.get("chunks") or ()
+
+
+def _closure_key(row: Row) -> tuple[Any, ...]:
+    """Identity of a checkpoint row's content: thread, namespace, id and body digest."""
+    return (row[1], row[3], row[4], bytes(row[8]))
+
+
+class _StaleMemory(Exception):
+    """Values were deleted since the memory a plan relied on was built."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(epoch)
+        self.epoch = epoch
 
 
 def _root_namespace(config: Mapping[str, Any]) -> Mapping[str, Any]:

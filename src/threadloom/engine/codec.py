@@ -6,7 +6,9 @@ recorded at `pack` time; a damaged body raises CorruptionError naming the docume
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import blake3
@@ -19,15 +21,24 @@ DIGEST_SIZE = 16
 _COMPRESS_FROM = 96
 _RAW = 0
 _ZSTD = 1
-_local = threading.local()
+_pool: list[tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]] = []
+_pool_lock = threading.Lock()
 
 
-def _codecs() -> tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]:
-    codecs = getattr(_local, "codecs", None)
+@contextlib.contextmanager
+def _codecs() -> Iterator[tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]]:
+    # zstd contexts are costly to create and not thread-safe: borrow one from a pool
+    # (LangGraph checkpoints from short-lived executor threads, so thread-locals churn).
+    with _pool_lock:
+        codecs = _pool.pop() if _pool else None
     if codecs is None:
         codecs = (zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor())
-        _local.codecs = codecs
-    return codecs
+    try:
+        yield codecs
+    finally:
+        with _pool_lock:
+            if len(_pool) < 16:
+                _pool.append(codecs)
 
 
 def digest(raw: bytes) -> bytes:
@@ -39,7 +50,8 @@ def pack(value: Any) -> tuple[bytes, bytes]:
     """Encode `value` (msgpack types: maps, lists, str, bytes, ints, None) to (body, digest)."""
     raw = ormsgpack.packb(value)
     if len(raw) >= _COMPRESS_FROM:
-        squeezed = _codecs()[0].compress(raw)
+        with _codecs() as (compressor, _):
+            squeezed = compressor.compress(raw)
         if len(squeezed) < len(raw):
             return bytes((_ZSTD,)) + squeezed, digest(raw)
     return bytes((_RAW,)) + raw, digest(raw)
@@ -59,7 +71,8 @@ def unpack(body: bytes, expected: bytes, name: str) -> Any:
     try:
         mode = body[0]
         if mode == _ZSTD:
-            raw = _codecs()[1].decompress(body[1:])
+            with _codecs() as (_, decompressor):
+                raw = decompressor.decompress(body[1:])
         elif mode == _RAW:
             raw = bytes(body[1:])
         else:

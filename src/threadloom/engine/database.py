@@ -24,25 +24,38 @@ BUSY_TIMEOUT_MS = 30_000
 class Database:
     """An open threadloom file.
 
-    Connections are made per OS thread (apsw connections must not interleave
-    transactions across threads) and re-made after a fork.
+    Connections come from a small pool: each operation borrows one for its
+    transaction and gives it back, so short-lived threads (LangGraph runs async
+    checkpointing on executor threads) reuse connections instead of opening one
+    each. A thread that already holds a connection reuses it (nested reads see
+    one snapshot). After a fork the child never touches the parent's connections.
 
     Args:
         path: the file; created with the current format if missing.
         synchronous: SQLite `synchronous` level (`NORMAL` is durable across
             process crashes in WAL mode; `FULL` also across power loss).
+        pool_size: most idle connections kept open.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        pool_size: int = 8,
+    ) -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise EngineError(
                 f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
             )
         self.path = str(Path(path))
         self.synchronous = synchronous.upper()
+        self.pool_size = pool_size
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: list[apsw.Connection] = []
+        self._idle: list[apsw.Connection] = []
+        self._pid = os.getpid()
+        self._inherited: list[apsw.Connection] = []
         self._closed = False
         self.migrate()
 
@@ -61,44 +74,70 @@ class Database:
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
 
-    @property
-    def conn(self) -> apsw.Connection:
-        """This thread's connection (opened on first use, re-opened after a fork)."""
-        if self._closed:
-            raise EngineError("the database is closed; open a new Saver")
-        conn = getattr(self._local, "conn", None)
-        if conn is None or self._local.pid != os.getpid():
-            conn = self._open()
-            self._local.conn = conn
-            self._local.pid = os.getpid()
-            with self._lock:
-                self._all.append(conn)
-        return conn
+    def _acquire(self) -> apsw.Connection:
+        with self._lock:
+            if self._closed:
+                raise EngineError("the database is closed; open a new Saver")
+            if self._pid != os.getpid():
+                # Connections must not cross a fork: keep the parent's alive (closing
+                # them here could disturb the parent) and start an empty pool.
+                self._inherited.extend(self._idle)
+                self._idle = []
+                self._pid = os.getpid()
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def _release(self, conn: apsw.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        with self._lock:
+            if not self._closed and len(self._idle) < self.pool_size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[apsw.Connection]:
+        """Borrow a connection (this thread's current one, if it already holds one)."""
+        held = getattr(self._local, "held", None)
+        if held is not None and getattr(self._local, "pid", None) == os.getpid():
+            yield held
+            return
+        conn = self._acquire()
+        self._local.held, self._local.pid = conn, os.getpid()
+        try:
+            yield conn
+        finally:
+            self._local.held = None
+            self._release(conn)
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error."""
-        conn = self.conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+        with self.connection() as conn:
+            if conn.in_transaction:
+                raise EngineError("a write cannot start inside another transaction")
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:
-        """A read transaction, so several queries see one snapshot."""
-        conn = self.conn
-        if not conn.in_transaction:
+        """A read transaction, so several queries see one snapshot (nested reads share it)."""
+        with self.connection() as conn:
+            if conn.in_transaction:
+                yield conn
+                return
             conn.execute("BEGIN")
             try:
                 yield conn
             finally:
                 conn.execute("COMMIT")
-        else:
-            yield conn
 
     def migrate(self) -> None:
         """Create or upgrade the schema to FORMAT_VERSION.
@@ -119,10 +158,12 @@ class Database:
                 conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
 
     def close(self) -> None:
-        """Close every connection this object opened (in this process)."""
+        """Close the idle connections and refuse new borrowers (in this process)."""
         with self._lock:
-            conns, self._all = self._all, []
+            idle, self._idle = self._idle, []
             self._closed = True
-        for conn in conns:
-            with contextlib.suppress(apsw.Error):
-                conn.close()
+            mine = self._pid == os.getpid()
+        if mine:
+            for conn in idle:
+                with contextlib.suppress(apsw.Error):
+                    conn.close()

@@ -24,6 +24,7 @@ def redact_secrets(value: Any) -> Any:
 
 
 _ATOMIC: frozenset[type] = frozenset({str, bytes, bytearray, int, float, bool, type(None), complex})
+_PLAIN_CONTAINERS: frozenset[type] = frozenset({dict, list, tuple})
 
 # How to walk a value, decided once per type (the walk runs on every serialized
 # value, so the per-object cost must stay at a dict lookup and a loop).
@@ -82,7 +83,7 @@ def _redact(value: Any, depth: int) -> Any:
     if strategy == _DICT:
         changed = None
         for key, item in value.items():
-            if type(item) in _ATOMIC:
+            if type(item) in _ATOMIC or (type(item) in _PLAIN_CONTAINERS and not item):
                 continue
             new_item = _redact(item, deeper)
             if new_item is not item:
@@ -118,7 +119,7 @@ def _redact(value: Any, depth: int) -> Any:
     extra = getattr(value, "__pydantic_extra__", None) or {}
     for source in (fields, extra):
         for name, old in source.items():
-            if type(old) in _ATOMIC:
+            if type(old) in _ATOMIC or (type(old) in _PLAIN_CONTAINERS and not old):
                 continue
             new_item = _redact(old, deeper)
             if new_item is not old:

@@ -7,7 +7,7 @@ referenced document absent from `fetched` raises MissingDocumentsError naming it
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from langgraph.checkpoint.base import CheckpointTuple
 
@@ -38,51 +38,88 @@ def raw_value(stored: Mapping[str, Any], fetched: Fetched) -> tuple[str, bytes]:
     return stored["kind"], payload
 
 
-def channel_values(
-    channels: Mapping[str, Mapping[str, Any]], fetched: Fetched, loads: Any
-) -> dict[str, Any]:
-    """Return the channel values of a schema-2 checkpoint from its entries."""
-    values: dict[str, Any] = {}
+class RawList(NamedTuple):
+    """A list channel's elements as typed payloads, plus one framed msgpack array.
+
+    Attributes:
+        items: each element's `(kind, payload)`, in list order.
+        framed: when every element is plain msgpack, the same elements as one msgpack
+            array (header + their encodings), which decodes in one call.
+    """
+
+    items: list[tuple[str, bytes]]
+    framed: tuple[str, bytes] | None
+
+
+RawChannel = tuple[str, bytes] | RawList
+
+
+def raw_channels(
+    channels: Mapping[str, Mapping[str, Any]], fetched: Fetched
+) -> dict[str, RawChannel]:
+    """Return each channel's typed payload (or a list channel's elements), not yet loaded.
+
+    Raises:
+        ProtocolError: a list blob's chunks do not hold its recorded number of elements.
+        MissingDocumentsError: a referenced document is absent.
+    """
+    raw: dict[str, RawChannel] = {}
     for channel, entry in channels.items():
         if "value" in entry:
-            values[channel] = loads(raw_value(entry["value"], fetched))
+            raw[channel] = raw_value(entry["value"], fetched)
             continue
         blob = _get(fetched, entry["blob"])
         if "chunks" not in blob:
-            values[channel] = loads(raw_value(blob["value"], fetched))
+            raw[channel] = raw_value(blob["value"], fetched)
             continue
-        typed = [
+        items = [
             raw_value(_get(fetched, element)["value"], fetched)
             for chunk in blob["chunks"]
             for element, _size in _get(fetched, chunk)["elements"]
         ]
-        items = _load_list(typed, loads)
         if len(items) != blob["length"]:
             raise ProtocolError(
                 f"List blob {entry['blob']} records {blob['length']} elements "
                 f"but its chunks hold {len(items)}"
             )
-        values[channel] = items
+        raw[channel] = RawList(items, _framed(items))
+    return raw
+
+
+def _framed(items: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
+    # A msgpack array is its header followed by its elements' encodings, so plain
+    # msgpack elements decode as one array: one crossing into the decoder, not one each.
+    if len(items) < 2 or any(kind != "msgpack" for kind, _ in items):
+        return None
+    count = len(items)
+    if count < 0x10000:
+        header = bytes((0xDC,)) + count.to_bytes(2, "big")
+    else:
+        header = bytes((0xDD,)) + count.to_bytes(4, "big")
+    return "msgpack", header + b"".join(payload for _, payload in items)
+
+
+def load_channels(raw: Mapping[str, RawChannel], loads: Any) -> dict[str, Any]:
+    """Deserialize raw channels into channel values (fresh objects on every call)."""
+    values: dict[str, Any] = {}
+    for channel, item in raw.items():
+        if not isinstance(item, RawList):
+            values[channel] = loads(item)
+            continue
+        if item.framed is not None:
+            loaded = loads(item.framed)
+            if isinstance(loaded, list) and len(loaded) == len(item.items):
+                values[channel] = loaded
+                continue
+        values[channel] = [loads(typed) for typed in item.items]
     return values
 
 
-def _load_list(typed: list[tuple[str, bytes]], loads: Any) -> list[Any]:
-    """Load list elements; plain msgpack elements are framed as one array and decoded at once.
-
-    Equivalent to loading each element (a msgpack array is its header followed by
-    its elements' encodings) but crosses into the decoder once instead of per element.
-    """
-    if len(typed) > 1 and all(kind == "msgpack" for kind, _ in typed):
-        count = len(typed)
-        header = (
-            bytes((0xDC,)) + count.to_bytes(2, "big")
-            if count < 0x10000
-            else (bytes((0xDD,)) + count.to_bytes(4, "big"))
-        )
-        items = loads(("msgpack", header + b"".join(payload for _, payload in typed)))
-        if isinstance(items, list) and len(items) == count:
-            return items
-    return [loads(item) for item in typed]
+def channel_values(
+    channels: Mapping[str, Mapping[str, Any]], fetched: Fetched, loads: Any
+) -> dict[str, Any]:
+    """Return the channel values of a schema-2 checkpoint from its entries."""
+    return load_channels(raw_channels(channels, fetched), loads)
 
 
 def restore(
@@ -92,6 +129,7 @@ def restore(
     loads: Any,
     *,
     sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
+    raw: Mapping[str, RawChannel] | None = None,
 ) -> CheckpointTuple:
     """Rebuild a CheckpointTuple from a checkpoint document, its writes and fetched documents.
 
@@ -102,6 +140,7 @@ def restore(
         loads: the serializer's `loads_typed`.
         sort_key: order of the pending writes; the protocol's `(task_id, index)` by default
             (LangGraph savers may pass its `(task_path, task_id, index)`).
+        raw: the channels' raw payloads when already known (`raw_channels`).
 
     Raises:
         ProtocolError: unsupported schema or inconsistent documents.
@@ -110,7 +149,9 @@ def restore(
     schema = data.get("_schema")
     if schema == 2:
         checkpoint = loads(raw_value(data["checkpoint"], fetched))
-        checkpoint["channel_values"] = channel_values(data["channels"], fetched, loads)
+        if raw is None:
+            raw = raw_channels(data["channels"], fetched)
+        checkpoint["channel_values"] = load_channels(raw, loads)
         metadata = loads(raw_value(data["metadata"], fetched))
     elif schema == 1:
         checkpoint = loads(raw_value(data["checkpoint"], {}))
