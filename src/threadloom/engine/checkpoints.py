@@ -53,7 +53,6 @@ _ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
 _PAGE = 64
 _RETRIES = 3
 _SMALL_PLAN = 32
-RETENTION_GRACE = RETENTION_GRACE_SECONDS
 
 Row = tuple[Any, ...]
 
@@ -101,6 +100,8 @@ class CheckpointStore:
         self.planner = Planner(agent_id, serde)
         self.memory = KnownReferences()
         self.cache = ValueCache(cache_bytes)
+        #: Seconds a value document is safe from collection after it is written (SPEC §6).
+        self.grace = RETENTION_GRACE_SECONDS
         self._thread_rows: dict[str, int] = {}
         self._closures: _Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = _Lru(32)
         self._epoch = 0
@@ -187,7 +188,10 @@ class CheckpointStore:
             raise _StaleMemory(epoch)
 
     def _refresh(self, epoch: int) -> None:
+        # Everything remembered about the file may name deleted rows: start over.
         self.memory = KnownReferences(self.memory.capacity)
+        self.cache = ValueCache(self.cache.capacity)
+        self._closures = _Lru(self._closures.capacity)
         self._thread_rows.clear()
         self._epoch = epoch
 
@@ -949,8 +953,8 @@ class CheckpointStore:
             )
             conn.execute("DELETE FROM checkpoints WHERE id = ?", (rid,))
 
-    def _collect(self, conn: apsw.Connection, thread: int, grace: float = RETENTION_GRACE) -> int:
-        """Delete the thread's values no document references, older than `grace` seconds.
+    def _collect(self, conn: apsw.Connection, thread: int) -> int:
+        """Delete the thread's values no document references, older than `self.grace` seconds.
 
         Runs inside the caller's write transaction. Returns how many were deleted.
         """
@@ -967,7 +971,7 @@ class CheckpointStore:
             )
         )
         live = self._fetch_all(conn, thread, roots).keys()
-        cutoff = time.time() - grace
+        cutoff = time.time() - self.grace
         doomed = [
             (rid, ref)
             for rid, ref in conn.execute(
