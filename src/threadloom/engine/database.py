@@ -53,6 +53,7 @@ class Database:
         self.pool_size = pool_size
         self._local = threading.local()
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._idle: list[apsw.Connection] = []
         self._pid = os.getpid()
         self._inherited: list[apsw.Connection] = []
@@ -84,6 +85,7 @@ class Database:
                 self._inherited.extend(self._idle)
                 self._idle = []
                 self._pid = os.getpid()
+                self._write_lock = threading.Lock()  # another thread may have held it
             if self._idle:
                 return self._idle.pop()
         return self._open()
@@ -114,17 +116,23 @@ class Database:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:
-        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error."""
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error.
+
+        Writers of this process queue on a lock first: SQLite's busy handler sleeps
+        in steps of milliseconds, a lock hands over as soon as the writer before is done.
+        Other processes still meet the busy timeout.
+        """
         with self.connection() as conn:
             if conn.in_transaction:
                 raise EngineError("a write cannot start inside another transaction")
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+            with self._write_lock:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:
