@@ -7,10 +7,11 @@ Async methods run engine calls on a worker thread and never block the event loop
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import os
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -134,7 +135,9 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         """Return the next channel version as the shared engine does (SPEC §5.5)."""
         return next_version(current)
 
-    def documents(self, thread_id: str | None = None) -> list[tuple[str, str, dict[str, Any]]]:
+    def documents(
+        self, thread_id: str | None = None
+    ) -> builtins.list[tuple[str, str, dict[str, Any]]]:
         """Return the logical documents of one thread (or all), in put order."""
         return list(self.store.documents(thread_id))
 
@@ -158,7 +161,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
             item = await asyncio.to_thread(next, iterator, _DONE)
             if item is _DONE:
                 return
-            yield item
+            yield cast(CheckpointTuple, item)  # anything but the _DONE sentinel is a tuple
 
     async def aput(
         self,
@@ -206,7 +209,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
 
     async def adocuments(
         self, thread_id: str | None = None
-    ) -> list[tuple[str, str, dict[str, Any]]]:
+    ) -> builtins.list[tuple[str, str, dict[str, Any]]]:
         """Async `documents`, run on a worker thread."""
         return await asyncio.to_thread(self.documents, thread_id)
 

@@ -7,9 +7,12 @@ running the demo twice shows the memory surviving a restart.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import ThreadloomError
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 QUESTIONS = [
     "Hi! My name is Ada and I'm planning a trip to Lisbon.",
@@ -72,7 +75,7 @@ def run_demo(db: str, thread_id: str, turns: int) -> int:
     graph.add_edge(START, "model")
     graph.add_conditional_edges("model", tools_condition)
     graph.add_edge("tools", "model")
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     with Saver.from_conn_string(db) as saver:
         app = graph.compile(checkpointer=saver)
         state = app.get_state(config)

@@ -10,19 +10,20 @@ Invariants:
 
 from __future__ import annotations
 
+import builtins
 import threading
 import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import apsw
 from langgraph.checkpoint.base import CheckpointTuple
 
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.codec import pack, unpack
-from threadloom.engine.database import Database
+from threadloom.engine.database import Database, Row, fetchall
 from threadloom.errors import (
     CheckpointConflictError,
     EngineError,
@@ -46,15 +47,13 @@ from threadloom.protocol import (
     restore,
 )
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
-from threadloom.protocol.restore import channel_values, raw_channels
+from threadloom.protocol.restore import RawChannel, channel_values, raw_channels
 
 _CHECKPOINT_FIELDS = ("checkpoint", "metadata", "channels")
 _ID_FIELDS = frozenset({"agent_id", "thread_id", "ref", "_schema"})
 _PAGE = 64
 _RETRIES = 3
 _SMALL_PLAN = 32
-
-Row = tuple[Any, ...]
 
 
 class Loaded(NamedTuple):
@@ -110,17 +109,21 @@ class CheckpointStore:
                 "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
                 (namespace, agent_id),
             )
-            self.scope: int = conn.execute(
-                "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?", (namespace, agent_id)
-            ).fetchall()[0][0]
+            self.scope: int = fetchall(
+                conn,
+                "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?",
+                (namespace, agent_id),
+            )[0][0]
             self._epoch = self._read_epoch(conn)
 
     # -- threads ---------------------------------------------------------------------------
 
     def _thread(self, conn: apsw.Connection, thread_id: str) -> int | None:
-        rows = conn.execute(
-            "SELECT id FROM threads WHERE scope = ? AND thread_id = ?", (self.scope, thread_id)
-        ).fetchall()
+        rows = fetchall(
+            conn,
+            "SELECT id FROM threads WHERE scope = ? AND thread_id = ?",
+            (self.scope, thread_id),
+        )
         return rows[0][0] if rows else None
 
     def _ensure_thread(self, conn: apsw.Connection, thread_id: str, now: float) -> int:
@@ -145,17 +148,19 @@ class CheckpointStore:
         """
         thread = self._thread_rows.get(thread_id)
         if thread is not None:
-            rows = conn.execute(
+            rows = fetchall(
+                conn,
                 "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
                 (count, now, thread),
-            ).fetchall()
+            )
             if rows:
                 return thread, int(rows[0][0]) - count + 1
         thread = self._ensure_thread(conn, thread_id, now)
-        end = conn.execute(
+        end = fetchall(
+            conn,
             "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
             (count, now, thread),
-        ).fetchall()[0][0]
+        )[0][0]
         return thread, int(end) - count + 1
 
     # -- collection epoch -------------------------------------------------------------------
@@ -166,7 +171,7 @@ class CheckpointStore:
     # transaction and plans again from the file if it moved.
 
     def _read_epoch(self, conn: apsw.Connection) -> int:
-        rows = conn.execute("SELECT value FROM meta WHERE key = 'gc_epoch'").fetchall()
+        rows = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
         return int(rows[0][0]) if rows else 0
 
     def _bump_epoch(self, conn: apsw.Connection) -> None:
@@ -198,11 +203,12 @@ class CheckpointStore:
     def thread_ids(self) -> list[str]:
         """Return the thread ids of this scope that hold checkpoints, sorted."""
         with self.db.read() as conn:
-            rows = conn.execute(
+            rows = fetchall(
+                conn,
                 "SELECT thread_id FROM threads t WHERE scope = ? AND EXISTS "
                 "(SELECT 1 FROM checkpoints c WHERE c.thread = t.id) ORDER BY thread_id",
                 (self.scope,),
-            ).fetchall()
+            )
         return [r[0] for r in rows]
 
     # -- writing ---------------------------------------------------------------------------
@@ -378,19 +384,21 @@ class CheckpointStore:
             thread = self._thread(conn, thread_id)
             if thread is None:
                 return set()
-            rows = conn.execute(
+            rows = fetchall(
+                conn,
                 "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
                 (thread, _sql_ids(p.data["ref"] for p in puts)),
-            ).fetchall()
+            )
         return {r[0] for r in rows}
 
     def _compare(self, conn: apsw.Connection, thread: int, document: Put) -> None:
         data = document.data
-        rows = conn.execute(
+        rows = fetchall(
+            conn,
             "SELECT parent_id, body, digest FROM checkpoints WHERE thread = ? "
             "AND checkpoint_ns = ? AND checkpoint_id = ?",
             (thread, data["checkpoint_ns"], data["checkpoint_id"]),
-        ).fetchall()
+        )
         parent_id, body, digest = rows[0]
         stored = unpack(body, digest, f"checkpoint {data['checkpoint_id']}")
         if parent_id != data["parent_id"] or any(stored[k] != data[k] for k in _CHECKPOINT_FIELDS):
@@ -418,12 +426,13 @@ class CheckpointStore:
     ) -> dict[str, tuple[Any, dict[str, Any]]]:
         """Read the parent's channel entries from its row (after a restart)."""
         with self.db.read() as conn:
-            rows = conn.execute(
+            rows = fetchall(
+                conn,
                 "SELECT c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id "
                 "WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ? AND "
                 "c.checkpoint_id = ? AND c.schema = 2",
                 (self.scope, thread_id, ns, parent_id),
-            ).fetchall()
+            )
         if not rows:
             return {}
         stored = unpack(rows[0][0], rows[0][1], f"checkpoint {parent_id}")
@@ -450,11 +459,11 @@ class CheckpointStore:
         # and the read is then repeated in one transaction to answer consistently.
         try:
             with self.db.connection() as conn:
-                rows = conn.execute(sql, args).fetchall()
+                rows = fetchall(conn, sql, args)
                 return self._load(conn, rows)[0].tuple if rows else None
         except MissingDocumentsError:
             with self.db.read() as conn:
-                rows = conn.execute(sql, args).fetchall()
+                rows = fetchall(conn, sql, args)
                 return self._load(conn, rows)[0].tuple if rows else None
 
     def list(
@@ -486,17 +495,18 @@ class CheckpointStore:
             args.append(before_id)
         sql += " ORDER BY c.checkpoint_id DESC, t.thread_id, c.checkpoint_ns"
         with self.db.read() as conn:
-            ids = [r[0] for r in conn.execute(sql, args).fetchall()]
+            ids = [r[0] for r in fetchall(conn, sql, args)]
         wanted = dict(filter or {})
         remaining = limit
         for start in range(0, len(ids), _PAGE):
             page = ids[start : start + _PAGE]
             with self.db.read() as conn:
-                rows = conn.execute(
+                rows = fetchall(
+                    conn,
                     _SELECT + " WHERE c.id IN carray(?) ORDER BY c.checkpoint_id DESC, "
                     "t.thread_id, c.checkpoint_ns",
                     (_sql_ids(page),),
-                ).fetchall()
+                )
                 if wanted:
                     rows = [r for r in rows if self._matches(r, wanted)]
                 loaded = self._load(conn, rows) if rows else []
@@ -526,16 +536,17 @@ class CheckpointStore:
         missing = [ref for ref in wanted if ref not in found]
         if not missing:
             return found
-        rows = conn.execute(
+        rows = fetchall(
+            conn,
             "SELECT ref, body, digest FROM vals WHERE thread = ? AND ref IN carray(?)",
             (thread, _sql_ids(missing)),
-        ).fetchall()
+        )
         loaded = [(ref, unpack(body, digest, f"value {ref}")) for ref, body, digest in rows]
         self.cache.put_many(thread, loaded)
         found.update(loaded)
         return found
 
-    def _load(self, conn: apsw.Connection, rows: Sequence[Row]) -> list[Loaded]:
+    def _load(self, conn: apsw.Connection, rows: Sequence[Row]) -> builtins.list[Loaded]:
         """Load checkpoint rows with their writes and values in a few set-based queries.
 
         A checkpoint row never changes once written (create-only), so its decoded
@@ -543,7 +554,7 @@ class CheckpointStore:
         identity and digest; only its pending writes are read again every time.
         """
         docs: list[dict[str, Any]] = []
-        closures: list[tuple[Mapping[str, Any], Mapping[str, Any]] | None] = []
+        closures: list[tuple[Mapping[str, Any], Mapping[str, RawChannel]] | None] = []
         for row in rows:
             hit = self._closures.get(_closure_key(row))
             docs.append(hit[0] if hit else self._document(row))
@@ -564,8 +575,10 @@ class CheckpointStore:
         if misses:
             resolved = self._resolve(conn, [rows[i] for i in misses], [docs[i] for i in misses])
             for i in misses:
-                fetched = resolved[rows[i][1]]
-                raw = raw_channels(docs[i]["channels"], fetched) if docs[i]["_schema"] == 2 else {}
+                fetched: Mapping[str, Any] = resolved[rows[i][1]]
+                raw: Mapping[str, RawChannel] = (
+                    raw_channels(docs[i]["channels"], fetched) if docs[i]["_schema"] == 2 else {}
+                )
                 closures[i] = (fetched, raw)
                 self._closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
         loaded = []
@@ -596,7 +609,9 @@ class CheckpointStore:
 
     def _document(self, row: Row) -> dict[str, Any]:
         _, _, thread_id, ns, checkpoint_id, parent_id, schema, body, digest = row
-        data = unpack(body, digest, f"checkpoint {checkpoint_id} of thread {thread_id!r}")
+        data: dict[str, Any] = unpack(
+            body, digest, f"checkpoint {checkpoint_id} of thread {thread_id!r}"
+        )
         data.update(
             agent_id=self.agent_id,
             thread_id=thread_id,
@@ -658,15 +673,16 @@ class CheckpointStore:
                 if not remaining:
                     break
                 page = chain[start : start + _PAGE]
+                stored_thread = cast(int, thread)  # the chain is empty without a stored thread
                 bodies = {
                     cid: unpack(body, digest, f"checkpoint {cid}")
                     for cid, body, digest in conn.execute(
                         "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ? "
                         "AND checkpoint_ns = ? AND checkpoint_id IN carray(?) AND schema = 2",
-                        (thread, ns, _sql_ids(page)),
+                        (stored_thread, ns, _sql_ids(page)),
                     )
                 }
-                writes = self._channel_writes(conn, thread, ns, page, remaining)
+                writes = self._channel_writes(conn, stored_thread, ns, page, remaining)
                 for cid in page:
                     if cid not in bodies:
                         remaining.clear()  # a broken chain ends the walk, as LangGraph's does
@@ -679,7 +695,7 @@ class CheckpointStore:
                             collected[channel].append(group)
                     here = {ch: stored[ch] for ch in remaining if ch in stored}
                     if here:
-                        fetched = self._fetch_all(conn, thread, [{"channels": here}])
+                        fetched = self._fetch_all(conn, stored_thread, [{"channels": here}])
                         seeds.update(channel_values(here, fetched, self.planner.loads))
                         remaining -= here.keys()
         result: dict[str, dict[str, Any]] = {}
@@ -693,17 +709,19 @@ class CheckpointStore:
 
     def _chain(
         self, conn: apsw.Connection, thread: int, ns: str, checkpoint_id: str | None
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Return the ancestors' ids of a checkpoint (or the latest), parent first."""
         if not checkpoint_id:
-            latest = conn.execute(
+            latest = fetchall(
+                conn,
                 "SELECT max(checkpoint_id) FROM checkpoints WHERE thread = ? AND checkpoint_ns = ?",
                 (thread, ns),
-            ).fetchall()
+            )
             checkpoint_id = latest[0][0]
             if checkpoint_id is None:
                 return []
-        rows = conn.execute(
+        rows = fetchall(
+            conn,
             "WITH RECURSIVE chain(cid, depth) AS ("
             " SELECT parent_id, 0 FROM checkpoints"
             " WHERE thread = ?1 AND checkpoint_ns = ?2 AND checkpoint_id = ?3"
@@ -711,12 +729,12 @@ class CheckpointStore:
             " ON c.thread = ?1 AND c.checkpoint_ns = ?2 AND c.checkpoint_id = chain.cid)"
             " SELECT cid FROM chain WHERE cid IS NOT NULL ORDER BY depth",
             (thread, ns, checkpoint_id),
-        ).fetchall()
+        )
         return [r[0] for r in rows]
 
     def _channel_writes(
         self, conn: apsw.Connection, thread: int, ns: str, ids: Sequence[str], wanted: set[str]
-    ) -> dict[str, list[tuple[str, str, Any]]]:
+    ) -> dict[str, builtins.list[tuple[str, str, Any]]]:
         """Return the writes of `ids` to `wanted` channels, per checkpoint, in LangGraph's order."""
         found: dict[str, list[tuple[tuple[str, str, int], str, dict[str, Any]]]] = {}
         for cid, task_id, idx, task_path, channel, body, digest in conn.execute(
@@ -743,15 +761,17 @@ class CheckpointStore:
         """Yield `(collection, key, data)` of the scope's logical documents in put order."""
         with self.db.read() as conn:
             if thread_id is None:
-                threads = conn.execute(
+                threads = fetchall(
+                    conn,
                     "SELECT id, thread_id FROM threads WHERE scope = ? ORDER BY thread_id",
                     (self.scope,),
-                ).fetchall()
+                )
             else:
-                threads = conn.execute(
+                threads = fetchall(
+                    conn,
                     "SELECT id, thread_id FROM threads WHERE scope = ? AND thread_id = ?",
                     (self.scope, thread_id),
-                ).fetchall()
+                )
         for thread, tid in threads:
             yield from self._thread_documents(thread, tid)
 
@@ -760,7 +780,8 @@ class CheckpointStore:
     ) -> Iterator[tuple[str, str, dict[str, Any]]]:
         key = self.planner.key
         with self.db.read() as conn:
-            rows = conn.execute(
+            rows = fetchall(
+                conn,
                 "SELECT seq, 0, ref, NULL, NULL, NULL, NULL, NULL, NULL, body, digest FROM vals "
                 "WHERE thread = ?1 UNION ALL "
                 "SELECT seq, 1, checkpoint_ns, checkpoint_id, parent_id, schema, NULL, NULL, NULL, "
@@ -768,7 +789,7 @@ class CheckpointStore:
                 "SELECT seq, 2, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, "
                 "schema, body, digest FROM writes WHERE thread = ?1 ORDER BY 1",
                 (thread,),
-            ).fetchall()
+            )
         base = {"agent_id": self.agent_id, "thread_id": thread_id}
         for _, table, a, b, c, d, e, f, g, body, digest in rows:
             if table == 0:
@@ -821,7 +842,7 @@ class CheckpointStore:
             return
         with self.db.write() as conn:
             doomed: dict[int, list[tuple[int, str, str]]] = {}
-            for row in conn.execute(_SELECT + " WHERE t.scope = ?", (self.scope,)).fetchall():
+            for row in fetchall(conn, _SELECT + " WHERE t.scope = ?", (self.scope,)):
                 stored = unpack(row[7], row[8], f"checkpoint {row[4]}")
                 fetched = self._fetch_all(conn, row[1], [{"metadata": stored["metadata"]}])
                 metadata = self.planner.loads(raw_value(stored["metadata"], fetched))
@@ -890,10 +911,11 @@ class CheckpointStore:
                 kept = self._needed(conn, thread)
                 doomed = [
                     (rid, ns, cid)
-                    for rid, ns, cid in conn.execute(
+                    for rid, ns, cid in fetchall(
+                        conn,
                         "SELECT id, checkpoint_ns, checkpoint_id FROM checkpoints WHERE thread = ?",
                         (thread,),
-                    ).fetchall()
+                    )
                     if (ns, cid) not in kept
                 ]
                 self._delete_checkpoints(conn, thread, doomed)
@@ -907,11 +929,12 @@ class CheckpointStore:
         its history runs back to the nearest ancestor that holds its value.
         """
         kept: set[tuple[str, str]] = set()
-        heads = conn.execute(
+        heads = fetchall(
+            conn,
             "SELECT checkpoint_ns, max(checkpoint_id) FROM checkpoints WHERE thread = ? "
             "GROUP BY checkpoint_ns",
             (thread,),
-        ).fetchall()
+        )
         for ns, head in heads:
             kept.add((ns, head))
             body = self._body(conn, thread, ns, head)
@@ -936,11 +959,12 @@ class CheckpointStore:
     def _body(
         self, conn: apsw.Connection, thread: int, ns: str, checkpoint_id: str
     ) -> dict[str, Any] | None:
-        rows = conn.execute(
+        rows = fetchall(
+            conn,
             "SELECT body, digest FROM checkpoints WHERE thread = ? AND checkpoint_ns = ? AND "
             "checkpoint_id = ?",
             (thread, ns, checkpoint_id),
-        ).fetchall()
+        )
         return unpack(rows[0][0], rows[0][1], f"checkpoint {checkpoint_id}") if rows else None
 
     def _delete_checkpoints(
@@ -974,9 +998,11 @@ class CheckpointStore:
         cutoff = time.time() - self.grace
         doomed = [
             (rid, ref)
-            for rid, ref in conn.execute(
-                "SELECT id, ref FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
-            ).fetchall()
+            for rid, ref in fetchall(
+                conn,
+                "SELECT id, ref FROM vals WHERE thread = ? AND created_at < ?",
+                (thread, cutoff),
+            )
             if ref not in live
         ]
         if doomed:
@@ -988,9 +1014,7 @@ class CheckpointStore:
         return len(doomed)
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
-        return str(
-            conn.execute("SELECT thread_id FROM threads WHERE id = ?", (thread,)).fetchall()[0][0]
-        )
+        return str(fetchall(conn, "SELECT thread_id FROM threads WHERE id = ?", (thread,))[0][0])
 
 
 _SELECT = (

@@ -10,8 +10,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any, cast
 
 import apsw
 
@@ -19,6 +20,19 @@ from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.errors import EngineError, FormatError
 
 BUSY_TIMEOUT_MS = 30_000
+
+#: One result row. apsw's stubs type every column as a union of all SQLite values;
+#: the columns of our own tables are known (and checked) where a row is used.
+Row = tuple[Any, ...]
+
+
+def fetchall(
+    conn: apsw.Connection,
+    sql: str,
+    bindings: Sequence[Any] | Mapping[str, Any] | None = None,
+) -> list[Row]:
+    """Return every row of `conn.execute(sql, bindings)`."""
+    return cast("list[Row]", conn.execute(sql, bindings).fetchall())
 
 
 class Database:
@@ -154,7 +168,7 @@ class Database:
             FormatError: the file was written by a newer threadloom.
         """
         with self.write() as conn:
-            version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+            version: int = fetchall(conn, "PRAGMA user_version")[0][0]
             if version > FORMAT_VERSION:
                 raise FormatError(
                     f"{self.path!r} has on-disk format {version}, newer than this threadloom "

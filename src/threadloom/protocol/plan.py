@@ -9,7 +9,7 @@ already planned produces no document.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Mapping, Sequence
+from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from langgraph.checkpoint.base import get_checkpoint_metadata
@@ -71,7 +71,7 @@ class Known(NamedTuple):
         entries: the parent's channel entries, `channel -> (version, entry)`.
     """
 
-    refs: Container[str]
+    refs: Collection[str]
     entries: Mapping[str, tuple[Any, dict[str, Any]]]
 
 
