@@ -20,7 +20,52 @@ _MAX_DEPTH = 64
 
 def redact_secrets(value: Any) -> Any:
     """Return `value` with every secret replaced by a redacted secret of the same type."""
+    if not _may_hold_secret(value):
+        return value
     return _redact(value, 0)
+
+
+_SCAN_LIMIT = 1_000_000
+
+
+def _may_hold_secret(root: Any) -> bool:
+    """Cheap first pass: False when nothing reachable from `root` is a secret.
+
+    Flat and allocation-light (the common case is a state with no secret at all);
+    it ignores the depth limit, so True only means "run the exact walk", which
+    applies it. A scan longer than _SCAN_LIMIT items (a cycle) also answers True.
+    """
+    stack = [root]
+    pop, push, push_all = stack.pop, stack.append, stack.extend
+    strategies = _strategies
+    seen = 0
+    while stack:
+        value = pop()
+        kind = type(value)
+        if kind in _ATOMIC:
+            continue
+        seen += 1
+        if seen > _SCAN_LIMIT:
+            return True
+        strategy = strategies.get(kind)
+        if strategy is None:
+            strategy = _strategy(kind)
+        if strategy == _DICT:
+            push_all(value.values())
+        elif strategy == _SEQUENCE or strategy == _NAMEDTUPLE:
+            push_all(value)
+        elif strategy == _MODEL:
+            push_all((getattr(value, "__dict__", None) or {}).values())
+            extra = getattr(value, "__pydantic_extra__", None)
+            if extra:
+                push_all(extra.values())
+        elif strategy == _DATACLASS:
+            for field in dataclasses.fields(value):
+                if field.init:
+                    push(getattr(value, field.name))
+        elif strategy == _SECRET or callable(getattr(value, "get_secret_value", None)):
+            return True
+    return False
 
 
 _ATOMIC: frozenset[type] = frozenset({str, bytes, bytearray, int, float, bool, type(None), complex})
