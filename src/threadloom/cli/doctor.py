@@ -1,4 +1,4 @@
-"""`threadloom doctor`: versions, SQLite build and the on-disk format this install writes."""
+"""`threadloom doctor`: versions, SQLite build, the core backend and the on-disk format written."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import platform
 
 import apsw
 
-from threadloom import __version__
+from threadloom import __version__, core
 from threadloom.engine.schema import FORMAT_VERSION
 
 
@@ -19,7 +19,7 @@ def report() -> dict[str, object]:
         "sqlite": apsw.sqlite_lib_version(),
         "apsw": apsw.apsw_version(),
         "format_version": FORMAT_VERSION,
-        "backend": "python",
+        "backend": core.backend(),
     }
 
 

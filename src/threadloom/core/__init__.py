@@ -1,4 +1,79 @@
-"""Pure functions under everything else: hashing (and, later, chunking and compression).
+"""Pure functions under everything else: hashing, protocol refs, chunking, msgpack spans.
 
-This layer imports nothing from the rest of threadloom.
+Layer: core. Imports nothing from threadloom but `threadloom.errors`. Two backends compute
+the same results: `python` (`core._python`, `core.cdc`, `core.msgpack`: the specification)
+and `native` (`core._native`, the C core in `native/` built with cffi). The environment
+variable `THREADLOOM_BACKEND` chooses, once, at import:
+
+- `auto` (default): native when the extension imports, else python;
+- `native`: native, or BackendError when the extension is missing;
+- `python`: python, even when the extension is there.
 """
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Literal
+
+from threadloom.core import _python
+from threadloom.core._python import CHUNK_SIZE, Buffer, ListRefs, Typed
+from threadloom.errors import ThreadloomError
+
+__all__ = [
+    "CHUNK_SIZE",
+    "BackendError",
+    "ListRefs",
+    "array_spans",
+    "backend",
+    "cdc_cuts",
+    "chunk_texts",
+    "list_refs",
+    "sha256_hex",
+    "value_blob_refs",
+]
+
+BACKENDS = ("auto", "native", "python")
+
+
+class BackendError(ThreadloomError, ImportError):
+    """THREADLOOM_BACKEND names no backend, or names `native` and the extension is missing."""
+
+
+def _select(choice: str) -> ModuleType:
+    if choice not in BACKENDS:
+        raise BackendError(
+            f"THREADLOOM_BACKEND={choice!r} is not one of {', '.join(BACKENDS)}; "
+            "unset it to let threadloom choose"
+        )
+    if choice == "python":
+        return _python
+    try:
+        from threadloom.core import _native
+    except ImportError as error:
+        if choice == "native":
+            raise BackendError(
+                "THREADLOOM_BACKEND=native but the C extension threadloom._native is not "
+                f"importable ({error}). Build it with a C compiler: `pip install -e .` from a "
+                "checkout (add THREADLOOM_STRICT_BUILD=1 to see why a compile fails), or set "
+                "THREADLOOM_BACKEND=auto to fall back to the pure-Python core"
+            ) from error
+        return _python
+    return _native
+
+
+_impl = _select(os.environ.get("THREADLOOM_BACKEND", "auto").strip().lower() or "auto")
+
+sha256_hex: Callable[[Buffer], str] = _impl.sha256_hex
+list_refs: Callable[[Sequence[Typed]], ListRefs] = _impl.list_refs
+chunk_texts: Callable[[Sequence[Typed]], list[str]] = _impl.chunk_texts
+value_blob_refs: Callable[[Sequence[Typed]], list[str]] = _impl.value_blob_refs
+cdc_cuts: Callable[[Buffer, int, int, int], list[int]] = _impl.cdc_cuts
+array_spans: Callable[[Buffer], list[tuple[int, int]] | None] = _impl.array_spans
+
+
+def backend() -> Literal["native", "python"]:
+    """Return the backend in use: "native" (the C core) or "python"."""
+    name: Literal["native", "python"] = _impl.NAME
+    return name

@@ -1,7 +1,8 @@
 """SHA-256 over concatenated byte strings, the digest every protocol ref uses.
 
-Pure functions; the pure-Python version here is the specification of any
-accelerated backend.
+Pure functions on hashlib, whichever backend `threadloom.core` uses: hashing parts in turn
+avoids joining them, and OpenSSL already uses SHA-NI where the CPU has it. The batch
+functions of `threadloom.core` (`list_refs`, `value_blob_refs`) are what the C core speeds up.
 """
 
 from __future__ import annotations

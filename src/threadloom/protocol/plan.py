@@ -16,12 +16,11 @@ from langgraph.checkpoint.base import get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadloom.core.msgpack import array_spans
+from threadloom.core import array_spans, list_refs
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol.constants import (
     BLOBS,
     CHECKPOINTS,
-    CHUNK_SIZE,
     INLINE_LIMIT,
     ITEMS,
     PART_SIZE,
@@ -32,10 +31,7 @@ from threadloom.protocol.constants import (
 )
 from threadloom.protocol.redact import RedactingSerializer, redact_secrets
 from threadloom.protocol.refs import (
-    chunk_ref,
     document_key,
-    element_ref,
-    list_blob_ref,
     part_refs,
     value_blob_ref,
 )
@@ -324,24 +320,21 @@ class Planner:
 
     @staticmethod
     def _list(buckets: _Buckets, elements: Sequence[Typed]) -> str:
-        entries: list[list[Any]] = []
-        for kind, payload in elements:
-            ref = element_ref(kind, payload)
+        # One call computes every e-, c- and the list b- ref (native core when built).
+        refs = list_refs(elements)
+        for (kind, payload), ref in zip(elements, refs.element_refs, strict=True):
             if buckets.wanted(ref):
                 buckets.add(
                     buckets.elements, ITEMS, ref, {"value": buckets.stored((kind, payload))}
                 )
-            entries.append([ref, len(payload)])
-        chunk_refs = []
-        for start in range(0, len(entries), CHUNK_SIZE):
-            chunk = entries[start : start + CHUNK_SIZE]
-            ref = chunk_ref(chunk)
+        for chunk, ref in zip(refs.chunks, refs.chunk_refs, strict=True):
             if buckets.wanted(ref):
                 buckets.add(buckets.chunks, ITEMS, ref, {"elements": chunk})
-            chunk_refs.append(ref)
-        ref = list_blob_ref(chunk_refs)
+        ref = refs.list_ref
         if buckets.wanted(ref):
-            buckets.add(buckets.blobs, BLOBS, ref, {"chunks": chunk_refs, "length": len(elements)})
+            buckets.add(
+                buckets.blobs, BLOBS, ref, {"chunks": refs.chunk_refs, "length": len(elements)}
+            )
         return ref
 
     def plan_writes(

@@ -52,7 +52,7 @@ def _may_hold_secret(root: Any) -> bool:
             strategy = _strategy(kind)
         if strategy == _DICT:
             push_all(value.values())
-        elif strategy == _SEQUENCE or strategy == _NAMEDTUPLE:
+        elif strategy in (_SEQUENCE, _NAMEDTUPLE):
             push_all(value)
         elif strategy == _MODEL:
             push_all((getattr(value, "__dict__", None) or {}).values())

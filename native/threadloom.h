@@ -1,0 +1,188 @@
+/*
+ * threadloom native core: the ABI.
+ *
+ * Plain C99. The pure-Python modules under src/threadloom/core/ are the
+ * specification; every function here returns exactly what its Python twin
+ * returns (golden vectors and differential tests hold the two together).
+ *
+ * Conventions shared by every function below:
+ *   - Every symbol starts with `tl_`. There is no mutable global state, so every
+ *     function is reentrant and may run concurrently on any number of threads,
+ *     as long as two calls never write the same output buffer and no input
+ *     buffer is modified during a call.
+ *   - The caller owns every buffer, input and output; nothing is allocated on
+ *     the heap, nothing is retained after a call returns.
+ *   - Hex output is lowercase ASCII and NOT NUL-terminated.
+ *   - `features` selects hardware paths: pass the value `tl_cpu_features()`
+ *     returned on this machine (cache it: it runs CPUID, which costs
+ *     microseconds in a virtual machine), or 0 to force the portable code.
+ *     Passing a bit `tl_cpu_features()` did not return is undefined behaviour
+ *     (an illegal instruction). Unknown bits make a function return TL_EINVAL.
+ *   - Errors are negative return values; on error the contents of output
+ *     buffers are unspecified.
+ *
+ * The section between the CDEF markers is also the cffi cdef (native/build.py),
+ * so it holds only declarations cffi can parse: no macros, no attributes.
+ */
+#ifndef THREADLOOM_H
+#define THREADLOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* CDEF-BEGIN */
+
+enum {
+    TL_OK = 0,
+    TL_ENOTARRAY = -1, /* tl_msgpack_array_spans: not exactly one msgpack array */
+    TL_EINVAL = -2,    /* an argument breaks a checked precondition */
+    TL_ENOSPC = -3     /* an output buffer is too small */
+};
+
+enum {
+    TL_HW_SHA = 1,     /* x86 SHA extensions (SHA-NI) with SSSE3 and SSE4.1 */
+    TL_CHUNK_SIZE = 32 /* element refs per chunk (SPEC §1.1 CHUNK_SIZE) */
+};
+
+/*
+ * A batch of N typed payloads (LangGraph's `(kind, payload)`), as two
+ * concatenated byte buffers and two offset arrays of N + 1 entries each:
+ * element i has kind bytes kinds[kind_offsets[i] .. kind_offsets[i+1]) and
+ * payload bytes payloads[payload_offsets[i] .. payload_offsets[i+1]).
+ * Offsets must be non-decreasing and the last one must not exceed the buffer
+ * length (checked: TL_EINVAL). A buffer pointer may be NULL only when its
+ * length is 0. Kinds are hashed as given (UTF-8 in the protocol).
+ */
+typedef struct tl_batch {
+    size_t count;
+    const unsigned char *kinds;
+    size_t kinds_len;
+    const uint64_t *kind_offsets;
+    const unsigned char *payloads;
+    size_t payloads_len;
+    const uint64_t *payload_offsets;
+} tl_batch;
+
+/*
+ * Return the TL_HW_* bits usable on this CPU by this build (0 when the build
+ * has no hardware path or the CPU lacks it).
+ * Cost: one or two CPUID instructions (about 3 microseconds in a VM): call it
+ * once per process and pass the result to the functions below.
+ * Thread safety: any thread, any time.
+ */
+unsigned tl_cpu_features(void);
+
+/*
+ * SHA-256 of one buffer: out[0..32) = sha256(data[0..len)).
+ * Preconditions: data readable for len bytes (NULL allowed when len == 0);
+ * out writable for 32 bytes; features as described in the header comment.
+ * Returns TL_OK, or TL_EINVAL for unknown feature bits or a NULL pointer.
+ * Complexity: O(len), one pass, no allocation. Thread safety: reentrant.
+ */
+int tl_sha256(const unsigned char *data, size_t len, unsigned features, unsigned char *out);
+
+/*
+ * Protocol refs of one list value (SPEC §3.1, §3.2, §4.2 step 3), in one call.
+ *
+ * For the N elements of `batch`, writes:
+ *   element_hex[64*i .. 64*i+64)  sha256(kind_i ‖ \0 ‖ payload_i)          (the `e-` refs)
+ *   chunk_hex[64*j .. 64*j+64)    sha256(text_j) for each chunk j of 32    (the `c-` refs)
+ *                                 consecutive entries, the last one shorter,
+ *                                 text_j = json.dumps([["e-<hex>", <payload length>], ...])
+ *   list_hex[0 .. 64)             sha256("l" ‖ json.dumps(["c-<hex>", ...])) (the list `b-` ref)
+ * JSON text is Python's json.dumps with default separators: `, ` and no
+ * spaces inside brackets, e.g. `[["e-<64 hex>", 6], ["e-<64 hex>", 1027]]`.
+ * The number of chunks is ceil(N / 32); N = 0 gives no chunk and `l[]`.
+ *
+ * Optional output: when chunk_text is not NULL, the chunk texts are written
+ * back to back into chunk_text[0 .. chunk_text_cap) and chunk_text_offsets
+ * (ceil(N/32) + 1 entries) receives their boundaries, text j being
+ * chunk_text[offsets[j] .. offsets[j+1]). tl_refs_text_capacity(N) is always
+ * enough; a smaller chunk_text_cap that cannot hold the exact texts gives
+ * TL_ENOSPC before anything is hashed. When chunk_text is NULL, chunk_text_cap
+ * and chunk_text_offsets are ignored.
+ *
+ * Preconditions: batch valid (see tl_batch); element_hex writable for 64*N
+ * bytes, chunk_hex for 64*ceil(N/32), list_hex for 64.
+ * Returns TL_OK, TL_EINVAL (bad batch or flags) or TL_ENOSPC.
+ * Complexity: O(total kind + payload bytes + N); no allocation (each chunk
+ * text is built in a 3 KiB stack buffer). Thread safety: reentrant.
+ */
+int tl_refs(const tl_batch *batch, unsigned features, char *element_hex, char *chunk_hex,
+            char *list_hex, char *chunk_text, size_t chunk_text_cap,
+            uint64_t *chunk_text_offsets);
+
+/*
+ * Upper bound of the chunk text bytes tl_refs writes for `count` elements:
+ * 94 per element (an entry with a 20-digit length and its separator) plus 2
+ * per chunk. Returns 0 when the bound would overflow size_t.
+ * Complexity: O(1). Thread safety: reentrant.
+ */
+size_t tl_refs_text_capacity(size_t count);
+
+/*
+ * Value-blob refs of many typed payloads (SPEC §3.1 `b-`, domain `v`):
+ * blob_hex[64*i .. 64*i+64) = sha256("v" ‖ kind_i ‖ \0 ‖ payload_i).
+ * Preconditions: batch valid; blob_hex writable for 64*N bytes.
+ * Returns TL_OK or TL_EINVAL. Complexity: O(total bytes + N); no allocation.
+ * Thread safety: reentrant.
+ */
+int tl_value_blob_refs(const tl_batch *batch, unsigned features, char *blob_hex);
+
+/*
+ * Content-defined chunking (FastCDC: gear hash, cut-point skipping,
+ * normalized chunking level 2) of data[0 .. len): writes the end offset of
+ * every chunk, in order, to cuts[0 .. count) and returns count. The last cut
+ * is len; an empty buffer has no chunks (returns 0).
+ *
+ * Chunk rule, from each chunk start s: if len - s <= min_size the rest is one
+ * chunk. Otherwise fp = 0 and, for offsets i = min_size, min_size + 1, ... below
+ * min(max_size, len - s): fp = 2*fp + GEAR[data[s + i]] (mod 2^64); the chunk
+ * ends after byte i at the first i where fp AND mask == 0, where mask is the
+ * top b+2 bits of fp while i < avg_size and the top b-2 bits from avg_size on,
+ * b = floor(log2(avg_size)); without such an i the chunk is
+ * min(max_size, len - s) bytes. Every chunk but the last has more than
+ * min_size bytes (exactly min_size when max_size == min_size) and at most
+ * max_size, so there are at most len / min_size + 1 chunks.
+ *
+ * Preconditions: data readable for len bytes (NULL allowed when len == 0);
+ * 1 <= min_size <= avg_size <= max_size; 8 <= avg_size <= 2^32 (checked:
+ * TL_EINVAL); cuts writable for cap entries (TL_ENOSPC when more cuts exist;
+ * len / min_size + 1 entries always suffice).
+ * Complexity: O(len) with a two-operation inner loop; bytes within min_size of
+ * a chunk start are skipped, not hashed. No allocation. Thread safety: reentrant.
+ */
+int64_t tl_cdc_cuts(const unsigned char *data, size_t len, size_t min_size, size_t avg_size,
+                    size_t max_size, uint64_t *cuts, size_t cap);
+
+/*
+ * Element boundaries of a msgpack array without decoding it (the Python
+ * spec is threadloom.core.msgpack.array_spans).
+ * When data[0 .. len) is exactly one msgpack array of n well-formed values
+ * (fixarray, array16 or array32 header), writes offsets[0] = the header size
+ * and offsets[k + 1] = the end of element k, then returns n; element k spans
+ * data[offsets[k] .. offsets[k+1]).
+ * Returns TL_ENOTARRAY when data is not exactly one such array (other header,
+ * truncated, reserved byte 0xc1, trailing bytes), including a header that
+ * declares more elements than bytes follow it.
+ * Sizing: with offsets == NULL the function only reads the header and returns
+ * its n (or TL_ENOTARRAY) in O(1); allocate n + 1 entries and call again.
+ * TL_ENOSPC when cap < n + 1 (checked before any element is scanned);
+ * TL_EINVAL for a NULL data pointer with len > 0.
+ * Complexity: O(len), iterative (nesting depth costs no stack). No allocation.
+ * Thread safety: reentrant.
+ */
+int64_t tl_msgpack_array_spans(const unsigned char *data, size_t len, uint64_t *offsets,
+                               size_t cap);
+
+/* CDEF-END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* THREADLOOM_H */

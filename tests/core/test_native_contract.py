@@ -1,0 +1,109 @@
+"""The C ABI's checked preconditions and error codes, called directly through cffi.
+
+The wrappers in `core._native` never pass bad arguments, so these paths are only reachable
+from here (and from other C callers): each documented error must come back as its code,
+without writing past any buffer.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any
+
+import pytest
+
+from tests.core.conftest import require_native
+
+
+@pytest.fixture(scope="module")
+def c() -> Any:
+    """The cffi module `threadloom._native` (ffi and lib)."""
+    require_native()
+    from threadloom import _native as extension
+
+    return extension
+
+
+def _batch(c: Any, kinds: bytes, kind_offsets: list[int], payloads: bytes, offsets: list[int]):
+    keep = [
+        c.ffi.from_buffer("unsigned char[]", kinds),
+        c.ffi.from_buffer("uint64_t[]", array("Q", kind_offsets)),
+        c.ffi.from_buffer("unsigned char[]", payloads),
+        c.ffi.from_buffer("uint64_t[]", array("Q", offsets)),
+    ]
+    batch = c.ffi.new("tl_batch *")
+    batch.count = len(offsets) - 1
+    batch.kinds, batch.kind_offsets, batch.payloads, batch.payload_offsets = keep
+    batch.kinds_len, batch.payloads_len = len(kinds), len(payloads)
+    return batch, keep
+
+
+def test_unknown_feature_bits_are_refused(c: Any) -> None:
+    """A feature bit the ABI does not define gives TL_EINVAL from every hashing function."""
+    out = c.ffi.new("unsigned char[32]")
+    assert c.lib.tl_sha256(b"abc", 3, 0x80, out) == c.lib.TL_EINVAL
+    batch, _keep = _batch(c, b"k", [0, 1], b"p", [0, 1])
+    hexes = c.ffi.new("char[]", 64)
+    assert c.lib.tl_value_blob_refs(batch, 0x80, hexes) == c.lib.TL_EINVAL
+    assert c.lib.tl_refs(batch, 0x80, hexes, c.ffi.new("char[]", 64), c.ffi.new("char[64]"),
+                         c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL  # fmt: skip
+
+
+def test_native_core_refuses_missing_hardware() -> None:
+    """NativeCore will not enable a hardware path tl_cpu_features did not report."""
+    native = require_native()
+    with pytest.raises(ValueError, match="hardware this CPU lacks"):
+        native.NativeCore(native.FEATURES | 0x40)
+
+
+@pytest.mark.parametrize(
+    ("kind_offsets", "offsets"),
+    [([0, 1], [1, 0]), ([0, 1], [0, 2]), ([1, 0], [0, 1]), ([0, 5], [0, 1])],
+    ids=["decreasing", "past-end", "kinds-decreasing", "kinds-past-end"],
+)
+def test_bad_offsets_are_refused(c: Any, kind_offsets: list[int], offsets: list[int]) -> None:
+    """Offsets that decrease or end past their buffer give TL_EINVAL."""
+    batch, _keep = _batch(c, b"k", kind_offsets, b"p", offsets)
+    hexes = c.ffi.new("char[]", 64)
+    assert c.lib.tl_value_blob_refs(batch, 0, hexes) == c.lib.TL_EINVAL
+
+
+def test_chunk_text_capacity(c: Any) -> None:
+    """tl_refs fills the text buffer exactly, and a one-byte-short buffer gives TL_ENOSPC."""
+    lengths = [10 ** (i % 6) for i in range(33)]
+    offsets = [sum(lengths[:i]) for i in range(34)]
+    batch, _keep = _batch(c, b"msgpack", [0, *[7] * 33], b"x" * offsets[-1], offsets)
+    elements, chunks = c.ffi.new("char[]", 64 * 33), c.ffi.new("char[]", 128)
+    blob, bounds = c.ffi.new("char[64]"), c.ffi.new("uint64_t[]", 3)
+    capacity = c.lib.tl_refs_text_capacity(33)
+    assert capacity == 33 * 94 + 2 * 2
+    text = c.ffi.new("char[]", capacity)
+    assert c.lib.tl_refs(batch, 0, elements, chunks, blob, text, capacity, bounds) == c.lib.TL_OK
+    exact = bounds[2]
+    assert exact == 2 * 2 + 33 * (4 + 64 + 3 + 1) + 2 * 31 + sum(len(str(n)) for n in lengths)
+    assert c.lib.tl_refs(batch, 0, elements, chunks, blob, text, exact, bounds) == c.lib.TL_OK
+    short = c.lib.tl_refs(batch, 0, elements, chunks, blob, text, exact - 1, bounds)
+    assert short == c.lib.TL_ENOSPC
+    assert c.lib.tl_refs_text_capacity(2**63) == 0
+
+
+def test_cdc_errors(c: Any) -> None:
+    """tl_cdc_cuts refuses bad sizes with TL_EINVAL and a short cut array with TL_ENOSPC."""
+    data = bytes(range(256)) * 16
+    cuts = c.ffi.new("uint64_t[]", 1)
+    assert c.lib.tl_cdc_cuts(data, len(data), 8, 4, 16, cuts, 1) == c.lib.TL_EINVAL
+    assert c.lib.tl_cdc_cuts(data, len(data), 1, 4, 16, cuts, 1) == c.lib.TL_EINVAL
+    assert c.lib.tl_cdc_cuts(data, len(data), 16, 64, 256, cuts, 1) == c.lib.TL_ENOSPC
+    assert c.lib.tl_cdc_cuts(c.ffi.NULL, 0, 16, 64, 256, c.ffi.NULL, 0) == 0
+
+
+def test_msgpack_sizing(c: Any) -> None:
+    """With NULL offsets the header's count comes back; a short offset array gives TL_ENOSPC."""
+    payload = b"\x93\x01\x02\x03"
+    assert c.lib.tl_msgpack_array_spans(payload, 4, c.ffi.NULL, 0) == 3
+    offsets = c.ffi.new("uint64_t[]", 4)
+    assert c.lib.tl_msgpack_array_spans(payload, 4, offsets, 3) == c.lib.TL_ENOSPC
+    assert c.lib.tl_msgpack_array_spans(payload, 4, offsets, 4) == 3
+    assert list(offsets) == [1, 2, 3, 4]
+    assert c.lib.tl_msgpack_array_spans(b"\x01", 1, c.ffi.NULL, 0) == c.lib.TL_ENOTARRAY
+    assert c.lib.tl_msgpack_array_spans(c.ffi.NULL, 3, c.ffi.NULL, 0) == c.lib.TL_EINVAL

@@ -1,0 +1,180 @@
+"""The C core under AddressSanitizer and UBSan, and its ABI hygiene.
+
+The sources are compiled with gcc into a standalone executable (native/*.c plus
+tests/core/tl_driver.c), so no ASan runtime has to be preloaded into Python; the golden
+vectors and random cases run through it, and every answer must equal the Python spec's.
+Any sanitizer report aborts the run (`-fno-sanitize-recover=all`). Without gcc these tests
+skip, unless CI is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import ormsgpack
+import pytest
+
+from tests.core.conftest import native
+from tests.core.test_vectors import CDC_VECTORS, NOISE, SHA256_VECTORS
+from threadloom.core import _python
+
+ROOT = Path(__file__).resolve().parents[2]
+NATIVE = ROOT / "native"
+DRIVER = Path(__file__).with_name("tl_driver.c")
+SANITIZE = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+WARN = ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Wshadow", "-Werror"]
+
+
+def _gcc() -> str:
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI is set but gcc is missing: the sanitizer tests must run in CI")
+        pytest.skip("gcc is not installed")
+    return gcc
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The C core and tl_driver.c built with -O1 -g plus ASan and UBSan."""
+    gcc = _gcc()
+    out = tmp_path_factory.mktemp("asan") / "tl_driver"
+    sources = [str(path) for path in sorted(NATIVE.glob("*.c"))] + [str(DRIVER)]
+    command = [gcc, *WARN, "-O1", "-g", *SANITIZE, f"-I{NATIVE}", *sources, "-o", str(out)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
+    return out
+
+
+def _hex(data: bytes) -> str:
+    return data.hex() or "-"
+
+
+def _joined(items: list[str]) -> str:
+    return ",".join(items) or "-"
+
+
+def _typed_tokens(typed: list[tuple[str, bytes]]) -> str:
+    return " ".join(f"{_hex(kind.encode())} {_hex(payload)}" for kind, payload in typed)
+
+
+def _cases() -> Iterator[tuple[str, str]]:
+    """Yield (command, expected line), the expectation computed by the Python spec."""
+    rng = random.Random(20261129)
+    buffers = [data for data, _ in SHA256_VECTORS] + [
+        rng.randbytes(rng.randrange(300)) for _ in range(40)
+    ]
+    for data in buffers:
+        for hw in ("hw", "0"):
+            yield f"sha {hw} {_hex(data)}", hashlib.sha256(data).hexdigest()
+    hello = [("msgpack", bytes.fromhex("a568656c6c6f"))]
+    lists = [[], hello, [("", b"")] * 33]
+    for count in (1, 31, 32, 33, 64, 65, 100):
+        lists.append([(rng.choice(["msgpack", "json", "é"]), rng.randbytes(rng.randrange(200)))
+                      for _ in range(count)])  # fmt: skip
+    for typed in lists:
+        refs = _python.list_refs(typed)
+        texts = [text.encode().hex() for text in _python.chunk_texts(typed)]
+        expected = " ".join([
+            _joined([ref[2:] for ref in refs.element_refs]),
+            _joined([ref[2:] for ref in refs.chunk_refs]),
+            refs.list_ref[2:],
+            _joined(texts),
+        ])  # fmt: skip
+        blobs = _joined([ref[2:] for ref in _python.value_blob_refs(typed)])
+        for hw in ("hw", "0"):
+            yield f"refs {hw} {len(typed)} {_typed_tokens(typed)}", expected
+            yield f"vblob {hw} {len(typed)} {_typed_tokens(typed)}", blobs
+    cdc = [(data, sizes) for data, sizes, _ in CDC_VECTORS]
+    cdc += [(NOISE[: rng.randrange(5000)], (rng.randrange(1, 64), 64, rng.randrange(64, 900)))
+            for _ in range(30)]  # fmt: skip
+    cdc += [(b"", (1, 8, 8)), (b"a", (1, 8, 8)), (NOISE[:64], (64, 64, 64))]
+    for data, (low, avg, high) in cdc:
+        cuts = _python.cdc_cuts(data, low, avg, high)
+        yield f"cdc {low} {avg} {high} {_hex(data)}", _joined([str(cut) for cut in cuts])
+    yield "cdc 0 8 8 00", "E-2"
+    payloads = [ormsgpack.packb(value) for value in ([], [1, "x", [2, {"k": b"v"}]], [None] * 20)]
+    payloads += [
+        b"",
+        b"\x91",
+        b"\x91\xc1",
+        b"\xdd\xff\xff\xff\xff",
+        b"\x92\xd9\x05abc",
+        b"\x90\x90",
+    ]
+    payloads += [rng.randbytes(rng.randrange(1, 20)) for _ in range(50)]
+    for payload in payloads:
+        spans = _python.array_spans(payload)
+        if spans is None:
+            expected = "E-1"
+        else:
+            expected = _joined([str(offset) for offset in [spans[0][0] if spans else len(payload)]
+                                + [end for _, end in spans]])  # fmt: skip
+        yield f"spans {_hex(payload)}", expected
+
+
+def test_vectors_under_sanitizers(driver: Path) -> None:
+    """The ASan+UBSan build gives the Python spec's answer on every vector, with no report."""
+    cases = list(_cases())
+    stdin = "\n".join(command for command, _ in cases) + "\n"
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for (command, expected), line in zip(cases, lines, strict=True):
+        assert line == expected, command[:200]
+
+
+def test_c_files_are_small_and_prefixed() -> None:
+    """Each C file stays under 400 lines and every ABI name starts with tl_ / TL_."""
+    for path in NATIVE.glob("*.[ch]"):
+        assert len(path.read_text().splitlines()) < 400, path.name
+    header = (NATIVE / "threadloom.h").read_text()
+    cdef = header[header.index("CDEF-BEGIN") : header.index("CDEF-END")]
+    cdef = re.sub(r"/\*.*?\*/", "", cdef, flags=re.S)
+    names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
+    assert names and all(name.lower().startswith("tl_") for name in names)
+    functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
+    assert len(functions) == 7
+    for match in functions:
+        before = header[: match.start()].rstrip()
+        assert before.endswith("*/"), f"{match.group(1)} has no comment"
+
+
+def test_no_mutable_globals(tmp_path: Path) -> None:
+    """No object file of the C core has data in writable sections (.data, .bss, common)."""
+    gcc = _gcc()
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("nm is not installed")
+    for source in NATIVE.glob("*.c"):
+        obj = tmp_path / (source.stem + ".o")
+        subprocess.run([gcc, *WARN, "-O2", f"-I{NATIVE}", "-c", str(source), "-o", str(obj)],
+                       check=True)  # fmt: skip
+        symbols = subprocess.run([nm, str(obj)], capture_output=True, text=True, check=True)
+        writable = [
+            line for line in symbols.stdout.splitlines() if re.search(r" [BbDdCGgSs] ", line)
+        ]
+        assert not writable, f"{source.name}: {writable}"
+
+
+def test_extension_exports_only_its_init() -> None:
+    """The built extension exports PyInit__native and no tl_ symbol."""
+    nm = shutil.which("nm")
+    if native is None or nm is None:
+        pytest.skip("the extension or nm is missing")
+    from threadloom import _native as extension
+
+    result = subprocess.run([nm, "-D", "--defined-only", extension.__file__],
+                            capture_output=True, text=True, check=True)  # fmt: skip
+    exported = {line.split()[-1] for line in result.stdout.splitlines()}
+    assert "PyInit__native" in exported
+    assert not [name for name in exported if name.startswith("tl_")]

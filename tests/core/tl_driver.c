@@ -1,0 +1,266 @@
+/*
+ * Test driver: runs the C core on commands read from stdin, one result line per
+ * command, so tests/core/test_sanitizers.py can run golden vectors through an
+ * AddressSanitizer + UBSan build without loading it into Python.
+ *
+ * Tokens are separated by whitespace; byte strings are hex, `-` is empty.
+ *   sha <hw|0> <hex>                         -> digest hex
+ *   refs <hw|0> <n> (<kind> <payload>){n}     -> elements chunks list texts
+ *   vblob <hw|0> <n> (<kind> <payload>){n}    -> blob refs
+ *   cdc <min> <avg> <max> <hex>               -> cuts
+ *   spans <hex>                               -> offsets, or the negative code
+ * Lists print comma-separated, `-` when empty; a negative return prints `E<code>`.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "threadloom.h"
+
+static char *next_token(char **cursor)
+{
+    char *p = *cursor, *start;
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') {
+        p++;
+    }
+    if (*p == '\0') {
+        return NULL;
+    }
+    start = p;
+    while (*p && *p != ' ' && *p != '\n' && *p != '\r' && *p != '\t') {
+        p++;
+    }
+    if (*p) {
+        *p++ = '\0';
+    }
+    *cursor = p;
+    return start;
+}
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* Decode hex into a fresh exact-size allocation (never NULL-sized reads past the end). */
+static unsigned char *unhex(const char *hex, size_t *len)
+{
+    size_t n = strcmp(hex, "-") == 0 ? 0 : strlen(hex) / 2, i;
+    unsigned char *out = malloc(n ? n : 1);
+    if (out == NULL) {
+        exit(3);
+    }
+    for (i = 0; i < n; i++) {
+        int hi = hex_value(hex[2 * i]), lo = hex_value(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            exit(4);
+        }
+        out[i] = (unsigned char)(hi * 16 + lo);
+    }
+    *len = n;
+    return out;
+}
+
+static void print_hex(const unsigned char *data, size_t len)
+{
+    size_t i;
+    if (len == 0) {
+        fputs("-", stdout);
+    }
+    for (i = 0; i < len; i++) {
+        printf("%02x", data[i]);
+    }
+}
+
+static void print_refs(const char *hex, size_t count)
+{
+    size_t i;
+    if (count == 0) {
+        fputs("-", stdout);
+    }
+    for (i = 0; i < count; i++) {
+        printf("%s%.64s", i ? "," : "", hex + 64 * i);
+    }
+}
+
+static void print_u64s(const uint64_t *values, size_t count)
+{
+    size_t i;
+    if (count == 0) {
+        fputs("-", stdout);
+    }
+    for (i = 0; i < count; i++) {
+        printf("%s%llu", i ? "," : "", (unsigned long long)values[i]);
+    }
+}
+
+static unsigned features(const char *token)
+{
+    return strcmp(token, "hw") == 0 ? tl_cpu_features() : 0u;
+}
+
+/* Read n (kind, payload) pairs into exactly sized buffers; caller frees. */
+static void read_batch(char **cursor, tl_batch *batch, uint64_t **ko, uint64_t **po)
+{
+    size_t n = strtoul(next_token(cursor), NULL, 10), i, kinds_len = 0, payloads_len = 0;
+    unsigned char **kinds = malloc((n + 1) * sizeof *kinds);
+    unsigned char **payloads = malloc((n + 1) * sizeof *payloads);
+    size_t *klen = malloc((n + 1) * sizeof *klen), *plen = malloc((n + 1) * sizeof *plen);
+    unsigned char *kbuf, *pbuf;
+    *ko = malloc((n + 1) * sizeof **ko);
+    *po = malloc((n + 1) * sizeof **po);
+    for (i = 0; i < n; i++) {
+        kinds[i] = unhex(next_token(cursor), &klen[i]);
+        payloads[i] = unhex(next_token(cursor), &plen[i]);
+        kinds_len += klen[i];
+        payloads_len += plen[i];
+    }
+    kbuf = malloc(kinds_len ? kinds_len : 1);
+    pbuf = malloc(payloads_len ? payloads_len : 1);
+    (*ko)[0] = (*po)[0] = 0;
+    for (i = 0; i < n; i++) {
+        if (klen[i]) memcpy(kbuf + (*ko)[i], kinds[i], klen[i]);
+        if (plen[i]) memcpy(pbuf + (*po)[i], payloads[i], plen[i]);
+        (*ko)[i + 1] = (*ko)[i] + klen[i];
+        (*po)[i + 1] = (*po)[i] + plen[i];
+        free(kinds[i]);
+        free(payloads[i]);
+    }
+    free(kinds);
+    free(payloads);
+    free(klen);
+    free(plen);
+    batch->count = n;
+    batch->kinds = kbuf;
+    batch->kinds_len = kinds_len;
+    batch->kind_offsets = *ko;
+    batch->payloads = pbuf;
+    batch->payloads_len = payloads_len;
+    batch->payload_offsets = *po;
+}
+
+static void free_batch(tl_batch *batch, uint64_t *ko, uint64_t *po)
+{
+    free((void *)batch->kinds);
+    free((void *)batch->payloads);
+    free(ko);
+    free(po);
+}
+
+static void run_refs(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    tl_batch batch;
+    uint64_t *ko, *po, *text_offsets;
+    size_t chunks, cap, j;
+    char *elements, *chunk_hex, list_hex[64], *text;
+    int rc;
+    read_batch(cursor, &batch, &ko, &po);
+    chunks = (batch.count + TL_CHUNK_SIZE - 1) / TL_CHUNK_SIZE;
+    cap = tl_refs_text_capacity(batch.count);
+    elements = malloc(64 * batch.count + 1);
+    chunk_hex = malloc(64 * chunks + 1);
+    text = malloc(cap + 1);
+    text_offsets = malloc((chunks + 1) * sizeof *text_offsets);
+    rc = tl_refs(&batch, hw, elements, chunk_hex, list_hex, text, cap, text_offsets);
+    if (rc != TL_OK) {
+        printf("E%d", rc);
+    } else {
+        print_refs(elements, batch.count);
+        putchar(' ');
+        print_refs(chunk_hex, chunks);
+        printf(" %.64s ", list_hex);
+        if (chunks == 0) {
+            fputs("-", stdout);
+        }
+        for (j = 0; j < chunks; j++) {
+            if (j) putchar(',');
+            print_hex((unsigned char *)text + text_offsets[j],
+                      (size_t)(text_offsets[j + 1] - text_offsets[j]));
+        }
+    }
+    free(elements);
+    free(chunk_hex);
+    free(text);
+    free(text_offsets);
+    free_batch(&batch, ko, po);
+}
+
+static void run_vblob(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    tl_batch batch;
+    uint64_t *ko, *po;
+    char *refs;
+    int rc;
+    read_batch(cursor, &batch, &ko, &po);
+    refs = malloc(64 * batch.count + 1);
+    rc = tl_value_blob_refs(&batch, hw, refs);
+    if (rc != TL_OK) {
+        printf("E%d", rc);
+    } else {
+        print_refs(refs, batch.count);
+    }
+    free(refs);
+    free_batch(&batch, ko, po);
+}
+
+int main(void)
+{
+    size_t size = 0, cap = 1 << 16, n;
+    char *input = malloc(cap), *cursor, *command;
+    while ((n = fread(input + size, 1, cap - size - 1, stdin)) > 0) {
+        size += n;
+        if (cap - size - 1 == 0) {
+            cap *= 2;
+            input = realloc(input, cap);
+        }
+    }
+    input[size] = '\0';
+    cursor = input;
+    while ((command = next_token(&cursor)) != NULL) {
+        if (strcmp(command, "sha") == 0) {
+            unsigned hw = features(next_token(&cursor));
+            size_t len;
+            unsigned char *data = unhex(next_token(&cursor), &len), digest[32];
+            int rc = tl_sha256(data, len, hw, digest);
+            if (rc) printf("E%d", rc); else print_hex(digest, 32);
+            free(data);
+        } else if (strcmp(command, "refs") == 0) {
+            run_refs(&cursor);
+        } else if (strcmp(command, "vblob") == 0) {
+            run_vblob(&cursor);
+        } else if (strcmp(command, "cdc") == 0) {
+            size_t min = strtoul(next_token(&cursor), NULL, 10);
+            size_t avg = strtoul(next_token(&cursor), NULL, 10);
+            size_t max = strtoul(next_token(&cursor), NULL, 10), len;
+            unsigned char *data = unhex(next_token(&cursor), &len);
+            size_t room = min ? len / min + 1 : 1;
+            uint64_t *cuts = malloc(room * sizeof *cuts);
+            int64_t count = tl_cdc_cuts(data, len, min, avg, max, cuts, room);
+            if (count < 0) printf("E%d", (int)count); else print_u64s(cuts, (size_t)count);
+            free(cuts);
+            free(data);
+        } else if (strcmp(command, "spans") == 0) {
+            size_t len;
+            unsigned char *data = unhex(next_token(&cursor), &len);
+            int64_t count = tl_msgpack_array_spans(data, len, NULL, 0);
+            if (count >= 0) {
+                uint64_t *offsets = malloc(((size_t)count + 1) * sizeof *offsets);
+                count = tl_msgpack_array_spans(data, len, offsets, (size_t)count + 1);
+                if (count >= 0) print_u64s(offsets, (size_t)count + 1);
+                free(offsets);
+            }
+            if (count < 0) printf("E%d", (int)count);
+            free(data);
+        } else {
+            fprintf(stderr, "unknown command %s\n", command);
+            return 2;
+        }
+        putchar('\n');
+    }
+    free(input);
+    return 0;
+}
