@@ -8,7 +8,6 @@ functions of `threadloom.core` (`list_refs`, `value_blob_refs`) are what the C c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
 
 
 def sha256_hex(*chunks: bytes) -> str:
@@ -17,8 +16,3 @@ def sha256_hex(*chunks: bytes) -> str:
     for chunk in chunks:
         digest.update(chunk)
     return digest.hexdigest()
-
-
-def sha256_hex_many(buffers: Iterable[tuple[bytes, ...]]) -> list[str]:
-    """Return `sha256_hex(*parts)` for each tuple of parts, in order."""
-    return [sha256_hex(*parts) for parts in buffers]
