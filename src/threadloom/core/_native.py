@@ -47,13 +47,16 @@ class _Batch:
         if count and kinds.count(kinds[0]) == count:  # the common case: one kind for all
             kind = kinds[0].encode()
             kind_blob = kind * count
-            kind_offsets = _offsets([len(kind)] * count)
+            step = len(kind)
+            kind_offsets = (
+                array("Q", range(0, step * count + 1, step)) if step else _offsets([0] * count)
+            )
         else:
             encoded = [kind.encode() for kind in kinds]
             kind_blob = b"".join(encoded)
             kind_offsets = _offsets(map(len, encoded))
         payload_blob = b"".join(self.payloads)
-        self.lengths = [len(payload) for payload in self.payloads]
+        self.lengths = list(map(len, self.payloads))
         payload_offsets = _offsets(self.lengths)
         self.keep = (
             ffi.from_buffer("unsigned char[]", kind_blob),
@@ -98,18 +101,27 @@ class NativeCore:
     def list_refs(self, typed: Sequence[Typed]) -> ListRefs:
         """Return the element, chunk and list-blob refs of a list of typed payloads (one C call)."""
         batch = _Batch(typed)
-        element_hex = _alloc("char[]", 64 * batch.count + 1)
+        count = batch.count
+        element_hex = _alloc("char[]", 64 * count + 1)
         chunk_hex = _alloc("char[]", 64 * batch.chunk_count + 1)
         list_hex = _alloc("char[64]")
+        # The element refs come back through the chunk texts, `[["e-<hex>", <len>], ...]`
+        # back to back: splitting the whole text on `"` once yields every `e-<hex>` string,
+        # already prefixed, at the odd positions (refs and integers hold no quote).
+        capacity = lib.tl_refs_text_capacity(count)
+        text = _alloc("char[]", capacity + 1)
+        bounds = _alloc("uint64_t[]", batch.chunk_count + 1)
         rc = lib.tl_refs(
-            batch.c, self.features, element_hex, chunk_hex, list_hex, ffi.NULL, 0, ffi.NULL
+            batch.c, self.features, element_hex, chunk_hex, list_hex, text, capacity, bounds
         )
         _check(rc, "tl_refs")
-        element_refs = _hex_refs("e-", element_hex, batch.count)
-        entries: list[list[str | int]] = [
-            [ref, length] for ref, length in zip(element_refs, batch.lengths, strict=True)
-        ]
-        chunks = [entries[i : i + CHUNK_SIZE] for i in range(0, len(entries), CHUNK_SIZE)]
+        element_refs = (
+            ffi.buffer(text, bounds[batch.chunk_count])[:].decode("ascii").split('"')[1::2]
+        )
+        entries: list[list[str | int]] = list(
+            map(list, zip(element_refs, batch.lengths, strict=True))
+        )
+        chunks = [entries[i : i + CHUNK_SIZE] for i in range(0, count, CHUNK_SIZE)]
         chunk_refs = _hex_refs("c-", chunk_hex, batch.chunk_count)
         list_ref = "b-" + ffi.buffer(list_hex)[:].decode()
         return ListRefs(element_refs, chunks, chunk_refs, list_ref)
