@@ -438,12 +438,13 @@ def _flip(path: Path, table: str) -> str:
     name_column = {"vals": "ref", "checkpoints": "checkpoint_id", "writes": "task_id"}[table]
     conn = apsw.Connection(str(path))
     try:
-        rid, name, body = conn.execute(
-            f"SELECT id, {name_column}, body FROM {table} ORDER BY length(body) DESC LIMIT 1"
+        name, body = conn.execute(
+            f"SELECT {name_column}, body FROM {table} ORDER BY length(body) DESC LIMIT 1"
         ).fetchall()[0]
         damaged = bytearray(body)
         damaged[len(damaged) // 2] ^= 0x01
-        conn.execute(f"UPDATE {table} SET body = ? WHERE id = ?", (bytes(damaged), rid))
+        conn.execute(f"UPDATE {table} SET body = ? WHERE body = ?", (bytes(damaged), body))
+        assert conn.changes() == 1
     finally:
         conn.close()
     return str(name)

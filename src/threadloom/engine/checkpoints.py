@@ -22,8 +22,8 @@ import apsw
 from langgraph.checkpoint.base import CheckpointTuple
 
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
-from threadloom.engine.codec import pack, unpack
 from threadloom.engine.database import Database, Row, fetchall
+from threadloom.engine.store import Packed
 from threadloom.errors import (
     CheckpointConflictError,
     EngineError,
@@ -94,6 +94,7 @@ class CheckpointStore:
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
             raise ProtocolError("namespace must be a non-empty string without NUL")
         self.db = db
+        self.content = db.content
         self.namespace = namespace
         self.agent_id = agent_id
         self.planner = Planner(agent_id, serde)
@@ -187,9 +188,17 @@ class CheckpointStore:
             # threads it touched: the rest of our memory stays valid.
             self._epoch = before + 1
 
-    def _check_epoch(self, conn: apsw.Connection) -> None:
+    def _check_epoch(self, conn: apsw.Connection, packs: Sequence[Packed] = ()) -> None:
         epoch = self._read_epoch(conn)
-        if epoch != self._epoch:
+        content = self.content
+        if content.epoch != epoch:
+            content.reload(conn)
+        current = content.current.ident if content.current else None
+        if epoch != self._epoch or any(
+            p.dictionary is not None and p.dictionary != current for p in packs
+        ):
+            # A retraining retired the dictionary these bodies were packed with, or
+            # values were deleted: plan and pack again.
             raise _StaleMemory(epoch)
 
     def _refresh(self, epoch: int) -> None:
@@ -254,16 +263,22 @@ class CheckpointStore:
         document = plan.puts[-1]
         stored = self._existing(thread_id, values)
         fresh = [p for p in values if p.data["ref"] not in stored]
-        encoded = [(p.data["ref"], *pack(_value_body(p.data))) for p in fresh]
-        body, digest = pack({k: document.data[k] for k in _CHECKPOINT_FIELDS})
+        packs = self.content.pack_many(
+            [
+                *(_value_body(p.data) for p in fresh),
+                {k: document.data[k] for k in _CHECKPOINT_FIELDS},
+            ]
+        )
+        encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
+        head = packs[-1]
         now = time.time()
         with self.db.write() as conn:
-            self._check_epoch(conn)
+            self._check_epoch(conn, packs)
             thread, seq = self._reserve(conn, thread_id, len(encoded) + 1, now)
             self._insert_values(conn, thread, encoded, seq, now)
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
-                "seq, body, digest, created_at) VALUES(?, ?, ?, ?, 2, ?, ?, ?, ?) "
+                "seq, body, digest, created_at, blocks) VALUES(?, ?, ?, ?, 2, ?, ?, ?, ?, ?) "
                 "ON CONFLICT DO NOTHING",
                 (
                     thread,
@@ -271,13 +286,19 @@ class CheckpointStore:
                     document.data["checkpoint_id"],
                     parent_id,
                     seq + len(encoded),
-                    body,
-                    digest,
+                    head.body,
+                    head.digest,
                     now,
+                    len(head.keys),
                 ),
             )
             if conn.changes() == 0:
                 self._compare(conn, thread, document)
+            else:
+                self.content.link(conn, [head], now)
+            due = self.content.note_inline(conn, packs)
+        if due:
+            self.content.train()
         self.cache.put_many(thread, ((p.data["ref"], _value_body(p.data)) for p in fresh))
         self.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
@@ -302,74 +323,99 @@ class CheckpointStore:
         thread_id: str = conf["thread_id"]
         parts = [p for p in plan.puts if p.collection != WRITES]
         documents = [p for p in plan.puts if p.collection == WRITES]
-        rows = [(p, *pack({"value": p.data["value"]})) for p in documents]
         for _ in range(_RETRIES):
             try:
-                self._put_writes(thread_id, parts, rows)
+                self._put_writes(thread_id, parts, documents)
                 return
             except _StaleMemory as stale:
                 self._refresh(stale.epoch)
         raise EngineError("other processes keep deleting values while put_writes runs; retry it")
 
-    def _put_writes(
-        self, thread_id: str, parts: Sequence[Put], rows: Sequence[tuple[Put, bytes, bytes]]
-    ) -> None:
+    def _put_writes(self, thread_id: str, parts: Sequence[Put], documents: Sequence[Put]) -> None:
         stored = self._existing(thread_id, parts, always=True)
-        encoded = [
-            (p.data["ref"], *pack(_value_body(p.data)))
-            for p in parts
-            if p.data["ref"] not in stored
-        ]
+        fresh = [p for p in parts if p.data["ref"] not in stored]
+        everything = self.content.pack_many(
+            [
+                *(_value_body(p.data) for p in fresh),
+                *({"value": p.data["value"]} for p in documents),
+            ]
+        )
+        encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, everything, strict=False)]
+        rows = list(zip(documents, everything[len(fresh) :], strict=True))
         now = time.time()
         with self.db.write() as conn:
-            self._check_epoch(conn)
+            self._check_epoch(conn, everything)
             thread, seq = self._reserve(conn, thread_id, len(encoded) + len(rows), now)
             self._insert_values(conn, thread, encoded, seq, now)
             seq += len(encoded)
-            for offset, (put, body, digest) in enumerate(rows):
+            for offset, (put, packed) in enumerate(rows):
                 data = put.data
-                conflict = (
-                    "DO NOTHING"
-                    if put.if_version == 0
-                    else "DO UPDATE SET task_path = excluded.task_path, "
-                    "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
-                    "digest = excluded.digest"
-                )
+                key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
+                if put.if_version == 0:
+                    conflict = "DO NOTHING"
+                else:
+                    conflict = (
+                        "DO UPDATE SET task_path = excluded.task_path, "
+                        "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
+                        "digest = excluded.digest, blocks = excluded.blocks"
+                    )
+                    self.content.unlink_rows(
+                        conn,
+                        "writes",
+                        "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? "
+                        "AND idx = ?",
+                        (*key, data["index"]),
+                    )
                 conn.execute(
                     "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, "
-                    "task_path, channel, schema, seq, body, digest, created_at) "
-                    f"VALUES(?, ?, ?, ?, ?, ?, ?, 2, ?, ?, ?, ?) ON CONFLICT {conflict}",
+                    "task_path, channel, schema, seq, body, digest, created_at, blocks) "
+                    f"VALUES(?, ?, ?, ?, ?, ?, ?, 2, ?, ?, ?, ?, ?) ON CONFLICT {conflict}",
                     (
-                        thread,
-                        data["checkpoint_ns"],
-                        data["checkpoint_id"],
-                        data["task_id"],
+                        *key,
                         data["index"],
                         data["task_path"],
                         data["channel"],
                         seq + offset,
-                        body,
-                        digest,
+                        packed.body,
+                        packed.digest,
                         now,
+                        len(packed.keys),
                     ),
                 )
+                if packed.keys and conn.changes():
+                    self.content.link(conn, [packed], now)
+            due = self.content.note_inline(conn, everything)
+        if due:
+            self.content.train()
 
     def _insert_values(
         self,
         conn: apsw.Connection,
         thread: int,
-        encoded: Sequence[tuple[str, bytes, bytes]],
+        encoded: Sequence[tuple[str, Packed]],
         seq: int,
         now: float,
     ) -> None:
+        sql = (
+            "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+        )
         conn.executemany(
-            "INSERT INTO vals(thread, ref, seq, body, digest, created_at) VALUES(?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT DO NOTHING",
+            sql,
             [
-                (thread, ref, seq + i, body, digest, now)
-                for i, (ref, body, digest) in enumerate(encoded)
+                (thread, ref, seq + i, packed.body, packed.digest, now, 0)
+                for i, (ref, packed) in enumerate(encoded)
+                if not packed.keys
             ],
         )
+        for i, (ref, packed) in enumerate(encoded):
+            if packed.keys:
+                # One at a time: a row already stored must not count its blocks twice.
+                conn.execute(
+                    sql, (thread, ref, seq + i, packed.body, packed.digest, now, len(packed.keys))
+                )
+                if conn.changes():
+                    self.content.link(conn, [packed], now)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
@@ -400,7 +446,7 @@ class CheckpointStore:
             (thread, data["checkpoint_ns"], data["checkpoint_id"]),
         )
         parent_id, body, digest = rows[0]
-        stored = unpack(body, digest, f"checkpoint {data['checkpoint_id']}")
+        stored = self.content.unpack(conn, body, digest, f"checkpoint {data['checkpoint_id']}")
         if parent_id != data["parent_id"] or any(stored[k] != data[k] for k in _CHECKPOINT_FIELDS):
             raise CheckpointConflictError(
                 f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
@@ -433,9 +479,9 @@ class CheckpointStore:
                 "c.checkpoint_id = ? AND c.schema = 2",
                 (self.scope, thread_id, ns, parent_id),
             )
-        if not rows:
-            return {}
-        stored = unpack(rows[0][0], rows[0][1], f"checkpoint {parent_id}")
+            if not rows:
+                return {}
+            stored = self.content.unpack(conn, rows[0][0], rows[0][1], f"checkpoint {parent_id}")
         if "parts" in stored["checkpoint"]:
             return {}
         parent = self.planner.loads(raw_value(stored["checkpoint"], {}))
@@ -508,7 +554,7 @@ class CheckpointStore:
                     (_sql_ids(page),),
                 )
                 if wanted:
-                    rows = [r for r in rows if self._matches(r, wanted)]
+                    rows = [r for r in rows if self._matches(conn, r, wanted)]
                 loaded = self._load(conn, rows) if rows else []
             for item in loaded:
                 yield item.tuple
@@ -517,8 +563,8 @@ class CheckpointStore:
                     if remaining <= 0:
                         return
 
-    def _matches(self, row: Row, wanted: Mapping[str, Any]) -> bool:
-        stored = unpack(row[7], row[8], f"checkpoint {row[4]}")
+    def _matches(self, conn: apsw.Connection, row: Row, wanted: Mapping[str, Any]) -> bool:
+        stored = self.content.unpack(conn, row[7], row[8], f"checkpoint {row[4]}")
         fetched = self._fetch_parts(row[1], stored["metadata"])
         metadata = self.planner.loads(raw_value(stored["metadata"], fetched))
         return all(metadata.get(k) == v for k, v in wanted.items())
@@ -541,7 +587,10 @@ class CheckpointStore:
             "SELECT ref, body, digest FROM vals WHERE thread = ? AND ref IN carray(?)",
             (thread, _sql_ids(missing)),
         )
-        loaded = [(ref, unpack(body, digest, f"value {ref}")) for ref, body, digest in rows]
+        decoded = self.content.unpack_many(
+            conn, [(body, digest, f"value {ref}") for ref, body, digest in rows]
+        )
+        loaded = [(row[0], data) for row, data in zip(rows, decoded, strict=True)]
         self.cache.put_many(thread, loaded)
         found.update(loaded)
         return found
@@ -557,18 +606,23 @@ class CheckpointStore:
         closures: list[tuple[Mapping[str, Any], Mapping[str, RawChannel]] | None] = []
         for row in rows:
             hit = self._closures.get(_closure_key(row))
-            docs.append(hit[0] if hit else self._document(row))
+            docs.append(hit[0] if hit else self._document(conn, row))
             closures.append(hit[1] if hit else None)
         writes: dict[int, list[dict[str, Any]]] = {row[0]: [] for row in rows}
-        for found in conn.execute(
+        found = fetchall(
+            conn,
             "SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.schema, w.body, w.digest "
             "FROM checkpoints c JOIN writes w ON w.thread = c.thread AND "
             "w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
             "WHERE c.id IN carray(?)",
             (_sql_ids(writes),),
+        )
+        bodies = self.content.unpack_many(
+            conn, [(r[6], r[7], f"pending write {r[1]}/{r[2]}") for r in found]
+        )
+        for (owner, task_id, idx, task_path, channel, _, _, _), data in zip(
+            found, bodies, strict=True
         ):
-            owner, task_id, idx, task_path, channel, schema, body, digest = found
-            data = unpack(body, digest, f"pending write {task_id}/{idx}")
             data.update(task_id=task_id, index=idx, task_path=task_path, channel=channel)
             writes[owner].append(data)
         misses = [i for i, closure in enumerate(closures) if closure is None]
@@ -607,10 +661,10 @@ class CheckpointStore:
             loaded.append(Loaded(result, doc))
         return loaded
 
-    def _document(self, row: Row) -> dict[str, Any]:
+    def _document(self, conn: apsw.Connection, row: Row) -> dict[str, Any]:
         _, _, thread_id, ns, checkpoint_id, parent_id, schema, body, digest = row
-        data: dict[str, Any] = unpack(
-            body, digest, f"checkpoint {checkpoint_id} of thread {thread_id!r}"
+        data: dict[str, Any] = self.content.unpack(
+            conn, body, digest, f"checkpoint {checkpoint_id} of thread {thread_id!r}"
         )
         data.update(
             agent_id=self.agent_id,
@@ -675,7 +729,7 @@ class CheckpointStore:
                 page = chain[start : start + _PAGE]
                 stored_thread = cast(int, thread)  # the chain is empty without a stored thread
                 bodies = {
-                    cid: unpack(body, digest, f"checkpoint {cid}")
+                    cid: self.content.unpack(conn, body, digest, f"checkpoint {cid}")
                     for cid, body, digest in conn.execute(
                         "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ? "
                         "AND checkpoint_ns = ? AND checkpoint_id IN carray(?) AND schema = 2",
@@ -743,7 +797,7 @@ class CheckpointStore:
             "AND channel IN carray(?)",
             (thread, ns, _sql_ids(ids), _sql_ids(sorted(wanted))),
         ):
-            data = unpack(body, digest, f"pending write {task_id}/{idx}")
+            data = self.content.unpack(conn, body, digest, f"pending write {task_id}/{idx}")
             found.setdefault(cid, []).append(((task_path, task_id, idx), channel, data))
         result: dict[str, list[tuple[str, str, Any]]] = {}
         for cid, items in found.items():
@@ -790,10 +844,14 @@ class CheckpointStore:
                 "schema, body, digest FROM writes WHERE thread = ?1 ORDER BY 1",
                 (thread,),
             )
+            names = ("value {2}", "checkpoint {3}", "pending write {4}/{5}")
+            decoded = self.content.unpack_many(
+                conn, [(r[9], r[10], names[r[1]].format(*r)) for r in rows]
+            )
         base = {"agent_id": self.agent_id, "thread_id": thread_id}
-        for _, table, a, b, c, d, e, f, g, body, digest in rows:
+        for (_, table, a, b, c, d, e, f, g, _, _), stored in zip(rows, decoded, strict=True):
             if table == 0:
-                data = {**base, "ref": a, "_schema": 2, **unpack(body, digest, f"value {a}")}
+                data = {**base, "ref": a, "_schema": 2, **stored}
                 yield collection_of(a), key(thread_id, a), data
             elif table == 1:
                 data = {
@@ -802,7 +860,7 @@ class CheckpointStore:
                     "_schema": d,
                     "checkpoint_id": b,
                     "parent_id": c,
-                    **unpack(body, digest, f"checkpoint {b}"),
+                    **stored,
                 }
                 yield (CHECKPOINTS if d == 2 else CHECKPOINTS_V1), key(thread_id, a, b), data
             else:
@@ -815,7 +873,7 @@ class CheckpointStore:
                     "task_path": e,
                     "index": d,
                     "channel": f,
-                    **unpack(body, digest, f"pending write {c}/{d}"),
+                    **stored,
                 }
                 yield (WRITES if g == 2 else WRITES_V1), key(thread_id, a, b, c, d), data
 
@@ -829,9 +887,11 @@ class CheckpointStore:
             if thread is None:
                 return
             for table in ("writes", "checkpoints", "vals"):
+                self.content.unlink_rows(conn, table, "thread = ?", (thread,))
                 conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
             self._bump_epoch(conn)
+            self.content.sweep(conn, self.grace)
         self._thread_rows.pop(thread_id, None)
         self.cache.drop(thread)
 
@@ -843,7 +903,7 @@ class CheckpointStore:
         with self.db.write() as conn:
             doomed: dict[int, list[tuple[int, str, str]]] = {}
             for row in fetchall(conn, _SELECT + " WHERE t.scope = ?", (self.scope,)):
-                stored = unpack(row[7], row[8], f"checkpoint {row[4]}")
+                stored = self.content.unpack(conn, row[7], row[8], f"checkpoint {row[4]}")
                 fetched = self._fetch_all(conn, row[1], [{"metadata": stored["metadata"]}])
                 metadata = self.planner.loads(raw_value(stored["metadata"], fetched))
                 if metadata.get("run_id") in wanted:
@@ -866,24 +926,35 @@ class CheckpointStore:
                 "WHERE id = ?2",
                 (origin, copy),
             )
+            # The copies share the originals' blocks: count the chunked rows the target
+            # does not hold yet (the others are skipped by ON CONFLICT DO NOTHING).
+            for table, identity in _IDENTITIES.items():
+                same = " AND ".join(f"d.{column} = s.{column}" for column in identity)
+                shared = fetchall(
+                    conn,
+                    f"SELECT s.body FROM {table} s WHERE s.thread = ?1 AND s.blocks > 0 AND "
+                    f"NOT EXISTS (SELECT 1 FROM {table} d WHERE d.thread = ?2 AND {same})",
+                    (origin, copy),
+                )
+                self.content.relink(conn, [r[0] for r in shared])
             conn.execute(
-                "INSERT INTO vals(thread, ref, seq, body, digest, created_at) "
-                "SELECT ?2, ref, seq, body, digest, ?3 FROM vals WHERE thread = ?1 "
+                "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+                "SELECT ?2, ref, seq, body, digest, ?3, blocks FROM vals WHERE thread = ?1 "
                 "ON CONFLICT DO NOTHING",
                 (origin, copy, now),
             )
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
-                "seq, body, digest, created_at) SELECT ?2, checkpoint_ns, checkpoint_id, "
-                "parent_id, schema, seq, body, digest, ?3 FROM checkpoints WHERE thread = ?1 "
-                "ON CONFLICT DO NOTHING",
+                "seq, body, digest, created_at, blocks) SELECT ?2, checkpoint_ns, checkpoint_id, "
+                "parent_id, schema, seq, body, digest, ?3, blocks FROM checkpoints "
+                "WHERE thread = ?1 ON CONFLICT DO NOTHING",
                 (origin, copy, now),
             )
             conn.execute(
                 "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, "
-                "channel, schema, seq, body, digest, created_at) SELECT ?2, checkpoint_ns, "
-                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, digest, ?3 "
-                "FROM writes WHERE thread = ?1 ON CONFLICT DO NOTHING",
+                "channel, schema, seq, body, digest, created_at, blocks) SELECT ?2, checkpoint_ns, "
+                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, digest, ?3, "
+                "blocks FROM writes WHERE thread = ?1 ON CONFLICT DO NOTHING",
                 (origin, copy, now),
             )
 
@@ -965,16 +1036,21 @@ class CheckpointStore:
             "checkpoint_id = ?",
             (thread, ns, checkpoint_id),
         )
-        return unpack(rows[0][0], rows[0][1], f"checkpoint {checkpoint_id}") if rows else None
+        if not rows:
+            return None
+        return cast(
+            "dict[str, Any]",
+            self.content.unpack(conn, rows[0][0], rows[0][1], f"checkpoint {checkpoint_id}"),
+        )
 
     def _delete_checkpoints(
         self, conn: apsw.Connection, thread: int, items: Sequence[tuple[int, str, str]]
     ) -> None:
         for rid, ns, cid in items:
-            conn.execute(
-                "DELETE FROM writes WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-                (thread, ns, cid),
-            )
+            where = "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+            self.content.unlink_rows(conn, "writes", where, (thread, ns, cid))
+            self.content.unlink_rows(conn, "checkpoints", "id = ?", (rid,))
+            conn.execute(f"DELETE FROM writes WHERE {where}", (thread, ns, cid))
             conn.execute("DELETE FROM checkpoints WHERE id = ?", (rid,))
 
     def _collect(self, conn: apsw.Connection, thread: int) -> int:
@@ -982,40 +1058,49 @@ class CheckpointStore:
 
         Runs inside the caller's write transaction. Returns how many were deleted.
         """
-        roots: list[dict[str, Any]] = [
-            unpack(body, digest, f"checkpoint {cid}")
+        items = [
+            (body, digest, f"checkpoint {cid}")
             for cid, body, digest in conn.execute(
                 "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ?", (thread,)
             )
         ]
-        roots.extend(
-            unpack(body, digest, f"pending write {tid}")
+        items.extend(
+            (body, digest, f"pending write {tid}")
             for tid, body, digest in conn.execute(
                 "SELECT task_id, body, digest FROM writes WHERE thread = ?", (thread,)
             )
         )
+        roots: list[dict[str, Any]] = self.content.unpack_many(conn, items)
         live = self._fetch_all(conn, thread, roots).keys()
         cutoff = time.time() - self.grace
         doomed = [
-            (rid, ref)
-            for rid, ref in fetchall(
+            ref
+            for (ref,) in fetchall(
                 conn,
-                "SELECT id, ref FROM vals WHERE thread = ? AND created_at < ?",
+                "SELECT ref FROM vals WHERE thread = ? AND created_at < ?",
                 (thread, cutoff),
             )
             if ref not in live
         ]
         if doomed:
-            conn.execute(
-                "DELETE FROM vals WHERE id IN carray(?)", (_sql_ids(r for r, _ in doomed),)
-            )
-            self.cache.drop(thread, [ref for _, ref in doomed])
+            where = "thread = ? AND ref IN carray(?)"
+            self.content.unlink_rows(conn, "vals", where, (thread, _sql_ids(doomed)))
+            conn.execute(f"DELETE FROM vals WHERE {where}", (thread, _sql_ids(doomed)))
+            self.cache.drop(thread, doomed)
             self._bump_epoch(conn)
+        self.content.sweep(conn, self.grace)
         return len(doomed)
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
         return str(fetchall(conn, "SELECT thread_id FROM threads WHERE id = ?", (thread,))[0][0])
 
+
+#: The columns that identify a row of each body table within its thread.
+_IDENTITIES = {
+    "vals": ("ref",),
+    "checkpoints": ("checkpoint_ns", "checkpoint_id"),
+    "writes": ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+}
 
 _SELECT = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "

@@ -1,88 +1,225 @@
-"""Physical encoding of one stored body: msgpack, zstandard, blake3.
+"""Physical framing of one stored body: msgpack, then raw, zstd, zstd with a dictionary,
+or a list of content blocks (see docs/FORMAT.md, "Bodies").
 
-Invariant: `unpack` never returns data whose blake3 digest differs from the one
-recorded at `pack` time; a damaged body raises CorruptionError naming the document.
+Pure functions and small value classes: no SQL here (engine/store.py owns the tables).
+
+Invariant: nothing decoded here is returned unless its blake3 digest matches the one
+recorded when it was written (`digest` for a whole body, the block key for a block).
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Final, Generic, TypeVar
 
 import blake3
-import ormsgpack
 import zstandard
 
 from threadloom.errors import CorruptionError
 
-DIGEST_SIZE = 16
-_COMPRESS_FROM = 96
-_RAW = 0
-_ZSTD = 1
-_pool: list[tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]] = []
-_pool_lock = threading.Lock()
+#: Bytes of the blake3 digest stored beside every body (end-to-end check of the msgpack).
+DIGEST_SIZE: Final = 16
+#: Bytes of a block key: the full blake3 of the block, so sharing needs no collision luck.
+KEY_SIZE: Final = 32
+
+RAW: Final = 0
+"""Body mode: the msgpack follows as is."""
+ZSTD: Final = 1
+"""Body mode: a zstd frame without dictionary follows."""
+ZSTD_DICT: Final = 2
+"""Body mode: a varint dictionary id, then a zstd frame made with that dictionary."""
+BLOCKS: Final = 3
+"""Body mode: the keys of the content blocks whose concatenation is the msgpack."""
+
+_COMPRESS_FROM: Final = 64
+_LEVEL: Final = 3
+
+T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def _codecs() -> Iterator[tuple[zstandard.ZstdCompressor, zstandard.ZstdDecompressor]]:
-    # zstd contexts are costly to create and not thread-safe: borrow one from a pool
-    # (LangGraph checkpoints from short-lived executor threads, so thread-locals churn).
-    with _pool_lock:
-        codecs = _pool.pop() if _pool else None
-    if codecs is None:
-        codecs = (zstandard.ZstdCompressor(level=3), zstandard.ZstdDecompressor())
-    try:
-        yield codecs
-    finally:
-        with _pool_lock:
-            if len(_pool) < 16:
-                _pool.append(codecs)
+class Pool(Generic[T]):
+    """Objects that are costly to build and not thread-safe (zstd contexts), lent one at a time.
+
+    LangGraph checkpoints from short-lived executor threads, so thread-locals would churn.
+    """
+
+    def __init__(self, factory: Callable[[], T], keep: int = 16) -> None:
+        self._factory = factory
+        self._keep = keep
+        self._idle: list[T] = []
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[T]:
+        with self._lock:
+            item = self._idle.pop() if self._idle else None
+        if item is None:
+            item = self._factory()
+        try:
+            yield item
+        finally:
+            with self._lock:
+                if len(self._idle) < self._keep:
+                    self._idle.append(item)
 
 
-def digest(raw: bytes) -> bytes:
+_plain_compressors = Pool(lambda: zstandard.ZstdCompressor(level=_LEVEL))
+_plain_decompressors = Pool(zstandard.ZstdDecompressor)
+
+
+class Dictionary:
+    """A zstd dictionary trained from a file's own bodies, with pooled contexts for it."""
+
+    def __init__(self, ident: int, data: bytes) -> None:
+        self.ident = ident
+        self.data = data
+        self._dict = zstandard.ZstdCompressionDict(data)
+        self._dict.precompute_compress(level=_LEVEL)
+        self._header = bytes((ZSTD_DICT,)) + varint(ident)
+        self._compressors = Pool(
+            lambda: zstandard.ZstdCompressor(level=_LEVEL, dict_data=self._dict)
+        )
+        self._decompressors = Pool(lambda: zstandard.ZstdDecompressor(dict_data=self._dict))
+
+    def compress(self, raw: bytes) -> bytes:
+        with self._compressors.lend() as compressor:
+            return self._header + compressor.compress(raw)
+
+    def decompress(self, frame: bytes | memoryview) -> bytes:
+        with self._decompressors.lend() as decompressor:
+            return decompressor.decompress(frame)
+
+
+def digest(raw: bytes | memoryview) -> bytes:
     """Return the truncated blake3 digest recorded beside every body."""
     return blake3.blake3(raw).digest(length=DIGEST_SIZE)
 
 
-def pack(value: Any) -> tuple[bytes, bytes]:
-    """Encode `value` (msgpack types: maps, lists, str, bytes, ints, None) to (body, digest)."""
-    raw = ormsgpack.packb(value)
+def block_key(raw: bytes | memoryview) -> bytes:
+    """Return the key of a content block: its full blake3 digest."""
+    return blake3.blake3(raw).digest()
+
+
+def varint(value: int) -> bytes:
+    """LEB128 encoding of a non-negative integer."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def read_varint(body: bytes | memoryview, at: int) -> tuple[int, int]:
+    """Decode a LEB128 integer at `at`; return (value, offset after it)."""
+    value = shift = 0
+    while True:
+        byte = body[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def frame(raw: bytes, dictionary: Dictionary | None) -> bytes:
+    """Frame `raw` inline: zstd (with `dictionary` when given) if that is smaller, else raw."""
     if len(raw) >= _COMPRESS_FROM:
-        with _codecs() as (compressor, _):
-            squeezed = compressor.compress(raw)
-        if len(squeezed) < len(raw):
-            return bytes((_ZSTD,)) + squeezed, digest(raw)
-    return bytes((_RAW,)) + raw, digest(raw)
+        if dictionary is not None:
+            squeezed = dictionary.compress(raw)
+        else:
+            with _plain_compressors.lend() as compressor:
+                squeezed = bytes((ZSTD,)) + compressor.compress(raw)
+        if len(squeezed) <= len(raw):
+            return squeezed
+    return bytes((RAW,)) + raw
 
 
-def unpack(body: bytes, expected: bytes, name: str) -> Any:
-    """Decode a body written by `pack`, checking its digest.
+def frame_block(raw: bytes | memoryview) -> bytes:
+    """Frame one content block: zstd without dictionary if smaller, else raw.
+
+    Blocks never use a dictionary: they are shared and kept for as long as anything
+    references them, while dictionaries are retrained and retired.
+    """
+    with _plain_compressors.lend() as compressor:
+        squeezed = compressor.compress(raw)
+    if len(squeezed) < len(raw):
+        return bytes((ZSTD,)) + squeezed
+    return bytes((RAW,)) + bytes(raw)
+
+
+def unframe(body: bytes, dictionaries: Callable[[int], Dictionary], name: str) -> bytes:
+    """Return the msgpack of an inline body (mode RAW, ZSTD or ZSTD_DICT).
 
     Args:
-        body: stored bytes.
-        expected: digest stored beside them.
+        body: the stored body.
+        dictionaries: returns the dictionary of an id (may raise).
         name: how to name the document in an error.
 
     Raises:
-        CorruptionError: the body is damaged (bad header, bad zstd frame or digest mismatch).
+        CorruptionError: bad header or bad zstd frame.
     """
     try:
         mode = body[0]
-        if mode == _ZSTD:
-            with _codecs() as (_, decompressor):
-                raw = decompressor.decompress(body[1:])
-        elif mode == _RAW:
-            raw = bytes(body[1:])
-        else:
-            raise ValueError(f"unknown body mode {mode}")
+        if mode == ZSTD:
+            with _plain_decompressors.lend() as decompressor:
+                return decompressor.decompress(memoryview(body)[1:])
+        if mode == RAW:
+            return body[1:]
+        if mode == ZSTD_DICT:
+            ident, start = read_varint(body, 1)
+            return dictionaries(ident).decompress(memoryview(body)[start:])
+        raise ValueError(f"unknown body mode {mode}")
     except (IndexError, ValueError, zstandard.ZstdError) as exc:
         raise CorruptionError(
             f"{name} is damaged ({exc}); restore the file from a backup"
         ) from None
+
+
+def unframe_block(body: bytes, key: bytes, name: str) -> bytes:
+    """Return the bytes of a stored block, checked against its key.
+
+    Raises:
+        CorruptionError: bad header, bad frame or a digest that is not the key.
+    """
+    try:
+        mode = body[0]
+        if mode == ZSTD:
+            with _plain_decompressors.lend() as decompressor:
+                raw = decompressor.decompress(memoryview(body)[1:])
+        elif mode == RAW:
+            raw = body[1:]
+        else:
+            raise ValueError(f"unknown block mode {mode}")
+    except (IndexError, ValueError, zstandard.ZstdError) as exc:
+        raise CorruptionError(
+            f"block {key.hex()[:16]} of {name} is damaged ({exc}); restore the file from a backup"
+        ) from None
+    if block_key(raw) != key:
+        raise CorruptionError(
+            f"block {key.hex()[:16]} of {name} is damaged (blake3 mismatch); "
+            "restore the file from a backup"
+        )
+    return raw
+
+
+def block_keys(body: bytes) -> list[bytes]:
+    """Return the block keys of a BLOCKS body, in order."""
+    if (len(body) - 1) % KEY_SIZE:
+        raise ValueError("block list length is not a multiple of the key size")
+    return [body[i : i + KEY_SIZE] for i in range(1, len(body), KEY_SIZE)]
+
+
+def check(raw: bytes, expected: bytes, name: str) -> None:
+    """Raise CorruptionError unless `raw` has the recorded digest."""
     if digest(raw) != bytes(expected):
         raise CorruptionError(
             f"{name} is damaged (blake3 mismatch); restore the file from a backup"
         )
-    return ormsgpack.unpackb(raw)

@@ -10,29 +10,19 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
 
 import apsw
 
 from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.sql import Row, fetchall
+from threadloom.engine.store import ContentStore
 from threadloom.errors import EngineError, FormatError
 
+__all__ = ["BUSY_TIMEOUT_MS", "Database", "Row", "fetchall"]
+
 BUSY_TIMEOUT_MS = 30_000
-
-#: One result row. apsw's stubs type every column as a union of all SQLite values;
-#: the columns of our own tables are known (and checked) where a row is used.
-Row = tuple[Any, ...]
-
-
-def fetchall(
-    conn: apsw.Connection,
-    sql: str,
-    bindings: Sequence[Any] | Mapping[str, Any] | None = None,
-) -> list[Row]:
-    """Return every row of `conn.execute(sql, bindings)`."""
-    return cast("list[Row]", conn.execute(sql, bindings).fetchall())
 
 
 class Database:
@@ -73,6 +63,8 @@ class Database:
         self._inherited: list[apsw.Connection] = []
         self._closed = False
         self.migrate()
+        #: Blocks and dictionaries of the file (the physical layer under every body).
+        self.content = ContentStore(self)
 
     def _open(self) -> apsw.Connection:
         try:

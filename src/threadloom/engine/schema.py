@@ -75,7 +75,86 @@ CREATE TABLE vals(
 ) STRICT;
 """
 
+FORMAT_2: Final = """
+ALTER TABLE checkpoints ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE vals_2(
+    thread INTEGER NOT NULL REFERENCES threads(id),
+    ref TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY(thread, ref)
+) STRICT, WITHOUT ROWID;
+INSERT INTO vals_2(thread, ref, seq, body, digest, created_at)
+    SELECT thread, ref, seq, body, digest, created_at FROM vals ORDER BY thread, ref;
+DROP TABLE vals;
+ALTER TABLE vals_2 RENAME TO vals;
+
+CREATE TABLE writes_2(
+    thread INTEGER NOT NULL REFERENCES threads(id),
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    task_path TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    schema INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY(thread, checkpoint_ns, checkpoint_id, task_id, idx)
+) STRICT, WITHOUT ROWID;
+INSERT INTO writes_2(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,
+        schema, seq, body, digest, created_at)
+    SELECT thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, schema, seq,
+        body, digest, created_at FROM writes ORDER BY thread, checkpoint_ns, checkpoint_id,
+        task_id, idx;
+DROP TABLE writes;
+ALTER TABLE writes_2 RENAME TO writes;
+
+CREATE TABLE blocks(
+    id INTEGER PRIMARY KEY,
+    key BLOB NOT NULL UNIQUE,
+    refs INTEGER NOT NULL,
+    size INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    released REAL
+) STRICT;
+CREATE INDEX blocks_released ON blocks(released) WHERE refs <= 0;
+
+CREATE TABLE dicts(
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    data BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    samples INTEGER NOT NULL,
+    created_at REAL NOT NULL
+) STRICT;
+
+INSERT INTO meta(key, value) VALUES('dict_next', 65536) ON CONFLICT(key) DO NOTHING;
+INSERT INTO meta(key, value) SELECT 'inline_bytes', CAST(
+    (SELECT total(length(body)) FROM vals) + (SELECT total(length(body)) FROM checkpoints)
+    + (SELECT total(length(body)) FROM writes) AS INTEGER) WHERE true
+ON CONFLICT(key) DO NOTHING;
+"""
+"""Format 2: the physical content store (engine/store.py).
+
+- `blocks` (content blocks shared file-wide) and `dicts` (trained zstd dictionaries);
+- a `blocks` column on every body table: how many block keys the body lists (0: inline);
+- `vals` and `writes` become WITHOUT ROWID tables keyed by their identity: the unique
+  index that duplicated every key is gone.
+
+Format-1 bodies (modes 0 and 1) are valid format-2 inline bodies: rows are copied as
+they are. The first dictionary training, due at once on a file holding 64 KiB or more,
+re-encodes them and moves the large ones to blocks.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
-MIGRATIONS: Final[list[str]] = [FORMAT_1]
+MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

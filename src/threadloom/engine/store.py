@@ -1,0 +1,519 @@
+"""The physical content store under the logical documents (docs/FORMAT.md, format 2).
+
+Every row of `vals`, `checkpoints` and `writes` keeps its logical identity and the blake3
+digest of its msgpack; only its `body` is physical:
+
+- a body of `CHUNK_FROM` bytes or more is cut by content-defined chunking into blocks,
+  stored once per file in `blocks` under their blake3 key and shared by every row, thread
+  and document that holds the same bytes; the row keeps the list of keys;
+- a smaller body is compressed inline, with the zstd dictionary the file trained from its
+  own bodies once there was enough of them (the body names the dictionary it used).
+
+Invariants:
+- `blocks.refs` counts the occurrences of a key in the rows' block lists. Linking and
+  unlinking happen in the transaction that inserts or deletes the rows; a block whose count
+  reaches zero is kept `grace` seconds (SPEC §6), then swept inside a write transaction;
+- a block is never rewritten; a key is the blake3 of the bytes, checked on every read;
+- dictionaries are retired only by a retraining, which re-encodes every row that used them
+  and bumps `meta.gc_epoch` in the same transaction, so writers holding the old one re-plan.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import apsw
+import ormsgpack
+import zstandard
+
+from threadloom import core
+from threadloom.engine.codec import (
+    BLOCKS,
+    RAW,
+    Dictionary,
+    block_key,
+    block_keys,
+    check,
+    digest,
+    frame,
+    frame_block,
+    unframe,
+    unframe_block,
+)
+from threadloom.engine.sql import fetchall
+from threadloom.errors import CorruptionError, MissingDocumentsError
+
+if TYPE_CHECKING:
+    from threadloom.engine.database import Database
+
+#: Bodies (msgpack bytes) at least this long are stored as shared blocks.
+CHUNK_FROM: Final = 4096
+#: Content-defined chunking sizes of the blocks (min, average, max).
+BLOCK_SIZES: Final = (1024, 4096, 16384)
+#: Tables whose rows hold bodies (each has `body`, `digest` and `blocks` columns), with how
+#: an error names one of their rows (formatted with the row's columns).
+BODY_TABLES: Final = {
+    "vals": "value {1}",
+    "checkpoints": "checkpoint {3}",
+    "writes": "pending write {3}/{4}",
+}
+#: Size of a trained dictionary.
+DICT_SIZE: Final = 16 * 1024
+#: Inline bytes written before the first dictionary is trained; each retraining doubles it.
+FIRST_TRAINING: Final = 64 * 1024
+#: No automatic retraining once the file holds this many inline bytes (the dictionary has
+#: seen enough; `ContentStore.train(force=True)` still retrains).
+LAST_TRAINING: Final = 8 * 1024 * 1024
+#: Most sample bytes a training reads.
+SAMPLE_BYTES: Final = 4 * 1024 * 1024
+
+
+@dataclass
+class Packed:
+    """One body, encoded for storage.
+
+    Attributes:
+        body: what the row's `body` column holds.
+        digest: blake3 of the msgpack (the row's `digest` column).
+        keys: the block keys of a chunked body, in order (empty when inline).
+        pieces: key -> the block's bytes (chunked bodies only).
+        framed: key -> the framed block, for blocks the file did not hold when packed.
+        dictionary: id of the dictionary an inline body used, or None.
+        inline: msgpack bytes kept inline (0 when chunked).
+    """
+
+    body: bytes
+    digest: bytes
+    keys: tuple[bytes, ...] = ()
+    pieces: dict[bytes, memoryview] = field(default_factory=dict)
+    framed: dict[bytes, bytes] = field(default_factory=dict)
+    dictionary: int | None = None
+    inline: int = 0
+
+
+@dataclass(frozen=True)
+class Stats:
+    """What the physical store holds (see `ContentStore.stats`)."""
+
+    blocks: int
+    block_bytes: int
+    block_stored: int
+    block_refs: int
+    released: int
+    chunked_rows: int
+    inline_rows: int
+    inline_stored: int
+    dictionaries: int
+    dictionary: int | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class ContentStore:
+    """Blocks and dictionaries of one file; shared by every scope and saver on it.
+
+    Args:
+        db: the open file (format 2 or later).
+    """
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._dicts: dict[int, Dictionary] = {}
+        self._lock = threading.Lock()
+        self.current: Dictionary | None = None
+        #: `meta.gc_epoch` when the current dictionary was read.
+        self.epoch = -1
+        self._next_training = FIRST_TRAINING
+        with db.read() as conn:
+            self.reload(conn)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def reload(self, conn: apsw.Connection) -> None:
+        """Read the current dictionary and training threshold (after another process wrote)."""
+        meta = dict(conn.execute("SELECT key, value FROM meta"))
+        ident = meta.get("dict_current")
+        self.current = self.dictionary(conn, int(ident)) if ident is not None else None
+        self._next_training = int(meta.get("dict_next", FIRST_TRAINING))
+        self.epoch = int(meta.get("gc_epoch", 0))
+
+    def dictionary(self, conn: apsw.Connection, ident: int) -> Dictionary:
+        """Return dictionary `ident` (loaded once; dictionaries never change).
+
+        Raises:
+            MissingDocumentsError: outside a transaction, it may have been retired since
+                the row naming it was read: the caller reads again in one transaction.
+            CorruptionError: inside a transaction, the file does not hold it.
+        """
+        found = self._dicts.get(ident)
+        if found is not None:
+            return found
+        rows = fetchall(conn, "SELECT data FROM dicts WHERE id = ?", (ident,))
+        if not rows:
+            if not conn.in_transaction:
+                raise MissingDocumentsError([f"dictionary {ident}"])
+            raise CorruptionError(
+                f"a body names zstd dictionary {ident}, which the file does not hold; "
+                "restore the file from a backup"
+            )
+        made = Dictionary(ident, bytes(rows[0][0]))
+        with self._lock:
+            return self._dicts.setdefault(ident, made)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def pack(self, value: Any) -> Packed:
+        """Encode one msgpack-able value (maps, lists, str, bytes, ints, None)."""
+        return self.pack_raw(ormsgpack.packb(value))
+
+    def pack_raw(self, raw: bytes) -> Packed:
+        """Encode one body given as msgpack bytes."""
+        checked = digest(raw)
+        if len(raw) < CHUNK_FROM:
+            dictionary = self.current
+            body = frame(raw, dictionary)
+            used = dictionary.ident if dictionary is not None and body[0] != RAW else None
+            return Packed(body, checked, dictionary=used, inline=len(raw))
+        view = memoryview(raw)
+        keys: list[bytes] = []
+        pieces: dict[bytes, memoryview] = {}
+        start = 0
+        for end in core.cdc_cuts(view, *BLOCK_SIZES):
+            piece = view[start:end]
+            key = block_key(piece)
+            keys.append(key)
+            pieces.setdefault(key, piece)
+            start = end
+        return Packed(bytes((BLOCKS,)) + b"".join(keys), checked, tuple(keys), pieces)
+
+    def pack_many(self, values: Iterable[Any]) -> list[Packed]:
+        """Encode values; compress only the blocks the file does not hold yet (one query)."""
+        packs = [self.pack(value) for value in values]
+        self.prepare(packs)
+        return packs
+
+    def prepare(self, packs: Sequence[Packed], conn: apsw.Connection | None = None) -> None:
+        """Frame the blocks of `packs` that the file lacks (the others are only counted)."""
+        keys = {key for packed in packs for key in packed.pieces}
+        if not keys:
+            return
+        if conn is None:
+            with self.db.read() as reader:
+                stored = self._present(reader, keys)
+        else:
+            stored = self._present(conn, keys)
+        for packed in packs:
+            for key, piece in packed.pieces.items():
+                if key not in stored:
+                    packed.framed[key] = frame_block(piece)
+
+    @staticmethod
+    def _present(conn: apsw.Connection, keys: Iterable[bytes]) -> set[bytes]:
+        rows = fetchall(
+            conn, "SELECT key FROM blocks WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
+        )
+        return {bytes(r[0]) for r in rows}
+
+    def link(self, conn: apsw.Connection, packs: Iterable[Packed], now: float) -> None:
+        """Count the block references of rows just inserted (inside their transaction)."""
+        counts: Counter[bytes] = Counter()
+        pieces: dict[bytes, memoryview] = {}
+        framed: dict[bytes, bytes] = {}
+        for packed in packs:
+            counts.update(packed.keys)
+            pieces.update(packed.pieces)
+            framed.update(packed.framed)
+        if not counts:
+            return
+        known = [key for key in counts if key not in framed]
+        if known:
+            before = conn.total_changes()
+            conn.executemany(
+                "UPDATE blocks SET refs = refs + ?, released = NULL WHERE key = ?",
+                [(counts[key], key) for key in known],
+            )
+            if conn.total_changes() - before != len(known):
+                # Swept since `prepare` looked (its count had reached zero and its grace
+                # ended): store it again from the bytes at hand.
+                present = self._present(conn, known)
+                for key in known:
+                    if key not in present:
+                        framed[key] = frame_block(pieces[key])
+        fresh = [key for key in counts if key in framed]
+        conn.executemany(
+            "INSERT INTO blocks(key, refs, size, body, created_at) VALUES(?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET refs = refs + excluded.refs, released = NULL",
+            [(key, counts[key], len(pieces[key]), framed[key], now) for key in fresh],
+        )
+
+    def relink(self, conn: apsw.Connection, bodies: Iterable[bytes]) -> None:
+        """Count the references of rows copied from stored rows (their blocks are held)."""
+        counts: Counter[bytes] = Counter()
+        for body in bodies:
+            counts.update(block_keys(bytes(body)))
+        if counts:
+            conn.executemany(
+                "UPDATE blocks SET refs = refs + ?, released = NULL WHERE key = ?",
+                [(count, key) for key, count in counts.items()],
+            )
+
+    def unlink(self, conn: apsw.Connection, bodies: Iterable[bytes], now: float) -> None:
+        """Drop the block references of rows about to be deleted or replaced."""
+        counts: Counter[bytes] = Counter()
+        for body in bodies:
+            if body and body[0] == BLOCKS:
+                counts.update(block_keys(bytes(body)))
+        if counts:
+            conn.executemany(
+                "UPDATE blocks SET released = CASE WHEN refs - ?1 <= 0 THEN ?2 ELSE released END, "
+                "refs = refs - ?1 WHERE key = ?3",
+                [(count, now, key) for key, count in counts.items()],
+            )
+
+    def unlink_rows(
+        self, conn: apsw.Connection, table: str, where: str, args: Sequence[Any]
+    ) -> None:
+        """`unlink` the chunked rows of `table` matching `where` (before deleting them)."""
+        rows = fetchall(conn, f"SELECT body FROM {table} WHERE blocks > 0 AND {where}", args)
+        if rows:
+            self.unlink(conn, (r[0] for r in rows), time.time())
+
+    def sweep(self, conn: apsw.Connection, grace: float) -> int:
+        """Delete blocks nothing references whose grace ended; return how many."""
+        cutoff = time.time() - grace
+        conn.execute("DELETE FROM blocks WHERE refs <= 0 AND released < ?", (cutoff,))
+        return conn.changes()
+
+    def note_inline(self, conn: apsw.Connection, packs: Iterable[Packed]) -> bool:
+        """Count inline bytes written (inside the write); True when a training is due."""
+        if not self._next_training:
+            return False
+        written = sum(packed.inline for packed in packs)
+        if not written:
+            return False
+        rows = fetchall(
+            conn,
+            "UPDATE meta SET value = value + ? WHERE key = 'inline_bytes' RETURNING value",
+            (written,),
+        )
+        return bool(rows) and int(rows[0][0]) >= self._next_training
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def unpack(self, conn: apsw.Connection, body: bytes, expected: bytes, name: str) -> Any:
+        """Decode one stored body, checking its digest (and each block's key)."""
+        return self.unpack_many(conn, [(body, expected, name)])[0]
+
+    def unpack_many(
+        self, conn: apsw.Connection, items: Sequence[tuple[bytes, bytes, str]]
+    ) -> list[Any]:
+        """Decode stored bodies; the blocks of all of them come in one query."""
+        return [ormsgpack.unpackb(raw) for raw in self.raw_many(conn, items)]
+
+    def raw_many(
+        self, conn: apsw.Connection, items: Sequence[tuple[bytes, bytes, str]]
+    ) -> list[bytes]:
+        """Return the msgpack of stored bodies, checked against their digests."""
+        wanted: set[bytes] = set()
+        lists: dict[int, list[bytes]] = {}
+        for i, (body, _, name) in enumerate(items):
+            if body and body[0] == BLOCKS:
+                try:
+                    lists[i] = block_keys(bytes(body))
+                except ValueError as exc:
+                    raise CorruptionError(
+                        f"{name} is damaged ({exc}); restore the file from a backup"
+                    ) from None
+                wanted.update(lists[i])
+        blocks = self._blocks(conn, wanted, {k: items[i][2] for i, ks in lists.items() for k in ks})
+        out: list[bytes] = []
+        for i, (body, expected, name) in enumerate(items):
+            if i in lists:
+                raw = b"".join(blocks[key] for key in lists[i])
+            else:
+                raw = unframe(body, lambda ident: self.dictionary(conn, ident), name)
+            check(raw, expected, name)
+            out.append(raw)
+        return out
+
+    def _blocks(
+        self, conn: apsw.Connection, keys: set[bytes], names: dict[bytes, str]
+    ) -> dict[bytes, bytes]:
+        if not keys:
+            return {}
+        found = {
+            bytes(key): unframe_block(body, bytes(key), names[bytes(key)])
+            for key, body in conn.execute(
+                "SELECT key, body FROM blocks WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
+            )
+        }
+        missing = keys - found.keys()
+        if missing:
+            some = sorted(missing)[0]
+            if not conn.in_transaction:
+                # The row naming it may have been deleted (and its grace may have ended)
+                # since it was read: the caller reads again in one transaction.
+                raise MissingDocumentsError([f"block {some.hex()}"])
+            raise CorruptionError(
+                f"{names[some]} names block {some.hex()[:16]}, which the file does not hold "
+                f"({len(missing)} missing); restore the file from a backup"
+            )
+        return found
+
+    # -- dictionaries ----------------------------------------------------------------------
+
+    def train(self, *, force: bool = False) -> int | None:
+        """Train a dictionary from the file's inline bodies and re-encode every one with it.
+
+        Runs when the inline bytes written reach the next threshold (thresholds double from
+        `FIRST_TRAINING` to `LAST_TRAINING`), or always with `force`. Also moves inline
+        bodies of `CHUNK_FROM` bytes or more (files of format 1) to blocks. One write
+        transaction; it bumps `meta.gc_epoch` so that writers holding the old dictionary
+        plan again.
+
+        Returns:
+            The new dictionary's id, or None when no training was due or there were too
+            few samples (the threshold then doubles).
+        """
+        with self.db.write() as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta"))
+            written = int(meta.get("inline_bytes", 0))
+            due = int(meta.get("dict_next", FIRST_TRAINING))
+            if not force and (not due or written < due):
+                self.reload(conn)
+                return None
+            later = 0 if written * 2 > LAST_TRAINING else max(written * 2, FIRST_TRAINING)
+            samples = self._samples(conn, written)
+            size = min(DICT_SIZE, max(sum(map(len, samples)) // 8, 256))
+            try:
+                data = zstandard.train_dictionary(size, samples, level=3).as_bytes()
+            except (zstandard.ZstdError, ValueError):
+                self._set_meta(conn, dict_next=later)
+                self._next_training = later
+                return None
+            now = time.time()
+            ident = int(
+                fetchall(
+                    conn,
+                    "INSERT INTO dicts(data, digest, samples, created_at) VALUES(?, ?, ?, ?) "
+                    "RETURNING id",
+                    (data, digest(data), len(samples), now),
+                )[0][0]
+            )
+            fresh = Dictionary(ident, data)
+            self._dicts[ident] = fresh
+            self.current = fresh
+            self._reencode(conn, now)
+            conn.execute("DELETE FROM dicts WHERE id != ?", (ident,))
+            self._set_meta(conn, dict_current=ident, dict_next=later)
+            self._next_training = later
+            epoch = fetchall(
+                conn, "UPDATE meta SET value = value + 1 WHERE key = 'gc_epoch' RETURNING value"
+            )
+            if not epoch:
+                conn.execute("INSERT INTO meta(key, value) VALUES('gc_epoch', 1)")
+            self.epoch = int(epoch[0][0]) if epoch else 1
+            return ident
+
+    @staticmethod
+    def _set_meta(conn: apsw.Connection, **values: int) -> None:
+        conn.executemany(
+            "INSERT INTO meta(key, value) VALUES(?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            list(values.items()),
+        )
+
+    def _samples(self, conn: apsw.Connection, written: int) -> list[bytes | bytearray | memoryview]:
+        """About SAMPLE_BYTES of inline bodies' msgpack, spread evenly over the file."""
+        stride = written // SAMPLE_BYTES + 1
+        samples: list[bytes | bytearray | memoryview] = []
+        for table in BODY_TABLES:
+            for i, (body,) in enumerate(conn.execute(f"SELECT body FROM {table} WHERE blocks = 0")):
+                if i % stride == 0:
+                    samples.append(unframe(body, lambda n: self.dictionary(conn, n), table))
+        return samples
+
+    def _reencode(self, conn: apsw.Connection, now: float) -> None:
+        """Encode every inline body again with the current dictionary (or as blocks).
+
+        The rows are deleted and inserted again in id order rather than updated in place:
+        bodies shrink, and rows updated in place would leave every page part empty.
+        """
+        for table, naming in BODY_TABLES.items():
+            columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+            at_body, at_digest, at_blocks = (columns.index(c) for c in ("body", "digest", "blocks"))
+            # Key order (rowid for checkpoints, the primary key for the others), so the
+            # rows go back densely.
+            rows = fetchall(conn, f"SELECT * FROM {table} WHERE blocks = 0")
+            chunked: list[Packed] = []
+            again = []
+            for row in rows:
+                name = naming.format(*row)
+                raw = unframe(row[at_body], lambda ident: self.dictionary(conn, ident), name)
+                check(raw, row[at_digest], name)
+                packed = self.pack_raw(raw)
+                if packed.keys:
+                    chunked.append(packed)
+                changed = list(row)
+                changed[at_body], changed[at_blocks] = packed.body, len(packed.keys)
+                again.append(changed)
+            self.prepare(chunked, conn)
+            self.link(conn, chunked, now)
+            conn.execute(f"DELETE FROM {table} WHERE blocks = 0")
+            marks = ", ".join("?" * len(columns))
+            conn.executemany(f"INSERT INTO {table} VALUES({marks})", again)
+
+    # -- inspection ------------------------------------------------------------------------
+
+    def stats(self) -> Stats:
+        """Count what the physical store holds (one read transaction)."""
+        with self.db.read() as conn:
+            blocks, stored, size, refs, released = fetchall(
+                conn,
+                "SELECT count(*), total(length(body)), total(size), total(max(refs, 0)), "
+                "total(refs <= 0) FROM blocks",
+            )[0]
+            chunked = inline = inline_stored = 0
+            for table in BODY_TABLES:
+                c, i, s = fetchall(
+                    conn,
+                    f"SELECT total(blocks > 0), total(blocks = 0), "
+                    f"total(CASE WHEN blocks = 0 THEN length(body) END) FROM {table}",
+                )[0]
+                chunked, inline, inline_stored = (
+                    chunked + int(c),
+                    inline + int(i),
+                    inline_stored + int(s),
+                )
+            dictionaries = fetchall(conn, "SELECT count(*) FROM dicts")[0][0]
+        return Stats(
+            blocks=int(blocks),
+            block_bytes=int(size),
+            block_stored=int(stored),
+            block_refs=int(refs),
+            released=int(released),
+            chunked_rows=chunked,
+            inline_rows=inline,
+            inline_stored=inline_stored,
+            dictionaries=int(dictionaries),
+            dictionary=self.current.ident if self.current else None,
+        )
+
+    def payloads(self) -> Iterator[bytes]:
+        """Yield every physical payload, decompressed: each inline body's msgpack, each block.
+
+        What the file keeps, once each: a byte string found in k payloads is stored k
+        times (the benchmarks count copies of a prompt this way).
+        """
+        with self.db.read() as conn:
+            for table in BODY_TABLES:
+                for (body,) in conn.execute(f"SELECT body FROM {table} WHERE blocks = 0"):
+                    yield unframe(body, lambda i: self.dictionary(conn, i), table)
+            for key, body in conn.execute("SELECT key, body FROM blocks"):
+                yield unframe_block(body, bytes(key), "block")

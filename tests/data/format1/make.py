@@ -1,0 +1,73 @@
+"""Write `format1.db` and `documents.msgpack.zst`: a file of on-disk format 1 and its documents.
+
+Run once with threadloom at commit 4624770 (the last release writing format 1), from a
+checkout of that commit: `PYTHONPATH=src python tests/data/format1/make.py OUTDIR`. The
+upgrade tests open the file with the current threadloom and compare its documents with
+the dump. Deterministic: fixed ids and text, the Python backend is enough.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+from typing import Any
+
+import ormsgpack
+import zstandard
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+
+from threadloom import Saver
+
+WORDS = ["agent", "thread", "value", "chunk", "block", "prompt", "tool", "answer", "reason"]
+WORDS += ["plan", "step", "memory"]
+
+
+def prose(seed: str, size: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(rng.choice(WORDS) for _ in range(size // 5))[:size]
+
+
+def write(path: Path) -> None:
+    with Saver.from_conn_string(str(path)) as saver:
+        for thread in ("alpha", "beta"):
+            messages: list[Any] = [SystemMessage(content=prose("system", 4096), id="system")]
+            parent: dict[str, Any] = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            for step in range(1, 17):
+                messages = [
+                    *messages,
+                    HumanMessage(content=prose(f"{thread}{step}q", 300), id=f"{thread}-{step}-h"),
+                    ToolMessage(
+                        content=prose(f"{thread}{step}t", 900 if step != 7 else 30_000),
+                        tool_call_id=f"call-{step}",
+                        id=f"{thread}-{step}-t",
+                    ),
+                    AIMessage(content=prose(f"{thread}{step}a", 200), id=f"{thread}-{step}-a"),
+                ]
+                made = empty_checkpoint()
+                made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+                made["channel_values"] = {"messages": list(messages), "step": step}
+                made["channel_versions"] = {"messages": step, "step": step}
+                metadata = {"source": "loop", "step": step, "parents": {}}
+                stored = saver.put(parent, made, metadata, {"messages": step, "step": step})
+                saver.put_writes(
+                    stored, [("messages", [messages[-2]]), ("step", step + 1)], f"task-{step}"
+                )
+                parent = stored
+        child = {"configurable": {"thread_id": "alpha", "checkpoint_ns": "sub:1"}}
+        made = empty_checkpoint()
+        made["id"] = "1f0d0000-0000-6000-8000-000000000099"
+        made["channel_values"] = {"note": prose("sub", 5000)}
+        made["channel_versions"] = {"note": 1}
+        saver.put(child, made, {"source": "loop", "step": 1, "parents": {}}, {"note": 1})
+        documents = saver.documents()
+    (path.parent / "documents.msgpack.zst").write_bytes(
+        zstandard.ZstdCompressor(level=19).compress(ormsgpack.packb(documents))
+    )
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    write(out / "format1.db")
