@@ -338,3 +338,36 @@ def put_checkpoint() -> dict[str, Any]:
     from tests.engine.test_durability import checkpoint
 
     return checkpoint({"note": text(30, 2000), "other": text(31, 1500)})
+
+
+# -- command line -------------------------------------------------------------------------
+
+
+def test_doctor_reports_sharing_and_compact_shrinks_an_upgraded_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`doctor --db` reads a file without upgrading it; `compact` upgrades, re-encodes and
+    VACUUMs it, keeping every document; both refuse a missing file with exit status 1."""
+    import json
+
+    from threadloom.cli import main
+
+    path = tmp_path / "old.db"
+    shutil.copy(DATA / "format1.db", path)
+    assert main(["doctor", "--json", "--db", str(path)]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["file_format"] == 1 and before["threads"] == 2
+    assert table(path, "PRAGMA user_version")[0][0] == 1
+    assert main(["compact", "--db", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "--json", "--db", str(path)]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["file_format"] == FORMAT_VERSION
+    assert after["file_bytes"] < before["file_bytes"]
+    assert after["block_sharing"] > 1 and after["dictionary"] is not None
+    with Saver.from_conn_string(str(path)) as saver:
+        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(
+            expected_documents()
+        )
+    assert main(["compact", "--db", str(tmp_path / "missing.db")]) == 1
+    assert "is not a file" in capsys.readouterr().err

@@ -28,6 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--turns", type=int, default=3, help="turns to run (default: %(default)s)")
     doctor = commands.add_parser("doctor", help="show versions and the file format in use")
     doctor.add_argument("--json", action="store_true", help="print JSON")
+    doctor.add_argument("--db", help="also report what this threadloom file holds")
+    compact = commands.add_parser(
+        "compact",
+        help="retrain the compression dictionary, re-encode every body and VACUUM a file",
+    )
+    compact.add_argument("--db", required=True, help="the threadloom file")
     return parser
 
 
@@ -39,9 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.demo import run_demo
 
             return run_demo(args.db, args.thread, args.turns)
-        from threadloom.cli.doctor import run_doctor
+        from threadloom.cli.doctor import run_compact, run_doctor
 
-        return run_doctor(as_json=args.json)
+        if args.command == "compact":
+            return run_compact(args.db)
+        return run_doctor(as_json=args.json, db=args.db)
     except ThreadloomError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -1,19 +1,23 @@
-"""`threadloom doctor`: versions, SQLite build, the core backend and the on-disk format written."""
+"""`threadloom doctor`: versions, SQLite build, the core backend and the on-disk format;
+with `--db FILE`, what that file holds and how its content store shares and compresses."""
 
 from __future__ import annotations
 
 import json
+import os
 import platform
+from pathlib import Path
 
 import apsw
 
 from threadloom import __version__, core
 from threadloom.engine.schema import FORMAT_VERSION
+from threadloom.errors import EngineError
 
 
-def report() -> dict[str, object]:
-    """Return what `doctor` prints."""
-    return {
+def report(db: str | None = None) -> dict[str, object]:
+    """Return what `doctor` prints (with the file's figures when `db` is given)."""
+    found: dict[str, object] = {
         "threadloom": __version__,
         "python": platform.python_version(),
         "sqlite": apsw.sqlite_lib_version(),
@@ -21,15 +25,70 @@ def report() -> dict[str, object]:
         "format_version": FORMAT_VERSION,
         "backend": core.backend(),
     }
+    if db is not None:
+        found.update(inspect(db))
+    return found
 
 
-def run_doctor(*, as_json: bool) -> int:
+def inspect(path: str) -> dict[str, object]:
+    """Figures of one threadloom file, read without changing it (not even upgrading it)."""
+    if not Path(path).is_file():
+        raise EngineError(f"{path!r} is not a file; give the path of a threadloom database")
+    conn = apsw.Connection(
+        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+    try:
+        version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        out: dict[str, object] = {"file": path, "file_format": version}
+        size = os.path.getsize(path)
+        wal = Path(f"{path}-wal")
+        out["file_bytes"] = size + (wal.stat().st_size if wal.exists() else 0)
+        if version < 1:
+            return out
+        count = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+        out["threads"] = count("SELECT count(*) FROM threads")
+        out["checkpoints"] = count("SELECT count(*) FROM checkpoints")
+        out["pending_writes"] = count("SELECT count(*) FROM writes")
+        out["values"] = count("SELECT count(*) FROM vals")
+        if version >= 2:
+            blocks, stored, raw, refs = conn.execute(
+                "SELECT count(*), total(length(body)), total(size), "
+                "total(size * max(refs, 0)) FROM blocks"
+            ).fetchall()[0]
+            out["blocks"] = blocks
+            out["block_bytes_stored"] = int(stored)
+            out["block_bytes_referenced"] = int(refs)
+            out["block_sharing"] = round(refs / raw, 2) if raw else None
+            out["dictionary"] = count("SELECT max(id) FROM dicts")
+        return out
+    finally:
+        conn.close()
+
+
+def run_doctor(*, as_json: bool, db: str | None = None) -> int:
     """Print the report as a table or JSON; return 0."""
-    found = report()
+    found = report(db)
     if as_json:
         print(json.dumps(found, indent=2))
     else:
         width = max(map(len, found))
         for key, value in found.items():
             print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def run_compact(db: str) -> int:
+    """Retrain the file's dictionary, re-encode its bodies and VACUUM it; print the sizes."""
+    from threadloom.engine.database import Database
+
+    if not Path(db).is_file():
+        raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
+    before = inspect(db)["file_bytes"]
+    database = Database(db)
+    try:
+        database.content.compact()
+    finally:
+        database.close()
+    after = inspect(db)["file_bytes"]
+    print(f"{db}: {before} -> {after} bytes")
     return 0

@@ -46,7 +46,7 @@ from threadloom.engine.codec import (
     unframe_block,
 )
 from threadloom.engine.sql import fetchall
-from threadloom.errors import CorruptionError, MissingDocumentsError
+from threadloom.errors import CorruptionError, EngineError, MissingDocumentsError
 
 if TYPE_CHECKING:
     from threadloom.engine.database import Database
@@ -468,6 +468,26 @@ class ContentStore:
             conn.execute(f"DELETE FROM {table} WHERE blocks = 0")
             marks = ", ".join("?" * len(columns))
             conn.executemany(f"INSERT INTO {table} VALUES({marks})", again)
+
+    def compact(self) -> Stats:
+        """Retrain the dictionary, re-encode every inline body with it, then VACUUM.
+
+        For a file upgraded from format 1, or one that shrank a lot (deleted threads).
+        VACUUM rewrites the whole file and needs no other connection writing to it.
+
+        Raises:
+            EngineError: another connection kept the file busy during VACUUM.
+        """
+        self.train(force=True)
+        with self.db.connection() as conn:
+            try:
+                conn.execute("VACUUM")
+            except apsw.BusyError as exc:
+                raise EngineError(
+                    f"cannot VACUUM {self.db.path!r} while another connection uses it ({exc}); "
+                    "stop the other processes and run compact again"
+                ) from exc
+        return self.stats()
 
     # -- inspection ------------------------------------------------------------------------
 
