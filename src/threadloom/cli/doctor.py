@@ -12,6 +12,7 @@ import apsw
 
 from threadloom import __version__, core
 from threadloom.engine.schema import FORMAT_VERSION
+from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
 
 
@@ -38,28 +39,32 @@ def inspect(path: str) -> dict[str, object]:
         f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
     )
     try:
-        version = conn.execute("PRAGMA user_version").fetchall()[0][0]
+        version = int(fetchall(conn, "PRAGMA user_version")[0][0])
         out: dict[str, object] = {"file": path, "file_format": version}
         size = os.path.getsize(path)
         wal = Path(f"{path}-wal")
         out["file_bytes"] = size + (wal.stat().st_size if wal.exists() else 0)
         if version < 1:
             return out
-        count = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+
+        def count(sql: str) -> int:
+            return int(fetchall(conn, sql)[0][0] or 0)
+
         out["threads"] = count("SELECT count(*) FROM threads")
         out["checkpoints"] = count("SELECT count(*) FROM checkpoints")
         out["pending_writes"] = count("SELECT count(*) FROM writes")
         out["values"] = count("SELECT count(*) FROM vals")
         if version >= 2:
-            blocks, stored, raw, refs = conn.execute(
+            blocks, stored, raw, refs = fetchall(
+                conn,
                 "SELECT count(*), total(length(body)), total(size), "
-                "total(size * max(refs, 0)) FROM blocks"
-            ).fetchall()[0]
+                "total(size * max(refs, 0)) FROM blocks",
+            )[0]
             out["blocks"] = blocks
             out["block_bytes_stored"] = int(stored)
             out["block_bytes_referenced"] = int(refs)
             out["block_sharing"] = round(refs / raw, 2) if raw else None
-            out["dictionary"] = count("SELECT max(id) FROM dicts")
+            out["dictionary"] = fetchall(conn, "SELECT max(id) FROM dicts")[0][0]
         return out
     finally:
         conn.close()

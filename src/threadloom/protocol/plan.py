@@ -9,6 +9,8 @@ already planned produces no document.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Container, Iterable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -16,7 +18,7 @@ from langgraph.checkpoint.base import get_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from threadloom.core import array_spans, list_refs
+from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol.constants import (
     BLOBS,
@@ -31,7 +33,10 @@ from threadloom.protocol.constants import (
 )
 from threadloom.protocol.redact import RedactingSerializer, redact_secrets
 from threadloom.protocol.refs import (
+    chunk_ref,
     document_key,
+    element_ref,
+    list_blob_ref,
     part_refs,
     value_blob_ref,
 )
@@ -123,6 +128,24 @@ def configurable(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return conf
 
 
+class _ListMemo(NamedTuple):
+    """The last planned encoding of one list channel of one thread.
+
+    Attributes:
+        body: the stored (redacted) msgpack encodings of the elements, concatenated.
+        offsets: element boundaries in `body` (one more than the elements).
+        refs: the refs `list_refs` returned for these elements.
+    """
+
+    body: bytes
+    offsets: list[int]
+    refs: ListRefs
+
+
+#: Bytes of list encodings a planner keeps to extend lists instead of redoing them.
+LIST_MEMO_BYTES = 32 * 1024 * 1024
+
+
 class _Buckets:
     """Accumulates a plan's documents in the protocol's put order."""
 
@@ -187,6 +210,9 @@ class Planner:
         self.agent_id = agent_id
         base = serde if serde is not None else JsonPlusSerializer()
         self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
+        self._lists: OrderedDict[tuple[str, str | None, str], _ListMemo] = OrderedDict()
+        self._list_bytes = 0
+        self._lists_lock = threading.Lock()
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""
@@ -236,7 +262,7 @@ class Planner:
             if version is not None and previous is not None and previous[0] == version:
                 entry = previous[1]
             else:
-                entry = self._entry(buckets, value, channel)
+                entry = self._entry(buckets, value, channel, (thread_id, ns, channel))
             channels[channel] = entry
             if version is not None:
                 entries[channel] = (version, entry)
@@ -304,12 +330,28 @@ class Planner:
                 return [("msgpack", payload[start:end]) for start, end in spans]
         return [self.dumps(item, what) for item in items]
 
-    def _entry(self, buckets: _Buckets, value: Any, channel: str) -> dict[str, Any]:
+    def _entry(
+        self,
+        buckets: _Buckets,
+        value: Any,
+        channel: str,
+        memo: tuple[str, str | None, str] | None = None,
+    ) -> dict[str, Any]:
         what = f"channel {channel!r}"
         if type(value) is list:
+            extended = self._extend(buckets, value, what, memo) if memo else None
+            if extended is not None:
+                return {"blob": extended}
             elements = self.dump_elements(value, what)
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
-                return {"blob": self._list(buckets, elements)}
+                refs = self._list(buckets, elements)
+                if memo and self._plain_list(value):
+                    payloads = [bytes(payload) for _, payload in elements]
+                    offsets = [0]
+                    for payload in payloads:
+                        offsets.append(offsets[-1] + len(payload))
+                    self._keep_list(memo, _ListMemo(b"".join(payloads), offsets, refs))
+                return {"blob": refs.list_ref}
         kind, payload = self.dumps(value, what)
         if len(payload) <= INLINE_LIMIT:
             return {"value": {"kind": kind, "payload": payload}}
@@ -318,11 +360,107 @@ class Planner:
             buckets.add(buckets.blobs, BLOBS, ref, {"value": buckets.stored((kind, payload))})
         return {"blob": ref}
 
+    def _plain_list(self, items: list[Any]) -> bool:
+        """True when `dump_elements` encodes `items` as one msgpack array, cut in spans."""
+        return (
+            len(items) > 1
+            and type(self.serde.serde).dumps_typed is JsonPlusSerializer.dumps_typed
+            and not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
+        )
+
+    def _keep_list(self, key: tuple[str, str | None, str], memo: _ListMemo) -> None:
+        with self._lists_lock:
+            old = self._lists.pop(key, None)
+            if old is not None:
+                self._list_bytes -= len(old.body)
+            if len(memo.body) > LIST_MEMO_BYTES // 4:
+                return
+            self._lists[key] = memo
+            self._list_bytes += len(memo.body)
+            while self._list_bytes > LIST_MEMO_BYTES:
+                _, evicted = self._lists.popitem(last=False)
+                self._list_bytes -= len(evicted.body)
+
+    def _extend(
+        self, buckets: _Buckets, items: list[Any], what: str, key: tuple[str, str | None, str]
+    ) -> str | None:
+        """Plan a list that extends the one last planned for this channel, or return None.
+
+        The list is encoded once without redaction; when the stored encodings of the
+        previous elements are a byte prefix of it, those elements are the same values
+        (msgpack is self-delimiting) and hold no secret (their redacted bytes are their
+        plain bytes), so only the new tail is redacted, encoded, hashed and chunked
+        again. The documents planned are exactly those of the full path: every element
+        ref still goes through `wanted`, so nothing the store lacks is skipped.
+        """
+        with self._lists_lock:
+            memo = self._lists.get(key)
+            if memo is not None:
+                self._lists.move_to_end(key)
+        if memo is None or not self._plain_list(items):
+            return None
+        old = memo.refs.element_refs
+        if len(items) < len(old):
+            return None
+        try:
+            kind, payload = self.serde.serde.dumps_typed(items)
+        except Exception:
+            return None
+        start = _array_header(payload) if kind == "msgpack" else None
+        if start is None or not payload.startswith(memo.body, start):
+            return None
+        tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
+        total = memo.offsets[-1] + sum(len(p) for _, p in tail)
+        if total <= INLINE_LIMIT:
+            return None
+        element_refs = [*old, *(element_ref(k, bytes(p)) for k, p in tail)]
+        lengths = [b - a for a, b in zip(memo.offsets, memo.offsets[1:], strict=False)]
+        lengths.extend(len(p) for _, p in tail)
+        clean = len(old) // CHUNK_SIZE  # chunks made only of old elements keep their refs
+        chunks = memo.refs.chunks[:clean]
+        chunk_refs = memo.refs.chunk_refs[:clean]
+        for first in range(clean * CHUNK_SIZE, len(element_refs), CHUNK_SIZE):
+            entries: list[list[str | int]] = [
+                [ref, length]
+                for ref, length in zip(
+                    element_refs[first : first + CHUNK_SIZE],
+                    lengths[first : first + CHUNK_SIZE],
+                    strict=True,
+                )
+            ]
+            chunks.append(entries)
+            chunk_refs.append(chunk_ref(entries))
+        refs = ListRefs(element_refs, chunks, chunk_refs, list_blob_ref(chunk_refs))
+        body = memo.body
+        for index, ref in enumerate(old):
+            if buckets.wanted(ref):
+                payload_bytes = body[memo.offsets[index] : memo.offsets[index + 1]]
+                buckets.add(
+                    buckets.elements,
+                    ITEMS,
+                    ref,
+                    {"value": buckets.stored(("msgpack", payload_bytes))},
+                )
+        self._plan_list(buckets, tail, refs, skip=len(old))
+        offsets = list(memo.offsets)
+        for _, p in tail:
+            offsets.append(offsets[-1] + len(p))
+        self._keep_list(key, _ListMemo(body + b"".join(bytes(p) for _, p in tail), offsets, refs))
+        return refs.list_ref
+
     @staticmethod
-    def _list(buckets: _Buckets, elements: Sequence[Typed]) -> str:
+    def _list(buckets: _Buckets, elements: Sequence[Typed]) -> ListRefs:
         # One call computes every e-, c- and the list b- ref (native core when built).
         refs = list_refs(elements)
-        for (kind, payload), ref in zip(elements, refs.element_refs, strict=True):
+        Planner._plan_list(buckets, elements, refs)
+        return refs
+
+    @staticmethod
+    def _plan_list(
+        buckets: _Buckets, elements: Sequence[Typed], refs: ListRefs, skip: int = 0
+    ) -> None:
+        """Plan the documents of a list: `elements` are those from index `skip` on."""
+        for (kind, payload), ref in zip(elements, refs.element_refs[skip:], strict=True):
             if buckets.wanted(ref):
                 buckets.add(
                     buckets.elements, ITEMS, ref, {"value": buckets.stored((kind, payload))}
@@ -333,9 +471,11 @@ class Planner:
         ref = refs.list_ref
         if buckets.wanted(ref):
             buckets.add(
-                buckets.blobs, BLOBS, ref, {"chunks": refs.chunk_refs, "length": len(elements)}
+                buckets.blobs,
+                BLOBS,
+                ref,
+                {"chunks": refs.chunk_refs, "length": len(refs.element_refs)},
             )
-        return ref
 
     def plan_writes(
         self,
@@ -380,6 +520,20 @@ class Planner:
             key = self.key(thread_id, ns, checkpoint_id, task_id, index)
             documents.append(Put(WRITES, key, data, 0 if index >= 0 else None, "keep"))
         return WritePlan([*buckets.parts, *documents])
+
+
+def _array_header(payload: bytes) -> int | None:
+    """Return the length of the msgpack array header `payload` starts with, or None."""
+    if not payload:
+        return None
+    first = payload[0]
+    if 0x90 <= first <= 0x9F:
+        return 1
+    if first == 0xDC:
+        return 3
+    if first == 0xDD:
+        return 5
+    return None
 
 
 def _pair(write: Any) -> tuple[str, Any]:
