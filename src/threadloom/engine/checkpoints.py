@@ -139,30 +139,35 @@ class CheckpointStore:
         return found
 
     def _reserve(
-        self, conn: apsw.Connection, thread_id: str, count: int, now: float
+        self,
+        conn: apsw.Connection,
+        thread_id: str,
+        count: int,
+        now: float,
+        packs: Sequence[Packed] = (),
     ) -> tuple[int, int]:
-        """Reserve `count` sequence numbers of a thread (created if needed).
+        """Check the GC epoch, then reserve `count` sequence numbers of a thread (created
+        if needed), in one statement when the thread's row id is remembered.
 
         Returns:
             The thread's row id and the first reserved number. Row ids are never
             reused (AUTOINCREMENT), so a remembered id is checked by the update itself.
+
+        Raises:
+            _StaleMemory: see `_check_epoch` (the caller's transaction rolls back).
         """
+        sql = (
+            "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? "
+            "RETURNING seq, (SELECT value FROM meta WHERE key = 'gc_epoch')"
+        )
         thread = self._thread_rows.get(thread_id)
-        if thread is not None:
-            rows = fetchall(
-                conn,
-                "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
-                (count, now, thread),
-            )
-            if rows:
-                return thread, int(rows[0][0]) - count + 1
-        thread = self._ensure_thread(conn, thread_id, now)
-        end = fetchall(
-            conn,
-            "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? RETURNING seq",
-            (count, now, thread),
-        )[0][0]
-        return thread, int(end) - count + 1
+        rows = fetchall(conn, sql, (count, now, thread)) if thread is not None else []
+        if not rows:
+            thread = self._ensure_thread(conn, thread_id, now)
+            rows = fetchall(conn, sql, (count, now, thread))
+        end, epoch = rows[0]
+        self._check_epoch(conn, packs, int(epoch or 0))
+        return cast(int, thread), int(end) - count + 1
 
     # -- collection epoch -------------------------------------------------------------------
     #
@@ -188,8 +193,11 @@ class CheckpointStore:
             # threads it touched: the rest of our memory stays valid.
             self._epoch = before + 1
 
-    def _check_epoch(self, conn: apsw.Connection, packs: Sequence[Packed] = ()) -> None:
-        epoch = self._read_epoch(conn)
+    def _check_epoch(
+        self, conn: apsw.Connection, packs: Sequence[Packed] = (), epoch: int | None = None
+    ) -> None:
+        if epoch is None:
+            epoch = self._read_epoch(conn)
         content = self.content
         if content.epoch != epoch:
             content.reload(conn)
@@ -273,8 +281,7 @@ class CheckpointStore:
         head = packs[-1]
         now = time.time()
         with self.db.write() as conn:
-            self._check_epoch(conn, packs)
-            thread, seq = self._reserve(conn, thread_id, len(encoded) + 1, now)
+            thread, seq = self._reserve(conn, thread_id, len(encoded) + 1, now, packs)
             self._insert_values(conn, thread, encoded, seq, now)
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
@@ -344,8 +351,7 @@ class CheckpointStore:
         rows = list(zip(documents, everything[len(fresh) :], strict=True))
         now = time.time()
         with self.db.write() as conn:
-            self._check_epoch(conn, everything)
-            thread, seq = self._reserve(conn, thread_id, len(encoded) + len(rows), now)
+            thread, seq = self._reserve(conn, thread_id, len(encoded) + len(rows), now, everything)
             self._insert_values(conn, thread, encoded, seq, now)
             seq += len(encoded)
             for offset, (put, packed) in enumerate(rows):

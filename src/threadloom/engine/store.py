@@ -69,6 +69,8 @@ FIRST_TRAINING: Final = 64 * 1024
 #: No automatic retraining once the file holds this many inline bytes (the dictionary has
 #: seen enough; `ContentStore.train(force=True)` still retrains).
 LAST_TRAINING: Final = 8 * 1024 * 1024
+#: Inline bytes a process writes before it adds them to `meta.inline_bytes`.
+_COUNT_STEP: Final = 8 * 1024
 #: Most sample bytes a training reads.
 SAMPLE_BYTES: Final = 4 * 1024 * 1024
 
@@ -130,6 +132,8 @@ class ContentStore:
         #: `meta.gc_epoch` when the current dictionary was read.
         self.epoch = -1
         self._next_training = FIRST_TRAINING
+        self._uncounted = 0
+        self._due = False
         with db.read() as conn:
             self.reload(conn)
 
@@ -141,6 +145,8 @@ class ContentStore:
         ident = meta.get("dict_current")
         self.current = self.dictionary(conn, int(ident)) if ident is not None else None
         self._next_training = int(meta.get("dict_next", FIRST_TRAINING))
+        # Already due (a file upgraded from format 1): the next write trains.
+        self._due = 0 < self._next_training <= int(meta.get("inline_bytes", 0))
         self.epoch = int(meta.get("gc_epoch", 0))
 
     def dictionary(self, conn: apsw.Connection, ident: int) -> Dictionary:
@@ -291,12 +297,19 @@ class ContentStore:
         return conn.changes()
 
     def note_inline(self, conn: apsw.Connection, packs: Iterable[Packed]) -> bool:
-        """Count inline bytes written (inside the write); True when a training is due."""
+        """Count inline bytes written (inside the write); True when a training is due.
+
+        The count is approximate on purpose: it only times the trainings. This process
+        adds to `meta.inline_bytes` once per `_COUNT_STEP` bytes, not on every put.
+        """
         if not self._next_training:
             return False
         written = sum(packed.inline for packed in packs)
-        if not written:
-            return False
+        with self._lock:
+            self._uncounted += written
+            if self._uncounted < _COUNT_STEP and not self._due:
+                return False
+            written, self._uncounted, self._due = self._uncounted, 0, False
         rows = fetchall(
             conn,
             "UPDATE meta SET value = value + ? WHERE key = 'inline_bytes' RETURNING value",
