@@ -112,7 +112,7 @@ def test_a_large_text_edited_a_little_writes_only_what_changed(saver: Saver) -> 
 
 def test_copy_thread_shares_blocks_and_counts_them(quick: Saver, db_path: Path) -> None:
     """A copied thread references the same blocks; deleting one copy keeps them alive."""
-    big = text(4, 50_000)
+    big = text(4, 150_000)
     put(quick, {"note": big})
     quick.copy_thread("t", "u")
     assert table(db_path, "SELECT sum(refs) FROM blocks")[0][0] == 2 * live_blocks(db_path)
@@ -128,9 +128,10 @@ def test_copy_thread_shares_blocks_and_counts_them(quick: Saver, db_path: Path) 
 
 def test_blocks_are_collected_when_the_last_thread_goes(quick: Saver, db_path: Path) -> None:
     """Two threads share a value: one delete keeps the blocks, the second sweeps them."""
-    big = text(5, 40_000)
-    put(quick, {"note": big}, thread_id="a")
-    put(quick, {"note": big}, thread_id="b")
+    big, long = text(5, 40_000), text(9, 200_000)  # a list in the body, a list block
+    put(quick, {"note": big, "long": long}, thread_id="a")
+    put(quick, {"note": big, "long": long}, thread_id="b")
+    assert table(db_path, "SELECT count(*) FROM vals WHERE substr(body, 1, 1) = x'04'")[0][0]
     shared = live_blocks(db_path)
     assert shared > 0
     quick.delete_thread("a")
@@ -184,10 +185,13 @@ def test_a_damaged_block_is_detected_and_named(db_path: Path) -> None:
     with Saver.from_conn_string(str(db_path)) as saver:
         put(saver, {"note": text(7, 40_000)})
     conn = apsw.Connection(str(db_path))
-    key, body = conn.execute("SELECT key, body FROM blocks LIMIT 1").fetchall()[0]
+    key, extent, offset, length = conn.execute(
+        "SELECT key, extent, offset, length FROM blocks LIMIT 1"
+    ).fetchall()[0]
+    body = conn.execute("SELECT body FROM extents WHERE id = ?", (extent,)).fetchall()[0][0]
     damaged = bytearray(body)
-    damaged[len(damaged) // 2] ^= 0x01
-    conn.execute("UPDATE blocks SET body = ? WHERE key = ?", (bytes(damaged), key))
+    damaged[offset + length // 2] ^= 0x01
+    conn.execute("UPDATE extents SET body = ? WHERE id = ?", (bytes(damaged), extent))
     conn.close()
     with Saver.from_conn_string(str(db_path)) as saver, pytest.raises(CorruptionError) as raised:
         saver.get_tuple(config())
@@ -371,3 +375,46 @@ def test_doctor_reports_sharing_and_compact_shrinks_an_upgraded_file(
         )
     assert main(["compact", "--db", str(tmp_path / "missing.db")]) == 1
     assert "is not a file" in capsys.readouterr().err
+
+
+def test_extents_go_with_their_last_block_and_compact_repacks_the_rest(
+    quick: Saver, db_path: Path
+) -> None:
+    """Blocks live back to back in extents: an extent is deleted with its last block, a
+    mostly dead one is rewritten by compact, and what is left reads back intact."""
+    keep, drop = text(40, 60_000), text(41, 140_000)
+    put(quick, {"a": keep + drop}, thread_id="both")  # one body: one extent
+    put(quick, {"a": keep}, thread_id="kept")  # shares the blocks of `keep`
+    first = table(db_path, "SELECT min(id) FROM extents")[0][0]
+    quick.delete_thread("both")
+    # `drop`'s blocks are gone; the first extent stays for `keep`'s, mostly dead now.
+    live, stored = table(
+        db_path,
+        "SELECT total(b.length), length(e.body) FROM extents e JOIN blocks b ON b.extent = e.id "
+        f"WHERE e.id = {first}",
+    )[0]
+    assert 0 < live < 0.75 * stored
+    quick.db.content.compact()
+    for live, stored in table(
+        db_path,
+        "SELECT total(b.length), length(e.body) FROM extents e JOIN blocks b ON b.extent = e.id "
+        "GROUP BY e.id",
+    ):
+        assert live == stored
+    got = quick.get_tuple(config("kept"))
+    assert got is not None and got.checkpoint["channel_values"]["a"] == keep
+    quick.delete_thread("kept")
+    assert table(db_path, "SELECT count(*) FROM extents")[0][0] == 0
+
+
+def test_a_missing_extent_is_corruption(db_path: Path) -> None:
+    with Saver.from_conn_string(str(db_path)) as saver:
+        put(saver, {"note": text(42, 40_000)})
+    conn = apsw.Connection(str(db_path))
+    conn.execute("DELETE FROM extents")
+    conn.close()
+    with (
+        Saver.from_conn_string(str(db_path)) as saver,
+        pytest.raises(CorruptionError, match="extent"),
+    ):
+        saver.get_tuple(config())

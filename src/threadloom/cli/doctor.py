@@ -55,11 +55,10 @@ def inspect(path: str) -> dict[str, object]:
         out["pending_writes"] = count("SELECT count(*) FROM writes")
         out["values"] = count("SELECT count(*) FROM vals")
         if version >= 2:
-            blocks, stored, raw, refs = fetchall(
-                conn,
-                "SELECT count(*), total(length(body)), total(size), "
-                "total(size * max(refs, 0)) FROM blocks",
+            blocks, raw, refs = fetchall(
+                conn, "SELECT count(*), total(size), total(size * max(refs, 0)) FROM blocks"
             )[0]
+            stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
             out["blocks"] = blocks
             out["block_bytes_stored"] = int(stored)
             out["block_bytes_referenced"] = int(refs)

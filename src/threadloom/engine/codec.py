@@ -32,6 +32,9 @@ ZSTD_DICT: Final = 2
 """Body mode: a varint dictionary id, then a zstd frame made with that dictionary."""
 BLOCKS: Final = 3
 """Body mode: the keys of the content blocks whose concatenation is the msgpack."""
+BLOCK_LIST: Final = 4
+"""Body mode: the key of one block holding the keys of a BLOCKS body (without the mode
+byte): long lists are shared too (a part whose content did not change lists the same)."""
 
 _COMPRESS_FROM: Final = 64
 _LEVEL: Final = 3
@@ -210,11 +213,11 @@ def unframe_block(body: bytes, key: bytes, name: str) -> bytes:
     return raw
 
 
-def block_keys(body: bytes) -> list[bytes]:
-    """Return the block keys of a BLOCKS body, in order."""
-    if (len(body) - 1) % KEY_SIZE:
+def block_keys(body: bytes, start: int = 1) -> list[bytes]:
+    """Return the block keys of a BLOCKS body (or, with `start=0`, of a list block)."""
+    if (len(body) - start) % KEY_SIZE:
         raise ValueError("block list length is not a multiple of the key size")
-    return [body[i : i + KEY_SIZE] for i in range(1, len(body), KEY_SIZE)]
+    return [body[i : i + KEY_SIZE] for i in range(start, len(body), KEY_SIZE)]
 
 
 def check(raw: bytes, expected: bytes, name: str) -> None:

@@ -117,12 +117,21 @@ INSERT INTO writes_2(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_pa
 DROP TABLE writes;
 ALTER TABLE writes_2 RENAME TO writes;
 
+CREATE TABLE extents(
+    id INTEGER PRIMARY KEY,
+    body BLOB NOT NULL,
+    live INTEGER NOT NULL,
+    created_at REAL NOT NULL
+) STRICT;
+
 CREATE TABLE blocks(
     id INTEGER PRIMARY KEY,
     key BLOB NOT NULL UNIQUE,
     refs INTEGER NOT NULL,
     size INTEGER NOT NULL,
-    body BLOB NOT NULL,
+    extent INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL,
     created_at REAL NOT NULL,
     released REAL
 ) STRICT;
@@ -144,7 +153,8 @@ ON CONFLICT(key) DO NOTHING;
 """
 """Format 2: the physical content store (engine/store.py).
 
-- `blocks` (content blocks shared file-wide) and `dicts` (trained zstd dictionaries);
+- `blocks` (content blocks shared file-wide, their bytes back to back in `extents`) and
+  `dicts` (trained zstd dictionaries);
 - a `blocks` column on every body table: how many block keys the body lists (0: inline);
 - `vals` and `writes` become WITHOUT ROWID tables keyed by their identity: the unique
   index that duplicated every key is gone.

@@ -21,6 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import threading
+from array import array
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -33,6 +34,7 @@ import zstandard
 
 from threadloom import core
 from threadloom.engine.codec import (
+    BLOCK_LIST,
     BLOCKS,
     RAW,
     Dictionary,
@@ -53,6 +55,8 @@ if TYPE_CHECKING:
 
 #: Bodies (msgpack bytes) at least this long are stored as shared blocks.
 CHUNK_FROM: Final = 4096
+#: A body listing more block keys than this keeps them in a block of their own (mode 4).
+LIST_INLINE: Final = 16
 #: Content-defined chunking sizes of the blocks (min, average, max).
 BLOCK_SIZES: Final = (1024, 4096, 16384)
 #: Tables whose rows hold bodies (each has `body`, `digest` and `blocks` columns), with how
@@ -71,8 +75,16 @@ FIRST_TRAINING: Final = 64 * 1024
 LAST_TRAINING: Final = 8 * 1024 * 1024
 #: Inline bytes a process writes before it adds them to `meta.inline_bytes`.
 _COUNT_STEP: Final = 8 * 1024
+#: New blocks are written back to back into extents of about this size: a row per block
+#: would leave part of a page empty behind every block of a few KiB that does not
+#: compress (one ~3 KiB row per 4 KiB page); a large row fills its overflow pages.
+EXTENT_SIZE: Final = 4 * 1024 * 1024
 #: Most sample bytes a training reads.
 SAMPLE_BYTES: Final = 4 * 1024 * 1024
+
+
+def _ids(values: Iterable[int]) -> Any:
+    return apsw.carray(array("q", values))
 
 
 @dataclass
@@ -196,7 +208,13 @@ class ContentStore:
             keys.append(key)
             pieces.setdefault(key, piece)
             start = end
-        return Packed(bytes((BLOCKS,)) + b"".join(keys), checked, tuple(keys), pieces)
+        listed = b"".join(keys)
+        if len(keys) <= LIST_INLINE:
+            return Packed(bytes((BLOCKS,)) + listed, checked, tuple(keys), pieces)
+        list_key = block_key(listed)
+        pieces.setdefault(list_key, memoryview(listed))
+        body = bytes((BLOCK_LIST,)) + list_key
+        return Packed(body, checked, (*keys, list_key), pieces)
 
     def pack_many(self, values: Iterable[Any]) -> list[Packed]:
         """Encode values; compress only the blocks the file does not hold yet (one query)."""
@@ -252,17 +270,68 @@ class ContentStore:
                     if key not in present:
                         framed[key] = frame_block(pieces[key])
         fresh = [key for key in counts if key in framed]
-        conn.executemany(
-            "INSERT INTO blocks(key, refs, size, body, created_at) VALUES(?, ?, ?, ?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET refs = refs + excluded.refs, released = NULL",
-            [(key, counts[key], len(pieces[key]), framed[key], now) for key in fresh],
+        if not fresh:
+            return
+        # Another process may have stored some of them since `prepare` looked.
+        raced = self._present(conn, fresh)
+        if raced:
+            conn.executemany(
+                "UPDATE blocks SET refs = refs + ?, released = NULL WHERE key = ?",
+                [(counts[key], key) for key in raced],
+            )
+            fresh = [key for key in fresh if key not in raced]
+        self._store(
+            conn, [(key, counts[key], len(pieces[key]), framed[key], None) for key in fresh], now
         )
+
+    def _store(
+        self,
+        conn: apsw.Connection,
+        blocks: Sequence[tuple[bytes, int, int, bytes, float | None]],
+        now: float,
+    ) -> None:
+        """Write new blocks `(key, refs, size, framed, released)` back to back into extents."""
+        start = 0
+        while start < len(blocks):
+            group: list[tuple[bytes, int, int, bytes, float | None]] = []
+            length = 0
+            while start < len(blocks) and (not group or length < EXTENT_SIZE):
+                group.append(blocks[start])
+                length += len(blocks[start][3])
+                start += 1
+            extent = int(
+                fetchall(
+                    conn,
+                    "INSERT INTO extents(body, live, created_at) VALUES(?, ?, ?) RETURNING id",
+                    (b"".join(item[3] for item in group), len(group), now),
+                )[0][0]
+            )
+            rows = []
+            offset = 0
+            for key, refs, size, framed, released in group:
+                rows.append((key, refs, size, extent, offset, len(framed), now, released))
+                offset += len(framed)
+            conn.executemany(
+                "INSERT INTO blocks(key, refs, size, extent, offset, length, created_at, released) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def referenced(self, conn: apsw.Connection, body: bytes) -> list[bytes]:
+        """Every block key a stored body counts a reference to (none for inline bodies)."""
+        if not body or body[0] not in (BLOCKS, BLOCK_LIST):
+            return []
+        if body[0] == BLOCKS:
+            return block_keys(bytes(body))
+        list_key = bytes(body[1:])
+        listed = self._blocks(conn, {list_key}, {list_key: "a block list"})[list_key]
+        return [*block_keys(listed, 0), list_key]
 
     def relink(self, conn: apsw.Connection, bodies: Iterable[bytes]) -> None:
         """Count the references of rows copied from stored rows (their blocks are held)."""
         counts: Counter[bytes] = Counter()
         for body in bodies:
-            counts.update(block_keys(bytes(body)))
+            counts.update(self.referenced(conn, bytes(body)))
         if counts:
             conn.executemany(
                 "UPDATE blocks SET refs = refs + ?, released = NULL WHERE key = ?",
@@ -273,8 +342,7 @@ class ContentStore:
         """Drop the block references of rows about to be deleted or replaced."""
         counts: Counter[bytes] = Counter()
         for body in bodies:
-            if body and body[0] == BLOCKS:
-                counts.update(block_keys(bytes(body)))
+            counts.update(self.referenced(conn, bytes(body)))
         if counts:
             conn.executemany(
                 "UPDATE blocks SET released = CASE WHEN refs - ?1 <= 0 THEN ?2 ELSE released END, "
@@ -291,10 +359,20 @@ class ContentStore:
             self.unlink(conn, (r[0] for r in rows), time.time())
 
     def sweep(self, conn: apsw.Connection, grace: float) -> int:
-        """Delete blocks nothing references whose grace ended; return how many."""
+        """Delete blocks nothing references whose grace ended, and the extents left
+        without a block; return how many blocks."""
         cutoff = time.time() - grace
-        conn.execute("DELETE FROM blocks WHERE refs <= 0 AND released < ?", (cutoff,))
-        return conn.changes()
+        gone = fetchall(
+            conn, "DELETE FROM blocks WHERE refs <= 0 AND released < ? RETURNING extent", (cutoff,)
+        )
+        if gone:
+            per = Counter(int(r[0]) for r in gone)
+            conn.executemany(
+                "UPDATE extents SET live = live - ? WHERE id = ?",
+                [(count, extent) for extent, count in per.items()],
+            )
+            conn.execute("DELETE FROM extents WHERE id IN carray(?) AND live <= 0", (_ids(per),))
+        return len(gone)
 
     def note_inline(self, conn: apsw.Connection, packs: Iterable[Packed]) -> bool:
         """Count inline bytes written (inside the write); True when a training is due.
@@ -335,15 +413,25 @@ class ContentStore:
         """Return the msgpack of stored bodies, checked against their digests."""
         wanted: set[bytes] = set()
         lists: dict[int, list[bytes]] = {}
+        listed = {
+            i: bytes(body[1:]) for i, (body, _, _) in enumerate(items) if body[0] == BLOCK_LIST
+        }
+        if listed:
+            names = {key: items[i][2] for i, key in listed.items()}
+            found = self._blocks(conn, set(listed.values()), names)
         for i, (body, _, name) in enumerate(items):
-            if body and body[0] == BLOCKS:
-                try:
+            if not body or body[0] not in (BLOCKS, BLOCK_LIST):
+                continue
+            try:
+                if body[0] == BLOCKS:
                     lists[i] = block_keys(bytes(body))
-                except ValueError as exc:
-                    raise CorruptionError(
-                        f"{name} is damaged ({exc}); restore the file from a backup"
-                    ) from None
-                wanted.update(lists[i])
+                else:
+                    lists[i] = block_keys(found[listed[i]], 0)
+            except ValueError as exc:
+                raise CorruptionError(
+                    f"{name} is damaged ({exc}); restore the file from a backup"
+                ) from None
+            wanted.update(lists[i])
         blocks = self._blocks(conn, wanted, {k: items[i][2] for i, ks in lists.items() for k in ks})
         out: list[bytes] = []
         for i, (body, expected, name) in enumerate(items):
@@ -360,12 +448,39 @@ class ContentStore:
     ) -> dict[bytes, bytes]:
         if not keys:
             return {}
-        found = {
-            bytes(key): unframe_block(body, bytes(key), names[bytes(key)])
-            for key, body in conn.execute(
-                "SELECT key, body FROM blocks WHERE key IN carray(?)", (apsw.carray(tuple(keys)),)
-            )
-        }
+        where: dict[int, list[tuple[int, int, bytes]]] = {}
+        for key, extent, offset, length in conn.execute(
+            "SELECT key, extent, offset, length FROM blocks WHERE key IN carray(?)",
+            (apsw.carray(tuple(keys)),),
+        ):
+            where.setdefault(extent, []).append((offset, length, bytes(key)))
+        found: dict[bytes, bytes] = {}
+        for extent, items in where.items():
+            items.sort()
+            try:
+                blob = conn.blob_open("main", "extents", "body", extent, False)
+            except apsw.SQLError:
+                some = items[0][2]
+                raise CorruptionError(
+                    f"block {some.hex()[:16]} of {names[some]} is in extent {extent}, which the "
+                    "file does not hold; restore the file from a backup"
+                ) from None
+            with blob:
+                size = blob.length()
+                # Most of the extent wanted: one read, then slices; else a read per block.
+                whole = blob.read() if 2 * sum(n for _, n, _ in items) >= size else None
+                for offset, length, key in items:
+                    if offset + length > size:
+                        raise CorruptionError(
+                            f"block {key.hex()[:16]} of {names[key]} lies outside its extent; "
+                            "restore the file from a backup"
+                        )
+                    if whole is not None:
+                        framed = whole[offset : offset + length]
+                    else:
+                        blob.seek(offset)
+                        framed = blob.read(length)
+                    found[key] = unframe_block(framed, key, names[key])
         missing = keys - found.keys()
         if missing:
             some = sorted(missing)[0]
@@ -492,6 +607,8 @@ class ContentStore:
             EngineError: another connection kept the file busy during VACUUM.
         """
         self.train(force=True)
+        with self.db.write() as conn:
+            self._repack(conn, time.time())
         with self.db.connection() as conn:
             try:
                 conn.execute("VACUUM")
@@ -502,16 +619,46 @@ class ContentStore:
                 ) from exc
         return self.stats()
 
+    def _repack(self, conn: apsw.Connection, now: float) -> int:
+        """Copy the live blocks of extents that are mostly dead into new extents."""
+        sparse = fetchall(
+            conn,
+            "SELECT e.id FROM extents e JOIN blocks b ON b.extent = e.id GROUP BY e.id "
+            "HAVING 4 * total(b.length) < 3 * length(e.body)",
+        )
+        if not sparse:
+            return 0
+        ids = [int(r[0]) for r in sparse]
+        rows = fetchall(
+            conn,
+            "SELECT key, refs, size, released FROM blocks WHERE extent IN carray(?) "
+            "ORDER BY extent, offset",
+            (_ids(ids),),
+        )
+        keys = {bytes(r[0]) for r in rows}
+        raw = self._blocks(conn, keys, dict.fromkeys(keys, "a block being repacked"))
+        conn.execute("DELETE FROM blocks WHERE extent IN carray(?)", (_ids(ids),))
+        conn.execute("DELETE FROM extents WHERE id IN carray(?)", (_ids(ids),))
+        self._store(
+            conn,
+            [
+                (bytes(k), refs, size, frame_block(raw[bytes(k)]), released)
+                for k, refs, size, released in rows
+            ],
+            now,
+        )
+        return len(ids)
+
     # -- inspection ------------------------------------------------------------------------
 
     def stats(self) -> Stats:
         """Count what the physical store holds (one read transaction)."""
         with self.db.read() as conn:
-            blocks, stored, size, refs, released = fetchall(
+            blocks, size, refs, released = fetchall(
                 conn,
-                "SELECT count(*), total(length(body)), total(size), total(max(refs, 0)), "
-                "total(refs <= 0) FROM blocks",
+                "SELECT count(*), total(size), total(max(refs, 0)), total(refs <= 0) FROM blocks",
             )[0]
+            stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
             chunked = inline = inline_stored = 0
             for table in BODY_TABLES:
                 c, i, s = fetchall(
@@ -548,5 +695,7 @@ class ContentStore:
             for table in BODY_TABLES:
                 for (body,) in conn.execute(f"SELECT body FROM {table} WHERE blocks = 0"):
                     yield unframe(body, lambda i: self.dictionary(conn, i), table)
-            for key, body in conn.execute("SELECT key, body FROM blocks"):
-                yield unframe_block(body, bytes(key), "block")
+            keys = [bytes(r[0]) for r in fetchall(conn, "SELECT key FROM blocks")]
+            for start in range(0, len(keys), 256):
+                batch = set(keys[start : start + 256])
+                yield from self._blocks(conn, batch, dict.fromkeys(batch, "a block")).values()
