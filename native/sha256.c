@@ -1,7 +1,8 @@
 /*
  * SHA-256 (FIPS 180-4): the portable compression function, the streaming
  * state used by every hashing entry point, and tl_sha256 / tl_cpu_features.
- * The SHA-NI compression function lives in sha256_x86.c.
+ * The SHA-NI compression functions live in sha256_x86.c, the hashing of many
+ * messages two at a time (tl_sha256_many) in sha256_many.c.
  */
 #include <string.h>
 
@@ -21,7 +22,7 @@ const uint32_t tl_sha256_k[64] = {
     0xc67178f2u,
 };
 
-static const uint32_t tl_sha256_iv[8] = {
+const uint32_t tl_sha256_iv[8] = {
     0x6a09e667u, 0xbb67ae85u, 0x3c6ef372u, 0xa54ff53au,
     0x510e527fu, 0x9b05688cu, 0x1f83d9abu, 0x5be0cd19u,
 };
@@ -34,7 +35,7 @@ static uint32_t tl_load_be32(const unsigned char *p)
            (uint32_t)p[3];
 }
 
-static void tl_store_be32(unsigned char *p, uint32_t v)
+void tl_store_be32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24);
     p[1] = (unsigned char)(v >> 16);
@@ -87,15 +88,21 @@ static void tl_sha256_blocks_portable(uint32_t state[8], const unsigned char *da
     }
 }
 
-static void tl_sha256_blocks(tl_sha256_ctx *ctx, const unsigned char *data, size_t nblocks)
+void tl_sha256_compress(unsigned features, uint32_t state[8], const unsigned char *data,
+                        size_t nblocks)
 {
 #if TL_HAVE_X86_SHA
-    if (ctx->features & TL_HW_SHA) {
-        tl_sha256_blocks_x86(ctx->state, data, nblocks);
+    if (features & TL_HW_SHA) {
+        tl_sha256_blocks_x86(state, data, nblocks);
         return;
     }
 #endif
-    tl_sha256_blocks_portable(ctx->state, data, nblocks);
+    tl_sha256_blocks_portable(state, data, nblocks);
+}
+
+static void tl_sha256_blocks(tl_sha256_ctx *ctx, const unsigned char *data, size_t nblocks)
+{
+    tl_sha256_compress(ctx->features, ctx->state, data, nblocks);
 }
 
 void tl_sha256_init(tl_sha256_ctx *ctx, unsigned features)
@@ -159,16 +166,34 @@ void tl_sha256_final(tl_sha256_ctx *ctx, unsigned char out[32])
     }
 }
 
+/* "000102...ff": the two hex digits of every byte value. */
+static const char tl_hex_pairs[513] =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+    "202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f"
+    "404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f"
+    "606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f"
+    "808182838485868788898a8b8c8d8e8f909192939495969798999a9b9c9d9e9f"
+    "a0a1a2a3a4a5a6a7a8a9aaabacadaeafb0b1b2b3b4b5b6b7b8b9babbbcbdbebf"
+    "c0c1c2c3c4c5c6c7c8c9cacbcccdcecfd0d1d2d3d4d5d6d7d8d9dadbdcdddedf"
+    "e0e1e2e3e4e5e6e7e8e9eaebecedeeeff0f1f2f3f4f5f6f7f8f9fafbfcfdfeff";
+
+void tl_sha256_state_hex(const uint32_t state[8], char hex[64])
+{
+    int i;
+    for (i = 0; i < 8; i++) {
+        uint32_t word = state[i];
+        memcpy(hex + 8 * i, tl_hex_pairs + 2 * (word >> 24), 2);
+        memcpy(hex + 8 * i + 2, tl_hex_pairs + 2 * ((word >> 16) & 0xffu), 2);
+        memcpy(hex + 8 * i + 4, tl_hex_pairs + 2 * ((word >> 8) & 0xffu), 2);
+        memcpy(hex + 8 * i + 6, tl_hex_pairs + 2 * (word & 0xffu), 2);
+    }
+}
+
 void tl_sha256_final_hex(tl_sha256_ctx *ctx, char hex[64])
 {
-    static const char digits[] = "0123456789abcdef";
     unsigned char digest[32];
-    int i;
     tl_sha256_final(ctx, digest);
-    for (i = 0; i < 32; i++) {
-        hex[2 * i] = digits[digest[i] >> 4];
-        hex[2 * i + 1] = digits[digest[i] & 15];
-    }
+    tl_sha256_state_hex(ctx->state, hex);
 }
 
 unsigned tl_cpu_features(void)

@@ -44,27 +44,30 @@ enum {
 };
 
 enum {
-    TL_HW_SHA = 1,     /* x86 SHA extensions (SHA-NI) with SSSE3 and SSE4.1 */
-    TL_CHUNK_SIZE = 32 /* element refs per chunk (SPEC §1.1 CHUNK_SIZE) */
+    TL_HW_SHA = 1,      /* x86 SHA extensions (SHA-NI) with SSSE3 and SSE4.1 */
+    TL_CHUNK_SIZE = 32, /* element refs per chunk (SPEC §1.1 CHUNK_SIZE) */
+    TL_REF_STRIDE = 67  /* bytes per ref in a refs buffer: `e-`/`c-`/`b-`, 64 hex, '\n' */
 };
 
 /*
  * A batch of N typed payloads (LangGraph's `(kind, payload)`), as two
- * concatenated byte buffers and two offset arrays of N + 1 entries each:
- * element i has kind bytes kinds[kind_offsets[i] .. kind_offsets[i+1]) and
- * payload bytes payloads[payload_offsets[i] .. payload_offsets[i+1]).
- * Offsets must be non-decreasing and the last one must not exceed the buffer
- * length (checked: TL_EINVAL). A buffer pointer may be NULL only when its
- * length is 0. Kinds are hashed as given (UTF-8 in the protocol).
+ * concatenated byte buffers and the length of each element's part of them:
+ * element i's payload is the payload_lengths[i] bytes of `payloads` that
+ * follow those of elements 0 .. i-1, and its kind likewise the kind_lengths[i]
+ * bytes of `kinds`; when kind_lengths is NULL every element has the same kind,
+ * all of kinds[0 .. kinds_len). The lengths must not add up to more than their
+ * buffer (checked: TL_EINVAL). payload_lengths may be NULL only when N is 0, a
+ * buffer pointer only when its length is 0. Kinds are hashed as given (UTF-8
+ * in the protocol).
  */
 typedef struct tl_batch {
     size_t count;
     const unsigned char *kinds;
     size_t kinds_len;
-    const uint64_t *kind_offsets;
+    const uint64_t *kind_lengths;
     const unsigned char *payloads;
     size_t payloads_len;
-    const uint64_t *payload_offsets;
+    const uint64_t *payload_lengths;
 } tl_batch;
 
 /*
@@ -88,33 +91,36 @@ int tl_sha256(const unsigned char *data, size_t len, unsigned features, unsigned
 /*
  * Protocol refs of one list value (SPEC §3.1, §3.2, §4.2 step 3), in one call.
  *
- * For the N elements of `batch`, writes:
- *   element_hex[64*i .. 64*i+64)  sha256(kind_i ‖ \0 ‖ payload_i)          (the `e-` refs)
- *   chunk_hex[64*j .. 64*j+64)    sha256(text_j) for each chunk j of 32    (the `c-` refs)
- *                                 consecutive entries, the last one shorter,
- *                                 text_j = json.dumps([["e-<hex>", <payload length>], ...])
- *   list_hex[0 .. 64)             sha256("l" ‖ json.dumps(["c-<hex>", ...])) (the list `b-` ref)
+ * For the N elements of `batch` and their C = ceil(N / 32) chunks, writes
+ * N + C + 1 refs to `refs`, one per TL_REF_STRIDE (67) bytes: ref k is
+ * refs[67*k .. 67*k+66), a two-letter prefix and 64 lowercase hex digits, and
+ * refs[67*k+66] is '\n'. In order:
+ *   k < N       `e-` sha256(kind_k ‖ \0 ‖ payload_k)                 (element refs)
+ *   N + j       `c-` sha256(text_j) for chunk j, the 32 consecutive   (chunk refs)
+ *               entries from element 32*j on (the last chunk shorter),
+ *               text_j = json.dumps([["e-<hex>", <payload length>], ...])
+ *   N + C       `b-` sha256("l" ‖ json.dumps(["c-<hex>", ...]))        (the list blob)
+ * so the first 67*(N+C+1) - 1 bytes are the refs joined by '\n'.
  * JSON text is Python's json.dumps with default separators: `, ` and no
  * spaces inside brackets, e.g. `[["e-<64 hex>", 6], ["e-<64 hex>", 1027]]`.
- * The number of chunks is ceil(N / 32); N = 0 gives no chunk and `l[]`.
+ * N = 0 gives no chunk and hashes `l[]`.
  *
  * Optional output: when chunk_text is not NULL, the chunk texts are written
  * back to back into chunk_text[0 .. chunk_text_cap) and chunk_text_offsets
- * (ceil(N/32) + 1 entries) receives their boundaries, text j being
+ * (C + 1 entries) receives their boundaries, text j being
  * chunk_text[offsets[j] .. offsets[j+1]). tl_refs_text_capacity(N) is always
  * enough; a smaller chunk_text_cap that cannot hold the exact texts gives
  * TL_ENOSPC before anything is hashed. When chunk_text is NULL, chunk_text_cap
  * and chunk_text_offsets are ignored.
  *
- * Preconditions: batch valid (see tl_batch); element_hex writable for 64*N
- * bytes, chunk_hex for 64*ceil(N/32), list_hex for 64.
- * Returns TL_OK, TL_EINVAL (bad batch or flags) or TL_ENOSPC.
- * Complexity: O(total kind + payload bytes + N); no allocation (each chunk
- * text is built in a 3 KiB stack buffer). Thread safety: reentrant.
+ * Preconditions: batch valid (see tl_batch); refs writable for 67*(N+C+1) bytes.
+ * Returns TL_OK, TL_EINVAL (bad batch or flags, NULL refs) or TL_ENOSPC.
+ * Complexity: O(total kind + payload bytes + N), two messages hashed at once;
+ * no allocation (chunk texts are built in two 3 KiB stack buffers when
+ * chunk_text is NULL). Thread safety: reentrant.
  */
-int tl_refs(const tl_batch *batch, unsigned features, char *element_hex, char *chunk_hex,
-            char *list_hex, char *chunk_text, size_t chunk_text_cap,
-            uint64_t *chunk_text_offsets);
+int tl_refs(const tl_batch *batch, unsigned features, char *refs, char *chunk_text,
+            size_t chunk_text_cap, uint64_t *chunk_text_offsets);
 
 /*
  * Upper bound of the chunk text bytes tl_refs writes for `count` elements:
@@ -125,13 +131,14 @@ int tl_refs(const tl_batch *batch, unsigned features, char *element_hex, char *c
 size_t tl_refs_text_capacity(size_t count);
 
 /*
- * Value-blob refs of many typed payloads (SPEC §3.1 `b-`, domain `v`):
- * blob_hex[64*i .. 64*i+64) = sha256("v" ‖ kind_i ‖ \0 ‖ payload_i).
- * Preconditions: batch valid; blob_hex writable for 64*N bytes.
- * Returns TL_OK or TL_EINVAL. Complexity: O(total bytes + N); no allocation.
- * Thread safety: reentrant.
+ * Value-blob refs of many typed payloads (SPEC §3.1 `b-`, domain `v`): ref i,
+ * at refs[67*i .. 67*i+66) followed by '\n' (the TL_REF_STRIDE layout of
+ * tl_refs), is `b-` sha256("v" ‖ kind_i ‖ \0 ‖ payload_i).
+ * Preconditions: batch valid; refs writable for 67*N bytes.
+ * Returns TL_OK or TL_EINVAL. Complexity: O(total bytes + N), two messages
+ * hashed at once; no allocation. Thread safety: reentrant.
  */
-int tl_value_blob_refs(const tl_batch *batch, unsigned features, char *blob_hex);
+int tl_value_blob_refs(const tl_batch *batch, unsigned features, char *refs);
 
 /*
  * Content-defined chunking (FastCDC: gear hash, cut-point skipping,

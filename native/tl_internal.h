@@ -37,6 +37,16 @@ typedef struct tl_sha256_ctx {
 } tl_sha256_ctx;
 
 TL_INTERNAL extern const uint32_t tl_sha256_k[64];
+TL_INTERNAL extern const uint32_t tl_sha256_iv[8];
+
+TL_INTERNAL void tl_store_be32(unsigned char *p, uint32_t v);
+
+/* Compress `nblocks` 64-byte blocks into state, with SHA-NI when features has TL_HW_SHA. */
+TL_INTERNAL void tl_sha256_compress(unsigned features, uint32_t state[8],
+                                    const unsigned char *data, size_t nblocks);
+
+/* The digest of a finished state as 64 lowercase hex characters. */
+TL_INTERNAL void tl_sha256_state_hex(const uint32_t state[8], char hex[64]);
 
 /* `features` must already be validated (no unknown bits). */
 TL_INTERNAL void tl_sha256_init(tl_sha256_ctx *ctx, unsigned features);
@@ -46,10 +56,46 @@ TL_INTERNAL void tl_sha256_final(tl_sha256_ctx *ctx, unsigned char out[32]);
 /* Finish the hash and write it as 64 lowercase hex characters. */
 TL_INTERNAL void tl_sha256_final_hex(tl_sha256_ctx *ctx, char hex[64]);
 
+/* The blocks of a message still to compress: runs cur .. count-1, each of whole blocks. */
+typedef struct tl_runs {
+    const unsigned char *ptr[3];
+    size_t blocks[3]; /* > 0 */
+    unsigned cur, count;
+} tl_runs;
+
+/* One message for tl_sha256_many: the concatenation of four parts (unused: length 0). */
+typedef struct tl_msg {
+    const unsigned char *part[4];
+    size_t len[4];
+} tl_msg;
+
+/*
+ * Describe message `index` in *msg. tl_sha256_many asks for the messages in
+ * order 0, 1, 2, ... and hashes up to two at a time, one per `lane` (0 or 1).
+ * Bytes a callback writes to memory of its own for lane L must stay unchanged
+ * until the callback is next called for lane L (or tl_sha256_many returns).
+ */
+typedef void (*tl_msg_fn)(void *ctx, size_t index, unsigned lane, tl_msg *msg);
+
+/*
+ * SHA-256 of `count` messages: writes the hex digest of message i to
+ * hex[stride*i .. stride*i + 64). Two messages are compressed at once (SHA-NI
+ * interleaves their rounds), so the cost is about half of count single hashes.
+ */
+TL_INTERNAL void tl_sha256_many(size_t count, unsigned features, tl_msg_fn describe, void *ctx,
+                                char *hex, size_t stride);
+
 #if TL_HAVE_X86_SHA
 /* Compress `nblocks` 64-byte blocks with SHA-NI; only call when TL_HW_SHA is usable. */
 TL_INTERNAL void tl_sha256_blocks_x86(uint32_t state[8], const unsigned char *data,
                                       size_t nblocks);
+/*
+ * Two messages at once: compress the runs left in *a into state_a and those in
+ * *b into state_b, a block of each at a time, until one of them has no run
+ * left; both are advanced past what was compressed. Both must have a run left.
+ */
+TL_INTERNAL void tl_sha256_runs2_x86(uint32_t state_a[8], tl_runs *a, uint32_t state_b[8],
+                                     tl_runs *b);
 TL_INTERNAL unsigned tl_x86_features(void);
 #endif
 

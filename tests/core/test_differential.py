@@ -24,8 +24,16 @@ EDGE_SIZES = [0, 1, 2, 31, 32, 33, 55, 56, 63, 64, 65, 119, 120, 127, 128, 129, 
 kinds = st.one_of(
     st.sampled_from(["msgpack", "json", "bytes", "bytearray", "null", "pickle", ""]),
     st.text(max_size=12),
+    # kind ‖ \0 (after `v` for value blobs) around one 64-byte block, and beyond it, where
+    # the C core streams the message on its own instead of pairing it with another
+    st.sampled_from(["k" * 61, "k" * 62, "k" * 63, "k" * 64, "é" * 40]),
+    st.text(min_size=60, max_size=80),
 )
-payloads = st.one_of(st.binary(max_size=300), st.sampled_from([b"", b"\0", b"x" * 1025]))
+payloads = st.one_of(
+    st.binary(max_size=300),
+    st.sampled_from([b"", b"\0", b"x" * 1025]),
+    st.sampled_from(EDGE_SIZES).map(lambda size: b"p" * size),
+)
 typed_lists = st.one_of(
     st.lists(st.tuples(kinds, payloads), max_size=100),
     st.tuples(kinds, st.lists(payloads, max_size=100)).map(

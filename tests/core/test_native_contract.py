@@ -7,6 +7,7 @@ without writing past any buffer.
 
 from __future__ import annotations
 
+import hashlib
 from array import array
 from typing import Any
 
@@ -24,16 +25,20 @@ def c() -> Any:
     return extension
 
 
-def _batch(c: Any, kinds: bytes, kind_offsets: list[int], payloads: bytes, offsets: list[int]):
+def _batch(
+    c: Any, kinds: bytes, kind_lengths: list[int] | None, payloads: bytes, lengths: list[int]
+) -> tuple[Any, list[Any]]:
     keep = [
         c.ffi.from_buffer("unsigned char[]", kinds),
-        c.ffi.from_buffer("uint64_t[]", array("Q", kind_offsets)),
+        c.ffi.NULL
+        if kind_lengths is None
+        else c.ffi.from_buffer("uint64_t[]", array("Q", kind_lengths)),
         c.ffi.from_buffer("unsigned char[]", payloads),
-        c.ffi.from_buffer("uint64_t[]", array("Q", offsets)),
+        c.ffi.from_buffer("uint64_t[]", array("Q", lengths)),
     ]
     batch = c.ffi.new("tl_batch *")
-    batch.count = len(offsets) - 1
-    batch.kinds, batch.kind_offsets, batch.payloads, batch.payload_offsets = keep
+    batch.count = len(lengths)
+    batch.kinds, batch.kind_lengths, batch.payloads, batch.payload_lengths = keep
     batch.kinds_len, batch.payloads_len = len(kinds), len(payloads)
     return batch, keep
 
@@ -42,11 +47,10 @@ def test_unknown_feature_bits_are_refused(c: Any) -> None:
     """A feature bit the ABI does not define gives TL_EINVAL from every hashing function."""
     out = c.ffi.new("unsigned char[32]")
     assert c.lib.tl_sha256(b"abc", 3, 0x80, out) == c.lib.TL_EINVAL
-    batch, _keep = _batch(c, b"k", [0, 1], b"p", [0, 1])
-    hexes = c.ffi.new("char[]", 64)
-    assert c.lib.tl_value_blob_refs(batch, 0x80, hexes) == c.lib.TL_EINVAL
-    assert c.lib.tl_refs(batch, 0x80, hexes, c.ffi.new("char[]", 64), c.ffi.new("char[64]"),
-                         c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL  # fmt: skip
+    batch, _keep = _batch(c, b"k", [1], b"p", [1])
+    refs = c.ffi.new("char[]", 3 * c.lib.TL_REF_STRIDE)
+    assert c.lib.tl_value_blob_refs(batch, 0x80, refs) == c.lib.TL_EINVAL
+    assert c.lib.tl_refs(batch, 0x80, refs, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL
 
 
 def test_native_core_refuses_missing_hardware() -> None:
@@ -57,32 +61,62 @@ def test_native_core_refuses_missing_hardware() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind_offsets", "offsets"),
-    [([0, 1], [1, 0]), ([0, 1], [0, 2]), ([1, 0], [0, 1]), ([0, 5], [0, 1])],
-    ids=["decreasing", "past-end", "kinds-decreasing", "kinds-past-end"],
+    ("kind_lengths", "lengths"),
+    [([1], [2]), ([1, 0], [1, 1]), ([2], [1]), (None, [1, 1])],
+    ids=["past-end", "sum-past-end", "kinds-past-end", "shared-kind-payloads-past-end"],
 )
-def test_bad_offsets_are_refused(c: Any, kind_offsets: list[int], offsets: list[int]) -> None:
-    """Offsets that decrease or end past their buffer give TL_EINVAL."""
-    batch, _keep = _batch(c, b"k", kind_offsets, b"p", offsets)
-    hexes = c.ffi.new("char[]", 64)
-    assert c.lib.tl_value_blob_refs(batch, 0, hexes) == c.lib.TL_EINVAL
+def test_bad_lengths_are_refused(
+    c: Any, kind_lengths: list[int] | None, lengths: list[int]
+) -> None:
+    """Lengths that add up to more than their buffer give TL_EINVAL."""
+    batch, _keep = _batch(c, b"k", kind_lengths, b"p", lengths)
+    refs = c.ffi.new("char[]", 4 * c.lib.TL_REF_STRIDE)
+    assert c.lib.tl_value_blob_refs(batch, 0, refs) == c.lib.TL_EINVAL
+    assert c.lib.tl_refs(batch, 0, refs, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL
+
+
+def test_missing_buffers_are_refused(c: Any) -> None:
+    """NULL payload lengths for a non-empty batch, or a NULL refs buffer, give TL_EINVAL."""
+    batch, _keep = _batch(c, b"k", None, b"p", [1])
+    refs = c.ffi.new("char[]", 3 * c.lib.TL_REF_STRIDE)
+    assert c.lib.tl_refs(batch, 0, c.ffi.NULL, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL
+    batch.payload_lengths = c.ffi.NULL
+    assert c.lib.tl_refs(batch, 0, refs, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_EINVAL
+    assert c.lib.tl_value_blob_refs(batch, 0, refs) == c.lib.TL_EINVAL
+    empty, _keep_empty = _batch(c, b"", None, b"", [])
+    empty.payload_lengths = c.ffi.NULL
+    assert c.lib.tl_refs(empty, 0, refs, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_OK
+    assert c.ffi.unpack(refs, 66) == b"b-" + hashlib.sha256(b"l[]").hexdigest().encode()
+
+
+def test_refs_layout(c: Any) -> None:
+    """tl_refs writes e-, c- and b- refs at TL_REF_STRIDE, each followed by a newline."""
+    assert c.lib.TL_REF_STRIDE == 67
+    payloads = [bytes([i]) * i for i in range(40)]
+    batch, _keep = _batch(c, b"msgpack", None, b"".join(payloads), [len(p) for p in payloads])
+    count = 40 + 2 + 1
+    refs = c.ffi.new("char[]", count * 67)
+    assert c.lib.tl_refs(batch, 0, refs, c.ffi.NULL, 0, c.ffi.NULL) == c.lib.TL_OK
+    lines = c.ffi.unpack(refs, count * 67).decode().split("\n")
+    assert lines[-1] == "" and len(lines) == count + 1
+    assert [line[:2] for line in lines[:-1]] == ["e-"] * 40 + ["c-"] * 2 + ["b-"]
+    assert lines[0] == "e-" + hashlib.sha256(b"msgpack\0").hexdigest()
 
 
 def test_chunk_text_capacity(c: Any) -> None:
     """tl_refs fills the text buffer exactly, and a one-byte-short buffer gives TL_ENOSPC."""
     lengths = [10 ** (i % 6) for i in range(33)]
-    offsets = [sum(lengths[:i]) for i in range(34)]
-    batch, _keep = _batch(c, b"msgpack", [0, *[7] * 33], b"x" * offsets[-1], offsets)
-    elements, chunks = c.ffi.new("char[]", 64 * 33), c.ffi.new("char[]", 128)
-    blob, bounds = c.ffi.new("char[64]"), c.ffi.new("uint64_t[]", 3)
+    batch, _keep = _batch(c, b"msgpack" * 33, [7] * 33, b"x" * sum(lengths), lengths)
+    refs = c.ffi.new("char[]", (33 + 2 + 1) * c.lib.TL_REF_STRIDE)
+    bounds = c.ffi.new("uint64_t[]", 3)
     capacity = c.lib.tl_refs_text_capacity(33)
     assert capacity == 33 * 94 + 2 * 2
     text = c.ffi.new("char[]", capacity)
-    assert c.lib.tl_refs(batch, 0, elements, chunks, blob, text, capacity, bounds) == c.lib.TL_OK
+    assert c.lib.tl_refs(batch, 0, refs, text, capacity, bounds) == c.lib.TL_OK
     exact = bounds[2]
     assert exact == 2 * 2 + 33 * (4 + 64 + 3 + 1) + 2 * 31 + sum(len(str(n)) for n in lengths)
-    assert c.lib.tl_refs(batch, 0, elements, chunks, blob, text, exact, bounds) == c.lib.TL_OK
-    short = c.lib.tl_refs(batch, 0, elements, chunks, blob, text, exact - 1, bounds)
+    assert c.lib.tl_refs(batch, 0, refs, text, exact, bounds) == c.lib.TL_OK
+    short = c.lib.tl_refs(batch, 0, refs, text, exact - 1, bounds)
     assert short == c.lib.TL_ENOSPC
     assert c.lib.tl_refs_text_capacity(2**63) == 0
 

@@ -79,6 +79,13 @@ def _cases() -> Iterator[tuple[str, str]]:
     for count in (1, 31, 32, 33, 64, 65, 100):
         lists.append([(rng.choice(["msgpack", "json", "é"]), rng.randbytes(rng.randrange(200)))
                       for _ in range(count)])  # fmt: skip
+    # One shared kind (kind_lengths NULL), payloads around the 64-byte blocks, and kinds
+    # whose `kind ‖ \0` fills a block or overflows it (streamed alone, not paired).
+    edges = [0, 1, 54, 55, 56, 63, 64, 65, 118, 119, 120, 128, 1000]
+    lists.append([("msgpack", rng.randbytes(size)) for size in edges * 3])
+    for kind in ("k" * 62, "k" * 63, "k" * 64, "k" * 100):
+        lists.append([(kind, rng.randbytes(size)) for size in edges])
+        lists.append([(rng.choice([kind, "json"]), rng.randbytes(size)) for size in edges])
     for typed in lists:
         refs = _python.list_refs(typed)
         texts = [text.encode().hex() for text in _python.chunk_texts(typed)]

@@ -74,14 +74,24 @@ static void print_hex(const unsigned char *data, size_t len)
     }
 }
 
-static void print_refs(const char *hex, size_t count)
+/*
+ * Print the hex of `count` refs in the TL_REF_STRIDE layout (prefix `<letter>-`,
+ * 64 hex, '\n'), comma-separated; a ref with another prefix or separator prints
+ * `BADLAYOUT` instead of its hex.
+ */
+static void print_refs(const char *refs, size_t count, char letter)
 {
     size_t i;
     if (count == 0) {
         fputs("-", stdout);
     }
     for (i = 0; i < count; i++) {
-        printf("%s%.64s", i ? "," : "", hex + 64 * i);
+        const char *ref = refs + (size_t)TL_REF_STRIDE * i;
+        if (ref[0] != letter || ref[1] != '-' || ref[66] != '\n') {
+            printf("%sBADLAYOUT", i ? "," : "");
+        } else {
+            printf("%s%.64s", i ? "," : "", ref + 2);
+        }
     }
 }
 
@@ -101,77 +111,96 @@ static unsigned features(const char *token)
     return strcmp(token, "hw") == 0 ? tl_cpu_features() : 0u;
 }
 
-/* Read n (kind, payload) pairs into exactly sized buffers; caller frees. */
-static void read_batch(char **cursor, tl_batch *batch, uint64_t **ko, uint64_t **po)
+/*
+ * Read n (kind, payload) pairs into exactly sized buffers; caller frees. When every
+ * kind is the same (and n > 0) the batch shares it: kinds holds that one kind and
+ * kind_lengths is NULL, as threadloom.core._native passes the common case.
+ */
+static void read_batch(char **cursor, tl_batch *batch, uint64_t **kl, uint64_t **pl)
 {
     size_t n = strtoul(next_token(cursor), NULL, 10), i, kinds_len = 0, payloads_len = 0;
     unsigned char **kinds = malloc((n + 1) * sizeof *kinds);
     unsigned char **payloads = malloc((n + 1) * sizeof *payloads);
-    size_t *klen = malloc((n + 1) * sizeof *klen), *plen = malloc((n + 1) * sizeof *plen);
     unsigned char *kbuf, *pbuf;
-    *ko = malloc((n + 1) * sizeof **ko);
-    *po = malloc((n + 1) * sizeof **po);
+    int shared = n > 0;
+    *kl = malloc((n + 1) * sizeof **kl);
+    *pl = malloc((n + 1) * sizeof **pl);
     for (i = 0; i < n; i++) {
-        kinds[i] = unhex(next_token(cursor), &klen[i]);
-        payloads[i] = unhex(next_token(cursor), &plen[i]);
-        kinds_len += klen[i];
-        payloads_len += plen[i];
+        size_t klen, plen;
+        kinds[i] = unhex(next_token(cursor), &klen);
+        payloads[i] = unhex(next_token(cursor), &plen);
+        (*kl)[i] = klen;
+        (*pl)[i] = plen;
+        kinds_len += klen;
+        payloads_len += plen;
+        shared = shared && klen == (*kl)[0] && (klen == 0 || !memcmp(kinds[i], kinds[0], klen));
+    }
+    if (shared) {
+        kinds_len = (size_t)(*kl)[0];
     }
     kbuf = malloc(kinds_len ? kinds_len : 1);
     pbuf = malloc(payloads_len ? payloads_len : 1);
-    (*ko)[0] = (*po)[0] = 0;
+    kinds_len = payloads_len = 0;
     for (i = 0; i < n; i++) {
-        if (klen[i]) memcpy(kbuf + (*ko)[i], kinds[i], klen[i]);
-        if (plen[i]) memcpy(pbuf + (*po)[i], payloads[i], plen[i]);
-        (*ko)[i + 1] = (*ko)[i] + klen[i];
-        (*po)[i + 1] = (*po)[i] + plen[i];
+        size_t klen = (size_t)(*kl)[i], plen = (size_t)(*pl)[i];
+        if (klen && (!shared || i == 0)) {
+            memcpy(kbuf + kinds_len, kinds[i], klen);
+            kinds_len += klen;
+        }
+        if (plen) {
+            memcpy(pbuf + payloads_len, payloads[i], plen);
+            payloads_len += plen;
+        }
         free(kinds[i]);
         free(payloads[i]);
     }
+    if (shared) {
+        free(*kl);
+        *kl = NULL;
+    }
     free(kinds);
     free(payloads);
-    free(klen);
-    free(plen);
     batch->count = n;
     batch->kinds = kbuf;
     batch->kinds_len = kinds_len;
-    batch->kind_offsets = *ko;
+    batch->kind_lengths = *kl;
     batch->payloads = pbuf;
     batch->payloads_len = payloads_len;
-    batch->payload_offsets = *po;
+    batch->payload_lengths = *pl;
 }
 
-static void free_batch(tl_batch *batch, uint64_t *ko, uint64_t *po)
+static void free_batch(tl_batch *batch, uint64_t *kl, uint64_t *pl)
 {
     free((void *)batch->kinds);
     free((void *)batch->payloads);
-    free(ko);
-    free(po);
+    free(kl);
+    free(pl);
 }
 
 static void run_refs(char **cursor)
 {
     unsigned hw = features(next_token(cursor));
     tl_batch batch;
-    uint64_t *ko, *po, *text_offsets;
+    uint64_t *kl, *pl, *text_offsets;
     size_t chunks, cap, j;
-    char *elements, *chunk_hex, list_hex[64], *text;
+    char *refs, *text;
     int rc;
-    read_batch(cursor, &batch, &ko, &po);
+    read_batch(cursor, &batch, &kl, &pl);
     chunks = (batch.count + TL_CHUNK_SIZE - 1) / TL_CHUNK_SIZE;
     cap = tl_refs_text_capacity(batch.count);
-    elements = malloc(64 * batch.count + 1);
-    chunk_hex = malloc(64 * chunks + 1);
+    refs = malloc((size_t)TL_REF_STRIDE * (batch.count + chunks + 1));
     text = malloc(cap + 1);
     text_offsets = malloc((chunks + 1) * sizeof *text_offsets);
-    rc = tl_refs(&batch, hw, elements, chunk_hex, list_hex, text, cap, text_offsets);
+    rc = tl_refs(&batch, hw, refs, text, cap, text_offsets);
     if (rc != TL_OK) {
         printf("E%d", rc);
     } else {
-        print_refs(elements, batch.count);
+        print_refs(refs, batch.count, 'e');
         putchar(' ');
-        print_refs(chunk_hex, chunks);
-        printf(" %.64s ", list_hex);
+        print_refs(refs + (size_t)TL_REF_STRIDE * batch.count, chunks, 'c');
+        putchar(' ');
+        print_refs(refs + (size_t)TL_REF_STRIDE * (batch.count + chunks), 1, 'b');
+        putchar(' ');
         if (chunks == 0) {
             fputs("-", stdout);
         }
@@ -181,30 +210,29 @@ static void run_refs(char **cursor)
                       (size_t)(text_offsets[j + 1] - text_offsets[j]));
         }
     }
-    free(elements);
-    free(chunk_hex);
+    free(refs);
     free(text);
     free(text_offsets);
-    free_batch(&batch, ko, po);
+    free_batch(&batch, kl, pl);
 }
 
 static void run_vblob(char **cursor)
 {
     unsigned hw = features(next_token(cursor));
     tl_batch batch;
-    uint64_t *ko, *po;
+    uint64_t *kl, *pl;
     char *refs;
     int rc;
-    read_batch(cursor, &batch, &ko, &po);
-    refs = malloc(64 * batch.count + 1);
+    read_batch(cursor, &batch, &kl, &pl);
+    refs = malloc((size_t)TL_REF_STRIDE * batch.count + 1);
     rc = tl_value_blob_refs(&batch, hw, refs);
     if (rc != TL_OK) {
         printf("E%d", rc);
     } else {
-        print_refs(refs, batch.count);
+        print_refs(refs, batch.count, 'b');
     }
     free(refs);
-    free_batch(&batch, ko, po);
+    free_batch(&batch, kl, pl);
 }
 
 int main(void)

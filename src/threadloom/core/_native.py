@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from itertools import accumulate, pairwise
+from itertools import pairwise
 from typing import Any
 
 from threadloom._native import ffi, lib
@@ -23,6 +23,8 @@ FEATURES: int = lib.tl_cpu_features()
 """Hardware paths this CPU offers (TL_HW_* bits), read once; `NativeCore(0)` is portable C."""
 
 _alloc = ffi.new_allocator(should_clear_after_alloc=False)
+_STRIDE: int = lib.TL_REF_STRIDE
+"""Bytes per ref in the refs buffers the C core fills: two-letter prefix, 64 hex, newline."""
 
 
 def _check(rc: int, function: str) -> int:
@@ -33,49 +35,47 @@ def _check(rc: int, function: str) -> int:
     return rc
 
 
-def _offsets(lengths: Any) -> array[int]:
-    return array("Q", accumulate(lengths, initial=0))
-
-
 class _Batch:
-    """A `tl_batch` over typed payloads, holding every buffer it points into."""
+    """A `tl_batch` over typed payloads, holding every buffer it points into.
+
+    Attributes:
+        c: the `tl_batch *`.
+        count: the number of elements.
+        lengths: `len(payload)` of each element, in order.
+    """
 
     def __init__(self, typed: Sequence[Typed]) -> None:
         count = len(typed)
-        kinds = [kind for kind, _ in typed]
-        self.payloads = [payload for _, payload in typed]
-        if count and kinds.count(kinds[0]) == count:  # the common case: one kind for all
-            kind = kinds[0].encode()
-            kind_blob = kind * count
-            step = len(kind)
-            kind_offsets = (
-                array("Q", range(0, step * count + 1, step)) if step else _offsets([0] * count)
-            )
+        kind = typed[0][0] if count else ""
+        # The common case, one kind for all, takes one pass and no kind array (kind_lengths
+        # NULL): keep the payloads of that kind, and fall back when some were left out.
+        payloads = [payload for other, payload in typed if other == kind]
+        if len(payloads) == count:
+            kind_blob = kind.encode()
+            kind_lengths = ffi.NULL
         else:
-            encoded = [kind.encode() for kind in kinds]
+            payloads = [payload for _, payload in typed]
+            encoded = [other.encode() for other, _ in typed]
             kind_blob = b"".join(encoded)
-            kind_offsets = _offsets(map(len, encoded))
-        payload_blob = b"".join(self.payloads)
-        self.lengths = list(map(len, self.payloads))
-        payload_offsets = _offsets(self.lengths)
-        self.keep = (
-            ffi.from_buffer("unsigned char[]", kind_blob),
-            ffi.from_buffer("uint64_t[]", kind_offsets),
-            ffi.from_buffer("unsigned char[]", payload_blob),
-            ffi.from_buffer("uint64_t[]", payload_offsets),
-        )
-        self.c = ffi.new("tl_batch *")
-        self.c.count = count
-        self.c.kinds, self.c.kind_offsets, self.c.payloads, self.c.payload_offsets = self.keep
-        self.c.kinds_len = len(kind_blob)
-        self.c.payloads_len = len(payload_blob)
+            kind_lengths = ffi.from_buffer("uint64_t[]", array("Q", map(len, encoded)))
+        self.lengths = lengths = list(map(len, payloads))
+        payload_blob = b"".join(payloads)
+        kinds = ffi.from_buffer("unsigned char[]", kind_blob)
+        blob = ffi.from_buffer("unsigned char[]", payload_blob)
+        payload_lengths = ffi.from_buffer("uint64_t[]", array("Q", lengths))
+        self.keep = (kinds, kind_lengths, blob, payload_lengths)
+        fields = (count, kinds, len(kind_blob), kind_lengths, blob, len(blob), payload_lengths)
+        self.c = ffi.new("tl_batch *", fields)
         self.count = count
         self.chunk_count = -(-count // CHUNK_SIZE)
 
 
-def _hex_refs(prefix: str, hex_buffer: Any, count: int) -> list[str]:
-    text = ffi.buffer(hex_buffer, 64 * count)[:].decode("ascii")
-    return [prefix + text[i : i + 64] for i in range(0, 64 * count, 64)]
+def _ref_lines(refs: Any, count: int) -> list[str]:
+    """Split `count` refs in the TL_REF_STRIDE layout (`x-<hex>\\n` each) into strings."""
+    if not count:
+        return []
+    text: str = ffi.unpack(refs, _STRIDE * count - 1).decode("ascii")
+    return text.split("\n")
 
 
 class NativeCore:
@@ -101,29 +101,20 @@ class NativeCore:
     def list_refs(self, typed: Sequence[Typed]) -> ListRefs:
         """Return the element, chunk and list-blob refs of a list of typed payloads (one C call)."""
         batch = _Batch(typed)
-        count = batch.count
-        element_hex = _alloc("char[]", 64 * count + 1)
-        chunk_hex = _alloc("char[]", 64 * batch.chunk_count + 1)
-        list_hex = _alloc("char[64]")
-        # The element refs come back through the chunk texts, `[["e-<hex>", <len>], ...]`
-        # back to back: splitting the whole text on `"` once yields every `e-<hex>` string,
-        # already prefixed, at the odd positions (refs and integers hold no quote).
-        capacity = lib.tl_refs_text_capacity(count)
-        text = _alloc("char[]", capacity + 1)
-        bounds = _alloc("uint64_t[]", batch.chunk_count + 1)
-        rc = lib.tl_refs(
-            batch.c, self.features, element_hex, chunk_hex, list_hex, text, capacity, bounds
-        )
+        count, chunk_count = batch.count, batch.chunk_count
+        refs = _alloc("char[]", _STRIDE * (count + chunk_count + 1))
+        rc = lib.tl_refs(batch.c, self.features, refs, ffi.NULL, 0, ffi.NULL)
         _check(rc, "tl_refs")
-        element_refs = (
-            ffi.buffer(text, bounds[batch.chunk_count])[:].decode("ascii").split('"')[1::2]
-        )
-        entries: list[list[str | int]] = list(
-            map(list, zip(element_refs, batch.lengths, strict=True))
-        )
+        # Every ref of the list comes back as one text, `e-...` x count, `c-...` x chunks, then
+        # `b-...`, newline-separated: one decode and one split make all the strings.
+        element_refs = _ref_lines(refs, count + chunk_count + 1)
+        list_ref = element_refs.pop()
+        chunk_refs = element_refs[count:]
+        del element_refs[count:]
+        entries: list[list[str | int]] = [
+            [ref, length] for ref, length in zip(element_refs, batch.lengths, strict=True)
+        ]
         chunks = [entries[i : i + CHUNK_SIZE] for i in range(0, count, CHUNK_SIZE)]
-        chunk_refs = _hex_refs("c-", chunk_hex, batch.chunk_count)
-        list_ref = "b-" + ffi.buffer(list_hex)[:].decode()
         return ListRefs(element_refs, chunks, chunk_refs, list_ref)
 
     def chunk_texts(self, typed: Sequence[Typed]) -> list[str]:
@@ -132,12 +123,8 @@ class NativeCore:
         capacity = lib.tl_refs_text_capacity(batch.count)
         text = _alloc("char[]", capacity + 1)
         offsets = _alloc("uint64_t[]", batch.chunk_count + 1)
-        element_hex = _alloc("char[]", 64 * batch.count + 1)
-        chunk_hex = _alloc("char[]", 64 * batch.chunk_count + 1)
-        list_hex = _alloc("char[64]")
-        rc = lib.tl_refs(
-            batch.c, self.features, element_hex, chunk_hex, list_hex, text, capacity, offsets
-        )
+        refs = _alloc("char[]", _STRIDE * (batch.count + batch.chunk_count + 1))
+        rc = lib.tl_refs(batch.c, self.features, refs, text, capacity, offsets)
         _check(rc, "tl_refs")
         bounds = ffi.unpack(offsets, batch.chunk_count + 1)
         whole = ffi.buffer(text, bounds[-1])[:].decode("ascii")
@@ -146,9 +133,9 @@ class NativeCore:
     def value_blob_refs(self, typed: Sequence[Typed]) -> list[str]:
         """Return the value-blob `b-` ref of each typed payload (one C call)."""
         batch = _Batch(typed)
-        blob_hex = _alloc("char[]", 64 * batch.count + 1)
-        _check(lib.tl_value_blob_refs(batch.c, self.features, blob_hex), "tl_value_blob_refs")
-        return _hex_refs("b-", blob_hex, batch.count)
+        refs = _alloc("char[]", _STRIDE * batch.count + 1)
+        _check(lib.tl_value_blob_refs(batch.c, self.features, refs), "tl_value_blob_refs")
+        return _ref_lines(refs, batch.count)
 
 
 _DEFAULT = NativeCore(FEATURES)
