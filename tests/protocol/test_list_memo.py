@@ -55,7 +55,10 @@ def histories(draw: st.DrawFn) -> list[list[Any]]:
             for _ in range(draw(st.integers(1, 40))):
                 counter += 1
                 size = draw(st.sampled_from([5, 60, 400, 3000]))
-                current = [*current, message(counter, size, draw(st.booleans()) and counter % 7 == 0)]
+                current = [
+                    *current,
+                    message(counter, size, draw(st.booleans()) and counter % 7 == 0),
+                ]
         elif action == "edit":
             at = draw(st.integers(0, len(current) - 1))
             current = [*current[:at], message(10_000 + at, 50, False), *current[at + 1 :]]

@@ -21,8 +21,8 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from array import array
 import time
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
