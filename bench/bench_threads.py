@@ -8,17 +8,60 @@ wall time spent in `invoke`. Bytes are read once at the end. The async twins
 (AsyncSqliteSaver, threadloom.AsyncSaver) store the same bytes as their sync
 savers and are left out by default to keep the run under 3 minutes on 2 cores;
 `--savers all` adds them.
+
+Copies of the system prompt on disk, read with the bytes: for threadloom, the
+physical payloads (`content.payloads()`: inline bodies and blocks, decompressed)
+that contain a 256-byte window of the prompt; for LangGraph's SQLite savers (they
+store msgpack uncompressed), the occurrences of the window in the bytes of the
+file and -wal after wal_checkpoint(TRUNCATE). The figure is the largest count over
+three windows (the prompt's start, middle and end): a copy that a SQLite page
+boundary or a block cut splits inside a window is not counted in that window.
+PostgresSaver (pglz-compressed TOAST) and InMemorySaver show "-".
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import _harness as h
-from _workload import build_graph, config_of, turn_input
+from _workload import SYSTEM_PROMPT, build_graph, config_of, turn_input
 
 SYNC_SAVERS = ("InMemorySaver", "SqliteSaver", "PostgresSaver", "threadloom.Saver")
+#: Length of the windows of the system prompt searched for its copies.
+WINDOW = 256
+
+
+def prompt_windows() -> list[bytes]:
+    """Three 256-byte windows of the system prompt's UTF-8: its start, middle and end."""
+    raw = SYSTEM_PROMPT.encode()
+    middle = (len(raw) - WINDOW) // 2
+    return [raw[:WINDOW], raw[middle : middle + WINDOW], raw[-WINDOW:]]
+
+
+def prompt_copies(subject: h.Subject) -> list[int] | None:
+    """Copies of each prompt window the saver keeps on disk (None where not counted).
+
+    threadloom: physical payloads containing the window. LangGraph's SQLite savers:
+    occurrences in the file + -wal (call after `disk_bytes()`, which checkpoints the WAL).
+    """
+    windows = prompt_windows()
+    if subject.kind == "threadloom":
+        counts = [0] * len(windows)
+        for payload in subject.saver.db.content.payloads():
+            for i, window in enumerate(windows):
+                if window in payload:
+                    counts[i] += 1
+        return counts
+    if subject.kind == "sqlite":
+        assert subject.path is not None
+        data = b""
+        for path in (Path(subject.path), Path(subject.path + "-wal")):
+            if path.exists():
+                data += path.read_bytes()
+        return [data.count(window) for window in windows]
+    return None
 
 
 def run(panel: h.Panel, threads: int, turns: int) -> dict[str, dict[str, Any]]:
@@ -50,6 +93,7 @@ def run(panel: h.Panel, threads: int, turns: int) -> dict[str, dict[str, Any]]:
                 "logical": subject.logical_bytes(),
                 "disk": subject.disk_bytes(),
             }
+            out[name]["prompt"] = prompt_copies(subject)
     return out
 
 
@@ -110,6 +154,39 @@ def report(results: dict[str, dict[str, Any]], threads: int) -> None:
         )
         + "\n"
     )
+
+    print(
+        f"## System prompt copies on disk (largest count over {WINDOW}-byte windows at the "
+        "prompt's start, middle and end)\n"
+    )
+    rows = []
+    for name, r in results.items():
+        counts = r.get("prompt")
+        rows.append(
+            [
+                name,
+                max(counts) if counts else None,
+                " / ".join(str(c) for c in counts) if counts else None,
+                f"{max(counts) / threads:.2f}" if counts else None,
+            ]
+        )
+    print(h.table(["saver", "prompt copies", "start / middle / end", "per thread"], rows) + "\n")
+
+    rows = []
+    for name in ("threadloom.Saver", "threadloom.AsyncSaver"):
+        counts = results.get(name, {}).get("prompt")
+        if counts:
+            rows.append(
+                [
+                    name,
+                    "the prompt's bytes on disk once (copies == 1)",
+                    max(counts),
+                    "met" if max(counts) == 1 else "MISSED",
+                ]
+            )
+    if rows:
+        print("## Targets\n")
+        print(h.table(["saver", "target", "measured", "verdict"], rows) + "\n")
 
 
 if __name__ == "__main__":
