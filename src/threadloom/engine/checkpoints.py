@@ -1182,10 +1182,12 @@ def _value_body(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k not in _ID_FIELDS}
 
 
-def _union(known: Any, planned: set[str]) -> set[str]:
-    if isinstance(known, (set, frozenset)):
-        return planned | known
-    return planned
+def _union(known: Any, planned: set[str]) -> frozenset[str]:
+    if isinstance(known, frozenset):
+        return known | planned
+    if isinstance(known, set):
+        return frozenset(known | planned)
+    return frozenset(planned)
 
 
 def _reachable(data: Mapping[str, Any], fetched: Mapping[str, Any], into: set[str]) -> None:

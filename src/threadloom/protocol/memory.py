@@ -39,7 +39,8 @@ class KnownReferences:
         entries: Mapping[str, tuple[Any, dict[str, Any]]],
     ) -> None:
         """Remember that checkpoint `key` is stored and references `refs`."""
-        known = Known(frozenset(refs), dict(entries))
+        frozen = refs if isinstance(refs, frozenset) else frozenset(refs)
+        known = Known(frozen, dict(entries))
         size = len(known.refs)
         with self._lock:
             self._drop(key)
@@ -64,7 +65,12 @@ class KnownReferences:
         """
         refs: set[str] = set()
         entries: Mapping[str, tuple[Any, dict[str, Any]]] = {}
+        ancestors = list(ancestors)
         with self._lock:
+            if parent is not None and not ancestors:
+                # The common case: one remembered set, returned as is (it is frozen).
+                found = self._touch((thread_id, *parent))
+                return NOTHING_KNOWN if found is None else found
             if parent is not None:
                 found = self._touch((thread_id, *parent))
                 if found is not None:
