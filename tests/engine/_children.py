@@ -91,6 +91,41 @@ def write_steps(path: str, thread_id: str, steps: int, size: int, go: str | None
             print(step, flush=True)
 
 
+def share_steps(path: str, prefix: str, steps: int, size: int, go: str | None) -> None:
+    """Put large values shared with the other processes into four threads, and delete or
+    prune a thread every ten steps (no grace: blocks are swept at once)."""
+    if go:
+        while not Path(go).exists():
+            time.sleep(0.005)
+    with Saver.from_conn_string(path) as saver:
+        saver.store.grace = 0.0
+        parents: dict[str, Any] = {}
+        for step in range(steps):
+            thread_id = f"{prefix}-{step % 4}"
+            checkpoint = empty_checkpoint()
+            checkpoint["id"] = f"1f0c0000-0000-6000-8000-{step:012d}"
+            checkpoint["channel_values"] = {
+                "blob": payload("shared", step % 7, size),
+                "mine": payload(thread_id, step, size // 4),
+            }
+            checkpoint["channel_versions"] = {"blob": step + 1, "mine": step + 1}
+            config = parents.get(thread_id) or {
+                "configurable": {"thread_id": thread_id, "checkpoint_ns": ""}
+            }
+            parents[thread_id] = saver.put(
+                config, checkpoint, {"source": "loop", "step": step, "parents": {}}, {}
+            )
+            saver.put_writes(parents[thread_id], [("blob", payload("shared", 9, size))], "t")
+            if step % 10 == 9:
+                victim = f"{prefix}-{(step // 10) % 4}"
+                if step % 20 == 9:
+                    saver.delete_thread(victim)
+                    parents.pop(victim, None)
+                else:
+                    saver.prune([victim])
+            print(step, flush=True)
+
+
 def main(argv: list[str]) -> int:
     command, path, *rest = argv
     if command == "interrupt":
@@ -108,6 +143,9 @@ def main(argv: list[str]) -> int:
                 Command(resume=json.loads(rest[0])), {"configurable": {"thread_id": "t"}}
             )
             print(json.dumps([i.value for i in out.get("__interrupt__", [])]))
+    elif command == "share":
+        prefix, steps, size, *go = rest
+        share_steps(path, prefix, int(steps), int(size), go[0] if go else None)
     elif command == "write":
         thread_id, steps, size, *go = rest
         write_steps(path, thread_id, int(steps), int(size), go[0] if go else None)

@@ -418,3 +418,49 @@ def test_a_missing_extent_is_corruption(db_path: Path) -> None:
         pytest.raises(CorruptionError, match="extent"),
     ):
         saver.get_tuple(config())
+
+
+# -- verify -------------------------------------------------------------------------------
+
+
+def test_three_processes_sharing_blocks_keep_the_counts_exact(
+    db_path: Path, tmp_path: Path
+) -> None:
+    """Three processes write the same large values into their threads while deleting and
+    pruning threads (no grace): every block count stays equal to what the rows list."""
+    from tests.engine.test_durability import child, finish
+
+    steps, size = 60, 30_000
+    go = tmp_path / "go"
+    Saver(db_path).close()
+    procs = [
+        child("share", str(db_path), f"p{i}", str(steps), str(size), str(go)) for i in range(3)
+    ]
+    go.touch()
+    for proc in procs:
+        assert finish(proc, timeout=180).split()[-1] == str(steps - 1)
+    with Saver.from_conn_string(str(db_path)) as saver:
+        report = saver.db.content.verify()
+        assert report["problems"] == []
+        assert report["leaks"] == []
+        assert report["blocks"] > 0
+        for thread in saver.store.thread_ids():
+            assert saver.get_tuple(config(thread)) is not None
+
+
+def test_verify_names_what_is_wrong(quick: Saver, db_path: Path) -> None:
+    """A lowered count is a problem, a raised one a leak, a damaged block a problem."""
+    put(quick, {"note": text(50, 200_000)})
+    assert quick.db.content.verify()["problems"] == []
+    conn = apsw.Connection(str(db_path))
+    conn.execute("UPDATE blocks SET refs = refs - 1 WHERE id = (SELECT min(id) FROM blocks)")
+    conn.execute("UPDATE blocks SET refs = refs + 1 WHERE id = (SELECT max(id) FROM blocks)")
+    conn.execute("UPDATE extents SET live = live + 1")
+    conn.close()
+    report = quick.db.content.verify()
+    assert any("counts 0 references, rows hold 1" in p for p in report["problems"])
+    assert any("counts 2 references, rows hold 1" in p for p in report["leaks"])
+    assert any("live blocks" in p for p in report["problems"])
+    from threadloom.cli import main
+
+    assert main(["verify", "--db", str(db_path)]) == 1

@@ -34,6 +34,15 @@ def _parser() -> argparse.ArgumentParser:
         help="retrain the compression dictionary, re-encode every body and VACUUM a file",
     )
     compact.add_argument("--db", required=True, help="the threadloom file")
+    verify = commands.add_parser(
+        "verify",
+        help="check every body's digest, every block's key and the block reference counts",
+    )
+    verify.add_argument("--db", required=True, help="the threadloom file")
+    verify.add_argument(
+        "--quick", action="store_true", help="check the counts only, do not decode every body"
+    )
+    verify.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -45,10 +54,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.demo import run_demo
 
             return run_demo(args.db, args.thread, args.turns)
-        from threadloom.cli.doctor import run_compact, run_doctor
+        from threadloom.cli.doctor import run_compact, run_doctor, run_verify
 
         if args.command == "compact":
             return run_compact(args.db)
+        if args.command == "verify":
+            return run_verify(args.db, bodies=not args.quick, as_json=args.json)
         return run_doctor(as_json=args.json, db=args.db)
     except ThreadloomError as exc:
         print(f"error: {exc}", file=sys.stderr)

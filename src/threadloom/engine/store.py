@@ -685,6 +685,104 @@ class ContentStore:
             dictionary=self.current.ident if self.current else None,
         )
 
+    def verify(self, *, bodies: bool = True) -> dict[str, Any]:
+        """Check the physical store in one read transaction; return a report.
+
+        Checks that every block a row lists exists and that `blocks.refs` equals the
+        references the rows hold (a lower count could lose data, a higher one only keeps
+        a block too long); that every extent's `live` matches its blocks; with `bodies`,
+        that every body decodes and matches its digest (every block its key).
+
+        Returns:
+            `{"rows", "blocks", "extents", "problems": [...], "leaks": [...]}`; the file is
+            sound when `problems` is empty.
+        """
+        problems: list[str] = []
+        leaks: list[str] = []
+        expected: Counter[bytes] = Counter()
+        rows = 0
+        with self.db.read() as conn:
+            stored = {bytes(k): int(r) for k, r in conn.execute("SELECT key, refs FROM blocks")}
+            for table, naming in BODY_TABLES.items():
+                columns = self._columns(conn, table)
+                batch: list[tuple[bytes, bytes, str]] = []
+                for row in conn.execute(f"SELECT * FROM {table}"):
+                    rows += 1
+                    body = row[columns["body"]]
+                    name = naming.format(*row)
+                    if body[:1] in (bytes((BLOCKS,)), bytes((BLOCK_LIST,))):
+                        if body[0] == BLOCK_LIST and bytes(body[1:]) not in stored:
+                            problems.append(
+                                f"{name}: its block list {bytes(body[1:]).hex()[:16]} is missing"
+                            )
+                            continue
+                        try:
+                            expected.update(self.referenced(conn, bytes(body)))
+                        except (CorruptionError, MissingDocumentsError) as exc:
+                            problems.append(f"{name}: {exc}")
+                            continue
+                    if bodies:
+                        batch.append((body, row[columns["digest"]], name))
+                        if len(batch) >= 256:
+                            self._check_bodies(conn, batch, problems)
+                            batch = []
+                if bodies and batch:
+                    self._check_bodies(conn, batch, problems)
+            for key, count in expected.items():
+                have = stored.get(key)
+                if have is None:
+                    problems.append(f"block {key.hex()[:16]} is listed {count} times but missing")
+                elif have < count:
+                    problems.append(
+                        f"block {key.hex()[:16]} counts {have} references, rows hold {count}"
+                    )
+                elif have > count:
+                    leaks.append(
+                        f"block {key.hex()[:16]} counts {have} references, rows hold {count}"
+                    )
+            for key, have in stored.items():
+                if key not in expected and have > 0:
+                    leaks.append(
+                        f"block {key.hex()[:16]} counts {have} references, no row lists it"
+                    )
+            extents = 0
+            for extent, live, count in conn.execute(
+                "SELECT e.id, e.live, count(b.id) FROM extents e LEFT JOIN blocks b "
+                "ON b.extent = e.id GROUP BY e.id"
+            ):
+                extents += 1
+                if live != count:
+                    problems.append(f"extent {extent} counts {live} live blocks, holds {count}")
+            orphans = fetchall(
+                conn,
+                "SELECT count(*) FROM blocks WHERE extent NOT IN (SELECT id FROM extents)",
+            )[0][0]
+            if orphans:
+                problems.append(f"{orphans} blocks point into extents the file does not hold")
+        return {
+            "rows": rows,
+            "blocks": len(stored),
+            "extents": extents,
+            "problems": problems,
+            "leaks": leaks,
+        }
+
+    @staticmethod
+    def _columns(conn: apsw.Connection, table: str) -> dict[str, int]:
+        return {r[1]: r[0] for r in conn.execute(f"PRAGMA table_info({table})")}
+
+    def _check_bodies(
+        self, conn: apsw.Connection, batch: Sequence[tuple[bytes, bytes, str]], problems: list[str]
+    ) -> None:
+        try:
+            self.raw_many(conn, batch)
+        except (CorruptionError, MissingDocumentsError):
+            for item in batch:  # name each damaged body
+                try:
+                    self.raw_many(conn, [item])
+                except (CorruptionError, MissingDocumentsError) as exc:
+                    problems.append(str(exc))
+
     def payloads(self) -> Iterator[bytes]:
         """Yield every physical payload, decompressed: each inline body's msgpack, each block.
 
