@@ -160,13 +160,12 @@ def report(results: dict[str, dict[str, Any]], size: int, compressed: int) -> No
                 "met" if copies < 1.5 else "MISSED",
             ]
         )
-        copies = r["logical2"] / size
         rows.append(
             [
                 name,
-                "stored once in the file (all logical bytes after 2 turns / result)",
-                f"{copies:.2f}",
-                "met" if copies < 1.5 else "MISSED",
+                "(logical documents after 2 turns / result: the protocol keeps the write's copy)",
+                f"{r['logical2'] / size:.2f}",
+                "",
             ]
         )
         rows.append(
@@ -177,6 +176,15 @@ def report(results: dict[str, dict[str, Any]], size: int, compressed: int) -> No
                 "",
             ]
         )
+        if r["disk1"] is not None:
+            rows.append(
+                [
+                    name,
+                    "on disk for the whole turn (message + pending write) <= result size",
+                    f"{h.mib(r['disk1'])} ({r['disk1'] / size:.2f})",
+                    "met" if r["disk1"] <= size else "MISSED",
+                ]
+            )
         if r["disk2"] is not None:
             copies = r["disk2"] / compressed
             rows.append(

@@ -288,24 +288,26 @@ def targets(results: dict[str, dict[str, Any]], turns: int) -> None:
         )
         disk = r.get("disk")
         if disk is not None:
-            rows.append(
-                [
-                    name,
-                    "on disk <= 0.6 MiB",
-                    h.mib(disk),
-                    "met" if disk <= 0.6 * h.MiB else "MISSED",
-                ]
-            )
+            for limit in (0.6, 0.2):  # the engine's target, then the content store's
+                rows.append(
+                    [
+                        name,
+                        f"on disk <= {limit} MiB",
+                        h.mib(disk),
+                        "met" if disk <= limit * h.MiB else "MISSED",
+                    ]
+                )
         if base and r["latency"]["put"] and base["latency"]["put"]:
             mine, theirs = r["latency"]["put"][0], base["latency"]["put"][0]
-            rows.append(
-                [
-                    name,
-                    "put p50 <= SqliteSaver's",
-                    f"{mine:.2f} vs {theirs:.2f} ms",
-                    "met" if mine <= theirs else "MISSED",
-                ]
-            )
+            for share, label in ((1.0, "SqliteSaver's"), (0.5, "0.5x SqliteSaver's")):
+                rows.append(
+                    [
+                        name,
+                        f"put p50 <= {label}",
+                        f"{mine:.2f} vs {theirs:.2f} ms ({mine / theirs:.2f}x)",
+                        "met" if mine <= share * theirs else "MISSED",
+                    ]
+                )
     if rows:
         print("## Targets\n")
         print(h.table(["saver", "target", "measured", "verdict"], rows) + "\n")

@@ -77,6 +77,7 @@ CREATE TABLE vals(
 
 FORMAT_2: Final = """
 ALTER TABLE checkpoints ADD COLUMN blocks INTEGER NOT NULL DEFAULT 0;
+DROP INDEX checkpoints_by_id;
 
 CREATE TABLE vals_2(
     thread INTEGER NOT NULL REFERENCES threads(id),
@@ -157,7 +158,9 @@ ON CONFLICT(key) DO NOTHING;
   `dicts` (trained zstd dictionaries);
 - a `blocks` column on every body table: how many block keys the body lists (0: inline);
 - `vals` and `writes` become WITHOUT ROWID tables keyed by their identity: the unique
-  index that duplicated every key is gone.
+  index that duplicated every key is gone; so is `checkpoints_by_id` (the unique key
+  `(thread, checkpoint_ns, checkpoint_id)` serves every lookup; listing a thread across
+  namespaces sorts its rows instead).
 
 Format-1 bodies (modes 0 and 1) are valid format-2 inline bodies: rows are copied as
 they are. The first dictionary training, due at once on a file holding 64 KiB or more,
