@@ -70,9 +70,10 @@ BODY_TABLES: Final = {
 DICT_SIZE: Final = 16 * 1024
 #: Inline bytes written before the first dictionary is trained; each retraining doubles it.
 FIRST_TRAINING: Final = 64 * 1024
-#: No automatic retraining once the file holds this many inline bytes (the dictionary has
-#: seen enough; `ContentStore.train(force=True)` still retrains).
-LAST_TRAINING: Final = 8 * 1024 * 1024
+#: No automatic retraining once the file holds this many inline bytes: each training
+#: re-encodes every inline body, and past 1 MiB of samples a dictionary gains little
+#: (`ContentStore.train(force=True)`, `threadloom compact`, still retrain).
+LAST_TRAINING: Final = 1024 * 1024
 #: Inline bytes a process writes before it adds them to `meta.inline_bytes`.
 _COUNT_STEP: Final = 8 * 1024
 #: New blocks are written back to back into extents of about this size: a row per block
