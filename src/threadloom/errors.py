@@ -48,3 +48,49 @@ class CheckpointConflictError(EngineError):
 
 class FormatError(EngineError):
     """The file's on-disk format is newer than this version of threadloom understands."""
+
+
+class DocumentServiceError(ThreadloomError):
+    """The document service (naas, over NATS) refused or failed a request.
+
+    Attributes:
+        code: the service's error code (`VERSION_CONFLICT`, `UNAUTHENTICATED`, ...).
+        detail: the service's message.
+    """
+
+    def __init__(self, code: str, detail: str) -> None:
+        self.code = code
+        self.detail = detail
+        super().__init__(detail if detail.startswith(code) else f"{code}: {detail}")
+
+
+class DocumentNotFoundError(DocumentServiceError):
+    """No document has the requested id (`DOCUMENT_NOT_FOUND`)."""
+
+
+class CollectionNotFoundError(DocumentServiceError):
+    """The collection does not exist in the namespace (`COLLECTION_NOT_FOUND`)."""
+
+
+class VersionConflictError(DocumentServiceError):
+    """A create-only or compare-and-swap put met another version (`VERSION_CONFLICT`)."""
+
+
+class UnauthenticatedError(DocumentServiceError):
+    """The token is missing, invalid or expired (`UNAUTHENTICATED`): check the secret."""
+
+
+class PermissionDeniedError(DocumentServiceError):
+    """The identity may not do this (`PERMISSION_DENIED`)."""
+
+
+class InvalidRequestError(DocumentServiceError):
+    """The service found the request malformed (`INVALID_ARGUMENT`)."""
+
+
+class PayloadTooLargeError(DocumentServiceError):
+    """A message would exceed the broker's max_payload (`PAYLOAD_TOO_LARGE`)."""
+
+
+class ServiceUnavailableError(DocumentServiceError):
+    """The broker or the service does not answer (`UNAVAILABLE`, `DEADLINE_EXCEEDED`)."""
