@@ -43,6 +43,20 @@ def _parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="check the counts only, do not decode every body"
     )
     verify.add_argument("--json", action="store_true", help="print JSON")
+    from threadloom.cli.transfer import add_arguments
+
+    add_arguments(
+        commands.add_parser(
+            "export", help="put threads of the file into the shared engine's document service"
+        ),
+        "to",
+    )
+    add_arguments(
+        commands.add_parser(
+            "import", help="copy threads of the shared engine's document service into the file"
+        ),
+        "from",
+    )
     return parser
 
 
@@ -54,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.demo import run_demo
 
             return run_demo(args.db, args.thread, args.turns)
+        if args.command in ("export", "import"):
+            from threadloom.cli.transfer import run_transfer
+
+            return run_transfer(args, "to" if args.command == "export" else "from")
         from threadloom.cli.doctor import run_compact, run_doctor, run_verify
 
         if args.command == "compact":

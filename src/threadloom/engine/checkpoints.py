@@ -31,8 +31,11 @@ from threadloom.errors import (
     ProtocolError,
 )
 from threadloom.protocol import (
+    BLOBS,
     CHECKPOINTS,
     CHECKPOINTS_V1,
+    ITEMS,
+    PARTS,
     WRITES,
     WRITES_V1,
     Known,
@@ -883,6 +886,133 @@ class CheckpointStore:
                 }
                 yield (WRITES if g == 2 else WRITES_V1), key(thread_id, a, b, c, d), data
 
+    # -- importing -------------------------------------------------------------------------
+
+    def import_documents(self, documents: Iterable[tuple[str, Mapping[str, Any]]]) -> ImportCount:
+        """Store logical documents of this scope, create-only, one transaction per thread.
+
+        `documents` are `(collection, data)` pairs as `documents()` yields them (without the
+        key) or as the document service holds them, in put order (values before what
+        references them). A value or pending write already stored is kept; a checkpoint
+        already stored must be identical.
+
+        Raises:
+            ProtocolError: a document of another agent id (re-key it first) or malformed.
+            CheckpointConflictError: a checkpoint id is stored with other content.
+        """
+        threads: dict[str, list[tuple[str, Mapping[str, Any], dict[str, Any]]]] = {}
+        for collection, data in documents:
+            table = _TABLE_OF.get(collection)
+            if table is None:
+                raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
+            if data.get("agent_id") != self.agent_id:
+                raise ProtocolError(
+                    f"a document of agent id {data.get('agent_id')!r} cannot go into scope "
+                    f"{self.agent_id!r}: re-key it (export/import --agent-id) first"
+                )
+            thread_id = data.get("thread_id")
+            if not isinstance(thread_id, str) or not thread_id:
+                raise ProtocolError(f"a {collection} document has no thread_id")
+            body = {k: v for k, v in data.items() if k not in _IDENTITY[table]}
+            threads.setdefault(thread_id, []).append((collection, data, body))
+        count = ImportCount()
+        for thread_id, docs in threads.items():
+            for _ in range(_RETRIES):
+                try:
+                    self._import(thread_id, docs, count)
+                    break
+                except _StaleMemory as stale:
+                    self._refresh(stale.epoch)
+            else:
+                raise EngineError("other processes keep deleting values while importing; retry")
+            self.memory.forget(thread_id)
+        return count
+
+    def _import(
+        self,
+        thread_id: str,
+        docs: Sequence[tuple[str, Mapping[str, Any], dict[str, Any]]],
+        count: ImportCount,
+    ) -> None:
+        packs = self.content.pack_many(body for _, _, body in docs)
+        stored = ImportCount()
+        now = time.time()
+        with self.db.write() as conn:
+            thread, seq = self._reserve(conn, thread_id, len(docs), now, packs)
+            for offset, ((collection, data, body), packed) in enumerate(
+                zip(docs, packs, strict=True)
+            ):
+                table = _TABLE_OF[collection]
+                common = (seq + offset, packed.body, packed.digest, now, len(packed.keys))
+                if table == "vals":
+                    conn.execute(
+                        "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+                        "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        (thread, data["ref"], *common),
+                    )
+                elif table == "checkpoints":
+                    conn.execute(
+                        "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, "
+                        "schema, seq, body, digest, created_at, blocks) "
+                        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        (
+                            thread,
+                            data["checkpoint_ns"],
+                            data["checkpoint_id"],
+                            data.get("parent_id"),
+                            int(data["_schema"]),
+                            *common,
+                        ),
+                    )
+                else:
+                    conn.execute(
+                        "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, "
+                        "task_path, channel, schema, seq, body, digest, created_at, blocks) "
+                        "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                        (
+                            thread,
+                            data["checkpoint_ns"],
+                            data["checkpoint_id"],
+                            data["task_id"],
+                            data["index"],
+                            data.get("task_path") or "",
+                            data["channel"],
+                            int(data["_schema"]),
+                            *common,
+                        ),
+                    )
+                if conn.changes():
+                    stored.stored += 1
+                    self.content.link(conn, [packed], now)
+                    continue
+                stored.present += 1
+                if table == "checkpoints":
+                    self._same_checkpoint(conn, thread, data, body)
+            due = self.content.note_inline(conn, packs)
+        count.stored += stored.stored
+        count.present += stored.present
+        if due:
+            self.content.train()
+
+    def _same_checkpoint(
+        self, conn: apsw.Connection, thread: int, data: Mapping[str, Any], body: dict[str, Any]
+    ) -> None:
+        rows = fetchall(
+            conn,
+            "SELECT parent_id, schema, body, digest FROM checkpoints WHERE thread = ? "
+            "AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread, data["checkpoint_ns"], data["checkpoint_id"]),
+        )
+        parent_id, schema, stored_body, digest = rows[0]
+        stored = self.content.unpack(
+            conn, stored_body, digest, f"checkpoint {data['checkpoint_id']}"
+        )
+        if parent_id != data.get("parent_id") or schema != data["_schema"] or stored != body:
+            raise CheckpointConflictError(
+                f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
+                "stored with different content; checkpoint ids are create-only"
+            )
+
     # -- deleting --------------------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
@@ -1100,6 +1230,44 @@ class CheckpointStore:
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
         return str(fetchall(conn, "SELECT thread_id FROM threads WHERE id = ?", (thread,))[0][0])
 
+
+class ImportCount:
+    """Documents `import_documents` stored, and those it found already stored."""
+
+    def __init__(self) -> None:
+        self.stored = 0
+        self.present = 0
+
+
+#: Table of each LangGraph collection, and the fields of its documents that live in columns.
+_TABLE_OF = {
+    CHECKPOINTS: "checkpoints",
+    CHECKPOINTS_V1: "checkpoints",
+    WRITES: "writes",
+    WRITES_V1: "writes",
+    BLOBS: "vals",
+    ITEMS: "vals",
+    PARTS: "vals",
+}
+_IDENTITY = {
+    "vals": frozenset({"agent_id", "thread_id", "ref", "_schema"}),
+    "checkpoints": frozenset(
+        {"agent_id", "thread_id", "checkpoint_ns", "_schema", "checkpoint_id", "parent_id"}
+    ),
+    "writes": frozenset(
+        {
+            "agent_id",
+            "thread_id",
+            "checkpoint_ns",
+            "_schema",
+            "checkpoint_id",
+            "task_id",
+            "task_path",
+            "index",
+            "channel",
+        }
+    ),
+}
 
 #: The columns that identify a row of each body table within its thread.
 _IDENTITIES = {

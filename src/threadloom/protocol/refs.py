@@ -8,12 +8,21 @@ only), which is what the released planner hashes.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from threadloom.core.hashing import sha256_hex
 from threadloom.errors import ProtocolError
-from threadloom.protocol.constants import BLOBS, ITEMS, PART_SIZE, PARTS
+from threadloom.protocol.constants import (
+    BLOBS,
+    CHECKPOINTS,
+    CHECKPOINTS_V1,
+    ITEMS,
+    PART_SIZE,
+    PARTS,
+    WRITES,
+    WRITES_V1,
+)
 
 _NUL = b"\0"
 
@@ -64,3 +73,30 @@ def collection_of(ref: str) -> str:
     if ref.startswith("p-"):
         return PARTS
     raise ProtocolError(f"Unknown reference {ref!r}: refs start with b-, c-, e- or p-")
+
+
+def key_of(collection: str, data: Mapping[str, Any]) -> str:
+    """Return the document key (SPEC §3.3) of a document of `collection` from its own fields.
+
+    Raises:
+        ProtocolError: the collection is not a LangGraph collection, or a field is missing.
+    """
+    parts: tuple[Any, ...]
+    try:
+        if collection in (CHECKPOINTS, CHECKPOINTS_V1):
+            parts = (data["thread_id"], data["checkpoint_ns"], data["checkpoint_id"])
+        elif collection in (WRITES, WRITES_V1):
+            parts = (
+                data["thread_id"],
+                data["checkpoint_ns"],
+                data["checkpoint_id"],
+                data["task_id"],
+                data["index"],
+            )
+        elif collection in (BLOBS, ITEMS, PARTS):
+            parts = (data["thread_id"], data["ref"])
+        else:
+            raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
+        return document_key(data["agent_id"], *parts)
+    except KeyError as missing:
+        raise ProtocolError(f"a {collection} document lacks the field {missing}") from None

@@ -1,0 +1,148 @@
+"""`threadloom export` / `threadloom import`: threads to and from the shared engine over NATS."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from threadloom.errors import EngineError, InvalidArgumentError
+
+TOKEN_ENV = "THREADLOOM_NATS_TOKEN"
+SECRET_ENV = "THREADLOOM_NATS_JWT_SECRET"
+
+
+def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
+    """The options of `export` (direction "to") or `import` (direction "from")."""
+    from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+
+    parser.add_argument("--db", required=True, help="the threadloom file")
+    parser.add_argument(
+        f"--{direction}",
+        dest="url",
+        required=True,
+        metavar="nats://HOST:PORT",
+        help="the NATS broker of the document service",
+    )
+    parser.add_argument(
+        "--thread",
+        action="append",
+        dest="threads",
+        metavar="T",
+        help="a thread id (repeatable; default: every thread)",
+    )
+    parser.add_argument(
+        "--namespace", help="the document namespace on the service (default: the local one)"
+    )
+    parser.add_argument(
+        "--agent-id",
+        help="the agent id on the service (default: the local one); documents are re-keyed",
+    )
+    parser.add_argument(
+        "--local-namespace",
+        default=DEFAULT_NAMESPACE,
+        help="the scope's namespace in the file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--local-agent-id",
+        default=DEFAULT_AGENT_ID,
+        help="the scope's agent id in the file (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--token",
+        help=f"a service token (or set {TOKEN_ENV}); visible to `ps`, prefer the variable",
+    )
+    parser.add_argument("--jwt-secret", help=f"the secret that signs tokens (or set {SECRET_ENV})")
+    parser.add_argument(
+        "--identity", default="api", help="the token's subject with --jwt-secret (default: api)"
+    )
+    parser.add_argument(
+        "--apply", action="store_true", help="write (default: a dry run that only reads)"
+    )
+    parser.add_argument(
+        "--include-diverged",
+        action="store_true",
+        help="also write threads whose other side has diverged",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def run_transfer(args: argparse.Namespace, direction: str) -> int:
+    """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
+    from threadloom.engine.checkpoints import CheckpointStore
+    from threadloom.engine.database import Database
+    from threadloom.nats import Credentials, DocumentClient
+    from threadloom.nats.transfer import export_threads, import_threads
+
+    token = args.token or os.environ.get(TOKEN_ENV)
+    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
+    if not token and not secret:
+        raise InvalidArgumentError(
+            f"give --token or --jwt-secret (or set {TOKEN_ENV} or {SECRET_ENV})"
+        )
+    credentials = (
+        Credentials(token=token) if token else Credentials(secret=secret, identity=args.identity)
+    )
+    if direction == "to" and not Path(args.db).is_file():
+        raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
+    database = Database(args.db)
+    store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
+    progress = _bar() if sys.stderr.isatty() and not args.json else None
+
+    async def main() -> dict[str, Any]:
+        async with await DocumentClient.connect(
+            args.url, args.namespace or args.local_namespace, credentials
+        ) as client:
+            move = export_threads if direction == "to" else import_threads
+            report = await move(
+                store,
+                client,
+                threads=args.threads,
+                agent_id=args.agent_id,
+                apply=args.apply,
+                include_diverged=args.include_diverged,
+                progress=progress,
+            )
+            return report.as_dict()
+
+    try:
+        found = asyncio.run(main())
+    finally:
+        database.close()
+        if progress is not None:
+            sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(found, indent=2))
+    else:
+        _print(found)
+    return 1 if found["conflicts"] else 0
+
+
+def _bar() -> Any:
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = width * done // total if total else width
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+        sys.stderr.flush()
+
+    return show
+
+
+def _print(found: dict[str, Any]) -> None:
+    print(
+        f"{found['mode']}: {found['threads']} threads, {found['checkpoints']} checkpoints "
+        f"({found['present']} present, {found['missing']} missing), "
+        f"{found['copied']} checkpoints and {found['documents_copied']} documents copied"
+    )
+    for thread in found["per_thread"]:
+        flags = [k for k in ("diverged", "skipped") if thread[k]]
+        print(
+            f"  {thread['thread_id']}: {thread['present']} present, {thread['missing']} missing"
+            + (f" [{', '.join(flags)}]" if flags else "")
+        )
+    for conflict in found["conflicts"]:
+        print(f"conflict: {conflict}")

@@ -1,0 +1,355 @@
+"""Threads to and from the shared engine's document service: export and import.
+
+Export puts a scope's documents in protocol order with create-only semantics: values
+are kept when present (`if_version=0`, a conflict is "already there"), a checkpoint
+already present must be identical (else the thread is reported in `conflicts`). The
+values a put introduces go first and its checkpoint or pending write last, so the
+target never holds a checkpoint whose documents are missing, an interrupted export
+resumes where it stopped, and a rerun copies nothing. A dry run (the default) reads
+the target and reports, per thread, which checkpoints are present or missing and
+whether the thread `diverged`: the target's head is not one of ours and our head is
+not on its lineage (SPEC §8.1). Diverged threads are not written unless asked.
+
+Import is the reverse, into the local file, one transaction per thread, reading the
+target in pages within the read budget. Both can re-key documents to another agent id
+(the key is `sha256([agent_id, ...])`, SPEC §3.3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from threadloom.engine.checkpoints import CheckpointStore
+from threadloom.errors import CollectionNotFoundError, VersionConflictError
+from threadloom.nats.client import DocumentClient
+from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
+from threadloom.protocol.constants import READ_BUDGET
+from threadloom.protocol.refs import key_of
+
+#: Collections the savers ensure, with their declared indexed string fields (SPEC §1.2).
+COLLECTIONS: dict[str, tuple[str, ...]] = {
+    CHECKPOINTS: ("agent_id", "thread_id", "checkpoint_ns", "checkpoint_id"),
+    WRITES: ("agent_id", "thread_id", "checkpoint_ns", "checkpoint_id"),
+    BLOBS: ("agent_id", "thread_id", "ref"),
+    ITEMS: ("agent_id", "thread_id", "ref"),
+    PARTS: ("agent_id", "thread_id", "ref"),
+}
+_VALUES = (PARTS, ITEMS, BLOBS)
+#: Puts in flight at once (documents of one group never depend on each other).
+CONCURRENCY = 16
+
+Progress = Callable[[int, int], None]
+Document = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class ThreadReport:
+    """What a transfer found (and did) for one thread."""
+
+    thread_id: str
+    checkpoints: int = 0
+    writes: int = 0
+    values: int = 0
+    present: int = 0
+    missing: int = 0
+    copied: int = 0
+    documents_copied: int = 0
+    diverged: bool = False
+    skipped: bool = False
+    conflicts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """The JSON report of `threadloom export` / `threadloom import`."""
+
+    mode: str
+    source: dict[str, Any]
+    target: dict[str, Any]
+    threads: list[ThreadReport] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {
+            "mode": self.mode,
+            "source": self.source,
+            "target": self.target,
+            "threads": len(self.threads),
+        }
+        for name in ("checkpoints", "writes", "values", "present", "missing", "copied"):
+            out[name] = sum(getattr(t, name) for t in self.threads)
+        out["documents_copied"] = sum(t.documents_copied for t in self.threads)
+        out["diverged"] = [t.thread_id for t in self.threads if t.diverged]
+        out["skipped"] = [t.thread_id for t in self.threads if t.skipped]
+        out["conflicts"] = [c for t in self.threads for c in t.conflicts]
+        out["per_thread"] = [asdict(t) for t in self.threads]
+        return out
+
+
+def rekey(documents: Iterable[Document], agent_id: str) -> list[Document]:
+    """The documents with `agent_id` in place of theirs (their keys follow)."""
+    return [(c, {**d, "agent_id": agent_id}) for c, d in documents]
+
+
+def diverged(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]]) -> bool:
+    """True when the target's root head is not ours and our root head is not on its lineage.
+
+    Args:
+        ours, theirs: checkpoint documents (data) of one thread on each side.
+    """
+    mine = {d["checkpoint_id"] for d in ours if d.get("checkpoint_ns") == ""}
+    root = {d["checkpoint_id"]: d for d in theirs if d.get("checkpoint_ns") == ""}
+    if not root or not mine:
+        return False
+    head = max(root)
+    if head in mine:
+        return False
+    our_head = max(mine)
+    seen: set[str] = set()
+    current: str | None = head
+    while current is not None and current not in seen:
+        if current == our_head:
+            return False
+        seen.add(current)
+        parent = root.get(current)
+        current = parent.get("parent_id") if parent is not None else None
+    return True
+
+
+async def prepare(client: DocumentClient) -> None:
+    """Ensure the LangGraph collections exist on the target, as the savers' setup() does."""
+    for name, fields in COLLECTIONS.items():
+        await client.ensure_collection(name, fields)
+
+
+async def fetch_thread(
+    client: DocumentClient, agent_id: str, thread_id: str, collections: Iterable[str]
+) -> list[Document]:
+    """Every document of a thread in `collections`, page by page within the read budget."""
+    found: list[Document] = []
+    where = [("agent_id", "eq", agent_id), ("thread_id", "eq", thread_id)]
+    for collection in collections:
+        try:
+            async for item in client.find(collection, where, max_bytes=READ_BUDGET):
+                found.append((collection, item.data))
+        except CollectionNotFoundError:  # a target the savers never set up holds nothing
+            continue
+    return found
+
+
+async def target_threads(client: DocumentClient, agent_id: str) -> list[str]:
+    """The thread ids that hold checkpoints of `agent_id` on the target."""
+    threads: set[str] = set()
+    try:
+        async for item in client.find(
+            CHECKPOINTS, [("agent_id", "eq", agent_id)], max_bytes=READ_BUDGET
+        ):
+            threads.add(item.data["thread_id"])
+    except CollectionNotFoundError:
+        return []
+    return sorted(threads)
+
+
+# -- export -------------------------------------------------------------------------------
+
+
+async def export_threads(
+    store: CheckpointStore,
+    client: DocumentClient,
+    *,
+    threads: Sequence[str] | None = None,
+    agent_id: str | None = None,
+    apply: bool = False,
+    include_diverged: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Export threads of `store` to the document service `client` is bound to.
+
+    Args:
+        threads: the thread ids (default: every thread of the scope).
+        agent_id: the target agent id (default: the store's); documents are re-keyed.
+        apply: write (default: a dry run that only reads the target).
+        include_diverged: also write threads whose target has diverged.
+        progress: called with (documents done, documents to do) while writing.
+    """
+    target_agent = agent_id or store.agent_id
+    report = Report(
+        "applied" if apply else "dry-run",
+        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.db.path},
+        {"namespace": client.namespace, "agent_id": target_agent, "schema": 2},
+    )
+    names = list(threads) if threads is not None else store.thread_ids()
+    if apply:
+        await prepare(client)
+    plans: list[tuple[ThreadReport, list[list[Document]], dict[str, Mapping[str, Any]]]] = []
+    for thread_id in names:
+        docs = [(c, d) for c, _, d in store.documents(thread_id)]
+        if target_agent != store.agent_id:
+            docs = rekey(docs, target_agent)
+        entry = ThreadReport(thread_id)
+        report.threads.append(entry)
+        ours = [d for c, d in docs if c == CHECKPOINTS]
+        entry.checkpoints = len(ours)
+        entry.writes = sum(1 for c, _ in docs if c == WRITES)
+        entry.values = sum(1 for c, _ in docs if c in _VALUES)
+        anchors = await fetch_thread(client, target_agent, thread_id, [CHECKPOINTS, WRITES])
+        theirs = [d for c, d in anchors if c == CHECKPOINTS]
+        present = {key_of(CHECKPOINTS, d) for d in theirs}
+        entry.present = sum(1 for d in ours if key_of(CHECKPOINTS, d) in present)
+        entry.missing = entry.checkpoints - entry.present
+        entry.diverged = diverged(ours, theirs)
+        if entry.diverged and not include_diverged:
+            entry.skipped = apply
+            continue
+        plans.append((entry, _groups(docs), {key_of(c, d): d for c, d in anchors}))
+    if apply:
+        total = sum(len(g) for _, groups, _ in plans for g in groups)
+        done = 0
+        for entry, groups, written in plans:
+            for group in groups:
+                done += len(group)
+                await _put_group(client, entry, group, written)
+                if progress is not None:
+                    progress(done, total)
+    return report
+
+
+def _groups(docs: Sequence[Document]) -> list[list[Document]]:
+    """Cut documents in put order into groups: the values a put introduced, then its anchor
+    (the checkpoint or pending write that references them)."""
+    groups: list[list[Document]] = []
+    pending: list[Document] = []
+    for collection, data in docs:
+        pending.append((collection, data))
+        if collection not in _VALUES:
+            groups.append(pending)
+            pending = []
+    if pending:
+        groups.append(pending)
+    return groups
+
+
+async def _put_group(
+    client: DocumentClient,
+    entry: ThreadReport,
+    group: Sequence[Document],
+    written: Mapping[str, Mapping[str, Any]],
+) -> None:
+    *values, (anchor_collection, anchor) = group
+    if anchor_collection not in _VALUES and key_of(anchor_collection, anchor) in written:
+        # Present on the target: it was put after its values, so they are there too.
+        return
+    if anchor_collection in _VALUES:  # trailing values without an anchor
+        values, anchor = [*values, (anchor_collection, anchor)], {}
+    # The anchor is missing, so its values most likely are too (a put introduces only
+    # values the thread did not hold): put them all, create-only.
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def put(collection: str, data: Mapping[str, Any]) -> None:
+        async with limit:
+            if await _create(client, collection, data):
+                entry.documents_copied += 1
+
+    await asyncio.gather(*(put(c, d) for c, d in values))
+    if not anchor:
+        return
+    if await _create(client, anchor_collection, anchor):
+        entry.documents_copied += 1
+        if anchor_collection == CHECKPOINTS:
+            entry.copied += 1
+    elif anchor_collection == CHECKPOINTS:
+        stored = await client.get(CHECKPOINTS, key_of(CHECKPOINTS, anchor))
+        if stored.data != dict(anchor):
+            entry.conflicts.append(
+                f"{entry.thread_id}: checkpoint {anchor['checkpoint_id']} differs on the target"
+            )
+
+
+async def _create(client: DocumentClient, collection: str, data: Mapping[str, Any]) -> bool:
+    """Create-only put; False when the document was already there."""
+    try:
+        await client.put(collection, key_of(collection, data), data, if_version=0)
+    except VersionConflictError:
+        return False
+    return True
+
+
+# -- import -------------------------------------------------------------------------------
+
+
+async def import_threads(
+    store: CheckpointStore,
+    client: DocumentClient,
+    *,
+    threads: Sequence[str] | None = None,
+    agent_id: str | None = None,
+    apply: bool = False,
+    include_diverged: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Import threads of the document service into `store` (the reverse of export).
+
+    Args:
+        threads: the thread ids (default: every thread of the source agent id).
+        agent_id: the source agent id on the service (default: the store's); documents
+            are re-keyed to the store's agent id.
+    """
+    source_agent = agent_id or store.agent_id
+    report = Report(
+        "applied" if apply else "dry-run",
+        {"namespace": client.namespace, "agent_id": source_agent, "schema": 2},
+        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.db.path},
+    )
+    names = list(threads) if threads is not None else await target_threads(client, source_agent)
+    for done, thread_id in enumerate(names, start=1):
+        entry = ThreadReport(thread_id)
+        report.threads.append(entry)
+        theirs = await fetch_thread(
+            client, source_agent, thread_id, [*_VALUES, CHECKPOINTS, WRITES]
+        )
+        if source_agent != store.agent_id:
+            theirs = rekey(theirs, store.agent_id)
+        remote = [d for c, d in theirs if c == CHECKPOINTS]
+        local = [d for c, _, d in store.documents(thread_id) if c == CHECKPOINTS]
+        entry.checkpoints = len(remote)
+        entry.writes = sum(1 for c, _ in theirs if c == WRITES)
+        entry.values = sum(1 for c, _ in theirs if c in _VALUES)
+        mine = {key_of(CHECKPOINTS, d) for d in local}
+        entry.present = sum(1 for d in remote if key_of(CHECKPOINTS, d) in mine)
+        entry.missing = entry.checkpoints - entry.present
+        entry.diverged = diverged(remote, local)
+        if entry.diverged and not include_diverged:
+            entry.skipped = apply
+            continue
+        if apply:
+            counted = store.import_documents(_put_order(theirs))
+            entry.documents_copied = counted.stored
+            entry.copied = entry.missing
+        if progress is not None:
+            progress(done, len(names))
+    return report
+
+
+def _put_order(docs: Sequence[Document]) -> list[Document]:
+    """Values first, then checkpoints oldest first, each followed by its pending writes."""
+    values = [d for d in docs if d[0] in _VALUES]
+    checkpoints = sorted(
+        (d for d in docs if d[0] == CHECKPOINTS), key=lambda d: d[1]["checkpoint_id"]
+    )
+    writes: dict[tuple[str, str], list[Document]] = {}
+    for doc in docs:
+        if doc[0] == WRITES:
+            writes.setdefault((doc[1]["checkpoint_ns"], doc[1]["checkpoint_id"]), []).append(doc)
+    ordered = list(values)
+    for doc in checkpoints:
+        ordered.append(doc)
+        ordered.extend(
+            sorted(
+                writes.pop((doc[1]["checkpoint_ns"], doc[1]["checkpoint_id"]), []),
+                key=lambda w: (w[1]["task_id"], w[1]["index"]),
+            )
+        )
+    ordered.extend(w for group in writes.values() for w in group)
+    return ordered
