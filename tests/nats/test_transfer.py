@@ -335,3 +335,44 @@ def test_export_to_another_agent_id_and_back_through_the_command_line(
         == 1
     )
     assert "--jwt-secret" in capsys.readouterr().err
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_export_leaves_no_checkpoint_without_its_documents(
+    tmp_path: Path, document_service: RunningDocumentService, document_namespace: str
+) -> None:
+    """Stopped between two windows of checkpoints, the target holds only checkpoints whose
+    every referenced document is there; the rerun completes the thread."""
+    from threadloom.protocol import references
+
+    with Saver.from_conn_string(str(tmp_path / "i.db"), namespace=document_namespace) as saver:
+        agent_thread(saver, "i")
+        calls = []
+
+        def stop(done: int, total: int) -> None:
+            calls.append(done)
+            if len(calls) == 2:  # the values and the first window of anchors are in
+                raise _Interrupted
+
+        with pytest.raises(_Interrupted):
+            export(saver, document_service, document_namespace, apply=True, progress=stop)
+        there = remote(document_service, document_namespace, saver.agent_id, "i")
+        by_ref = {d["ref"]: d for d in there.values() if "ref" in d}
+        checkpoints = [d for d in there.values() if "channels" in d]
+        assert (
+            0 < len(checkpoints) < len([1 for c, _, _ in saver.documents("i") if c == CHECKPOINTS])
+        )
+        for doc in checkpoints:
+            todo = [ref for ref, _ in references(doc)]
+            while todo:
+                ref = todo.pop()
+                assert ref in by_ref, f"checkpoint {doc['checkpoint_id']} lacks {ref}"
+                todo.extend(r for r, _ in references(by_ref[ref]))
+        rest = export(saver, document_service, document_namespace, apply=True)
+        assert rest["present"] + rest["copied"] == rest["checkpoints"] and rest["copied"] > 0
+        assert canonical(remote(document_service, document_namespace, saver.agent_id, "i")) == (
+            canonical(local(saver, "i"))
+        )

@@ -23,7 +23,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from threadloom.engine.checkpoints import CheckpointStore
-from threadloom.errors import CollectionNotFoundError, VersionConflictError
+from threadloom.errors import (
+    CheckpointConflictError,
+    CollectionNotFoundError,
+    VersionConflictError,
+)
 from threadloom.nats.client import DocumentClient
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
 from threadloom.protocol.constants import READ_BUDGET
@@ -39,7 +43,7 @@ COLLECTIONS: dict[str, tuple[str, ...]] = {
 }
 _VALUES = (PARTS, ITEMS, BLOBS)
 #: Puts in flight at once (documents of one group never depend on each other).
-CONCURRENCY = 16
+CONCURRENCY = 4
 
 Progress = Callable[[int, int], None]
 Document = tuple[str, dict[str, Any]]
@@ -208,11 +212,7 @@ async def export_threads(
         total = sum(len(g) for _, groups, _ in plans for g in groups)
         done = 0
         for entry, groups, written in plans:
-            for group in groups:
-                done += len(group)
-                await _put_group(client, entry, group, written)
-                if progress is not None:
-                    progress(done, total)
+            done += await _put_thread(client, entry, groups, written, progress, done, total)
     return report
 
 
@@ -231,35 +231,64 @@ def _groups(docs: Sequence[Document]) -> list[list[Document]]:
     return groups
 
 
-async def _put_group(
+async def _put_thread(
     client: DocumentClient,
     entry: ThreadReport,
-    group: Sequence[Document],
+    groups: Sequence[Sequence[Document]],
     written: Mapping[str, Mapping[str, Any]],
-) -> None:
-    *values, (anchor_collection, anchor) = group
-    if anchor_collection not in _VALUES and key_of(anchor_collection, anchor) in written:
-        # Present on the target: it was put after its values, so they are there too.
-        return
-    if anchor_collection in _VALUES:  # trailing values without an anchor
-        values, anchor = [*values, (anchor_collection, anchor)], {}
-    # The anchor is missing, so its values most likely are too (a put introduces only
-    # values the thread did not hold): put them all, create-only.
-    limit = asyncio.Semaphore(CONCURRENCY)
+    progress: Progress | None,
+    done: int,
+    total: int,
+) -> int:
+    """Put what the target lacks of one thread; return how many documents were looked at.
 
-    async def put(collection: str, data: Mapping[str, Any]) -> None:
+    First every value of the groups whose anchor is missing (a put introduces only values
+    the thread did not hold, so they are most likely missing too), many in flight; then
+    the anchors in put order, CONCURRENCY at a time. Every anchor is put after all its
+    values, so an interruption never leaves a checkpoint without its documents (at most
+    one window of anchors lands out of order; a rerun completes it).
+    """
+    values: dict[str, Document] = {}
+    anchors: list[Document] = []
+    seen = 0
+    for group in groups:
+        seen += len(group)
+        collection, last = group[-1]
+        if collection not in _VALUES and key_of(collection, last) in written:
+            continue  # present: it was put after its values, so they are there too
+        for doc in group:
+            if doc[0] in _VALUES:
+                values.setdefault(key_of(*doc), doc)
+            else:
+                anchors.append(doc)
+    limit = asyncio.Semaphore(2 * CONCURRENCY)
+
+    async def put_value(collection: str, data: Mapping[str, Any]) -> None:
         async with limit:
             if await _create(client, collection, data):
                 entry.documents_copied += 1
 
-    await asyncio.gather(*(put(c, d) for c, d in values))
-    if not anchor:
-        return
-    if await _create(client, anchor_collection, anchor):
+    await asyncio.gather(*(put_value(c, d) for c, d in values.values()))
+    if progress is not None:
+        progress(done + len(values), total)
+    for start in range(0, len(anchors), CONCURRENCY):
+        window = anchors[start : start + CONCURRENCY]
+        await asyncio.gather(*(_put_anchor(client, entry, c, d) for c, d in window))
+        if progress is not None:
+            progress(done + len(values) + start + len(window), total)
+    if progress is not None:
+        progress(done + seen, total)
+    return seen
+
+
+async def _put_anchor(
+    client: DocumentClient, entry: ThreadReport, collection: str, anchor: Mapping[str, Any]
+) -> None:
+    if await _create(client, collection, anchor):
         entry.documents_copied += 1
-        if anchor_collection == CHECKPOINTS:
+        if collection == CHECKPOINTS:
             entry.copied += 1
-    elif anchor_collection == CHECKPOINTS:
+    elif collection == CHECKPOINTS:
         stored = await client.get(CHECKPOINTS, key_of(CHECKPOINTS, anchor))
         if stored.data != dict(anchor):
             entry.conflicts.append(
@@ -324,9 +353,13 @@ async def import_threads(
             entry.skipped = apply
             continue
         if apply:
-            counted = store.import_documents(_put_order(theirs))
-            entry.documents_copied = counted.stored
-            entry.copied = entry.missing
+            try:
+                counted = store.import_documents(_put_order(theirs))
+            except CheckpointConflictError as conflict:  # the thread's transaction rolled back
+                entry.conflicts.append(f"{thread_id}: {conflict}")
+            else:
+                entry.documents_copied = counted.stored
+                entry.copied = entry.missing
         if progress is not None:
             progress(done, len(names))
     return report
