@@ -6,8 +6,9 @@ Usage (NAAS_NATS_URL and NAAS_JWT_SECRET in the environment; prints one JSON obj
   `naas_abi_sdk.langgraph.DocumentCheckpointSaver.alist` returns it (newest first, all
   namespaces), each as `plain(...)` of its config, parent, channel values, metadata and
   pending writes; and the latest root checkpoint by `aget_tuple`.
-- `write NAMESPACE AGENT_ID THREAD_ID TURNS`: the SDK saver writes a chat thread of TURNS
-  turns (messages growing, a 300 KiB tool result on turn 2, one pending write per turn,
+- `write NAMESPACE AGENT_ID THREAD_ID TURNS [BIG]`: the SDK saver writes a chat thread of
+  TURNS turns (messages growing, a BIG-byte tool result on turn 2, default 300 KB, one
+  pending write per turn,
   and a child namespace checkpoint), then prints `read`'s output for it.
 
 `plain` is the comparison form the tests use on both sides (tests/nats/test_transfer.py
@@ -62,11 +63,13 @@ async def read(saver: DocumentCheckpointSaver, thread_id: str) -> dict[str, Any]
     return {"history": history, "latest": snapshot(latest) if latest else None}
 
 
-async def write(saver: DocumentCheckpointSaver, thread_id: str, turns: int) -> None:
+async def write(
+    saver: DocumentCheckpointSaver, thread_id: str, turns: int, big: int = 300_000
+) -> None:
     config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
     messages: list[Any] = []
     for turn in range(1, turns + 1):
-        size = 300_000 if turn == 2 else 200
+        size = big if turn == 2 else 200
         messages = [
             *messages,
             HumanMessage(content=f"question {turn}", id=f"{thread_id}-{turn}-h"),
@@ -112,7 +115,7 @@ async def main(argv: list[str]) -> dict[str, Any]:
         saver = DocumentCheckpointSaver(client, agent_id=agent_id)
         await saver.setup()
         if command == "write":
-            await write(saver, thread_id, int(rest[0]))
+            await write(saver, thread_id, int(rest[0]), *(int(r) for r in rest[1:2]))
         elif command != "read":
             raise SystemExit(f"unknown command {command!r}")
         return await read(saver, thread_id)

@@ -43,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
         "--quick", action="store_true", help="check the counts only, do not decode every body"
     )
     verify.add_argument("--json", action="store_true", help="print JSON")
-    from threadloom.cli.transfer import add_arguments
+    from threadloom.cli.transfer import add_arguments, add_serve_arguments
 
     add_arguments(
         commands.add_parser(
@@ -57,6 +57,13 @@ def _parser() -> argparse.ArgumentParser:
         ),
         "from",
     )
+    add_serve_arguments(
+        commands.add_parser(
+            "serve",
+            help="answer as the document service over NATS for the file (the naas SDK saver "
+            "can use it as its memory)",
+        )
+    )
     return parser
 
 
@@ -68,6 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.demo import run_demo
 
             return run_demo(args.db, args.thread, args.turns)
+        if args.command == "serve":
+            from threadloom.cli.transfer import run_serve
+
+            return run_serve(args)
         if args.command in ("export", "import"):
             from threadloom.cli.transfer import run_transfer
 

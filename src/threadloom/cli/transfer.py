@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -146,3 +147,38 @@ def _print(found: dict[str, Any]) -> None:
         )
     for conflict in found["conflicts"]:
         print(f"conflict: {conflict}")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", required=True, help="the threadloom file (created if missing)")
+    parser.add_argument(
+        "--nats", required=True, metavar="nats://HOST:PORT", help="the broker to serve on"
+    )
+    parser.add_argument(
+        "--jwt-secret", help=f"the secret tokens must be signed with (or set {SECRET_ENV})"
+    )
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    """Serve the file as the document service until SIGINT or SIGTERM."""
+    import signal
+
+    from threadloom.nats.serve import serve
+
+    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
+    if not secret:
+        raise InvalidArgumentError(f"give --jwt-secret (or set {SECRET_ENV})")
+
+    def ready() -> None:
+        print(f"ready: serving {args.db} on {args.nats}", flush=True)
+
+    async def main() -> None:
+        task = asyncio.ensure_future(serve(args.db, args.nats, secret, ready=ready))
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    return 0

@@ -366,7 +366,8 @@ class CheckpointStore:
                     conflict = (
                         "DO UPDATE SET task_path = excluded.task_path, "
                         "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
-                        "digest = excluded.digest, blocks = excluded.blocks"
+                        "digest = excluded.digest, blocks = excluded.blocks, "
+                        "version = version + 1"
                     )
                     self.content.unlink_rows(
                         conn,
@@ -841,27 +842,86 @@ class CheckpointStore:
     def _thread_documents(
         self, thread: int, thread_id: str
     ) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        key = self.planner.key
+        for found in self._select("t.id = ?", [thread], tables=(0, 1, 2), ordered=True):
+            yield found.collection, found.key, found.data
+
+    def find_documents(
+        self,
+        collection: str,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_ids: Sequence[str] | None = None,
+        before: str | None = None,
+        refs: Sequence[str] | None = None,
+    ) -> builtins.list[StoredDocument]:
+        """The scope's documents of one collection, narrowed by the fields given (all ANDed).
+
+        What the document service's `find` needs to answer for the LangGraph collections;
+        every other predicate is applied by the caller on the documents returned.
+        """
+        table = {CHECKPOINTS: 1, WRITES: 2, BLOBS: 0, ITEMS: 0, PARTS: 0}.get(collection)
+        if table is None:
+            return []
+        where = ["t.scope = ?"]
+        args: builtins.list[Any] = [self.scope]
+        if thread_id is not None:
+            where.append("t.thread_id = ?")
+            args.append(thread_id)
+        if table == 0:
+            prefixes = {BLOBS: ("b-",), ITEMS: ("c-", "e-"), PARTS: ("p-",)}[collection]
+            where.append(f"substr(x.ref, 1, 2) IN ({', '.join('?' * len(prefixes))})")
+            args.extend(prefixes)
+            if refs is not None:
+                where.append("x.ref IN carray(?)")
+                args.append(_sql_ids(refs) if refs else apsw.carray(("",)))
+        else:
+            where.append("x.schema = 2")
+            if checkpoint_ns is not None:
+                where.append("x.checkpoint_ns = ?")
+                args.append(checkpoint_ns)
+            if checkpoint_ids is not None:
+                where.append("x.checkpoint_id IN carray(?)")
+                args.append(_sql_ids(checkpoint_ids) if checkpoint_ids else apsw.carray(("",)))
+            if before is not None:
+                where.append("x.checkpoint_id < ?")
+                args.append(before)
+        return self._select(" AND ".join(where), args, tables=(table,), ordered=False)
+
+    def _select(
+        self, where: str, args: Sequence[Any], *, tables: Sequence[int], ordered: bool
+    ) -> builtins.list[StoredDocument]:
+        """Documents of rows matching `where` (on `t` = threads and `x` = the table)."""
+        parts = {
+            0: "SELECT x.seq, 0, x.ref, NULL, NULL, NULL, NULL, NULL, NULL, x.body, x.digest, "
+            "t.thread_id, x.created_at, 1 FROM vals x JOIN threads t ON x.thread = t.id",
+            1: "SELECT x.seq, 1, x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema, NULL, "
+            "NULL, NULL, x.body, x.digest, t.thread_id, x.created_at, 1 FROM checkpoints x "
+            "JOIN threads t ON x.thread = t.id",
+            2: "SELECT x.seq, 2, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+            "x.channel, x.schema, x.body, x.digest, t.thread_id, x.created_at, x.version "
+            "FROM writes x JOIN threads t ON x.thread = t.id",
+        }
+        sql = " UNION ALL ".join(f"{parts[i]} WHERE {where}" for i in tables)
+        bound = [a for _ in tables for a in args]
+        if ordered:
+            sql += " ORDER BY 1"
+        names = ("value {2}", "checkpoint {3}", "pending write {4}/{5}")
         with self.db.read() as conn:
-            rows = fetchall(
-                conn,
-                "SELECT seq, 0, ref, NULL, NULL, NULL, NULL, NULL, NULL, body, digest FROM vals "
-                "WHERE thread = ?1 UNION ALL "
-                "SELECT seq, 1, checkpoint_ns, checkpoint_id, parent_id, schema, NULL, NULL, NULL, "
-                "body, digest FROM checkpoints WHERE thread = ?1 UNION ALL "
-                "SELECT seq, 2, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, "
-                "schema, body, digest FROM writes WHERE thread = ?1 ORDER BY 1",
-                (thread,),
-            )
-            names = ("value {2}", "checkpoint {3}", "pending write {4}/{5}")
+            rows = fetchall(conn, sql, bound)
             decoded = self.content.unpack_many(
                 conn, [(r[9], r[10], names[r[1]].format(*r)) for r in rows]
             )
-        base = {"agent_id": self.agent_id, "thread_id": thread_id}
-        for (_, table, a, b, c, d, e, f, g, _, _), stored in zip(rows, decoded, strict=True):
+        key = self.planner.key
+        found: builtins.list[StoredDocument] = []
+        for row, stored in zip(rows, decoded, strict=True):
+            _, table, a, b, c, d, e, f, g, _, _, thread_id, created, version = row
+            base = {"agent_id": self.agent_id, "thread_id": thread_id}
             if table == 0:
                 data = {**base, "ref": a, "_schema": 2, **stored}
-                yield collection_of(a), key(thread_id, a), data
+                found.append(
+                    StoredDocument(collection_of(a), key(thread_id, a), data, created, version)
+                )
             elif table == 1:
                 data = {
                     **base,
@@ -871,7 +931,10 @@ class CheckpointStore:
                     "parent_id": c,
                     **stored,
                 }
-                yield (CHECKPOINTS if d == 2 else CHECKPOINTS_V1), key(thread_id, a, b), data
+                collection = CHECKPOINTS if d == 2 else CHECKPOINTS_V1
+                found.append(
+                    StoredDocument(collection, key(thread_id, a, b), data, created, version)
+                )
             else:
                 data = {
                     **base,
@@ -884,7 +947,147 @@ class CheckpointStore:
                     "channel": f,
                     **stored,
                 }
-                yield (WRITES if g == 2 else WRITES_V1), key(thread_id, a, b, c, d), data
+                collection = WRITES if g == 2 else WRITES_V1
+                found.append(
+                    StoredDocument(collection, key(thread_id, a, b, c, d), data, created, version)
+                )
+        return found
+
+    def keys(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every document key of the scope -> (collection, identifying fields).
+
+        Read from the key columns only (no body is decoded): what the document service
+        needs to answer `get` and `delete` by id.
+        """
+        key = self.planner.key
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        with self.db.read() as conn:
+            for thread_id, ref in conn.execute(
+                "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ?",
+                (self.scope,),
+            ):
+                out[key(thread_id, ref)] = (
+                    collection_of(ref),
+                    {"thread_id": thread_id, "ref": ref},
+                )
+            for thread_id, ns, cid, schema in conn.execute(
+                "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.schema FROM checkpoints x "
+                "JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
+                (self.scope,),
+            ):
+                out[key(thread_id, ns, cid)] = (
+                    CHECKPOINTS if schema == 2 else CHECKPOINTS_V1,
+                    {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid},
+                )
+            for thread_id, ns, cid, task_id, idx, schema in conn.execute(
+                "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.schema "
+                "FROM writes x JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
+                (self.scope,),
+            ):
+                out[key(thread_id, ns, cid, task_id, idx)] = (
+                    WRITES if schema == 2 else WRITES_V1,
+                    {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": cid,
+                        "task_id": task_id,
+                        "index": idx,
+                    },
+                )
+        return out
+
+    def delete_document(self, collection: str, fields: Mapping[str, Any]) -> bool:
+        """Delete one document by its identifying fields; False when it was not stored.
+
+        Deleting a value can leave checkpoints that reference it unreadable, exactly as
+        on the document service; the savers delete values only when nothing references
+        them.
+        """
+        table = _TABLE_OF.get(collection)
+        if table is None:
+            raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
+        ident: tuple[Any, ...]
+        if table == "vals":
+            where, ident = "ref = ?", (fields["ref"],)
+        elif table == "checkpoints":
+            where, ident = (
+                "checkpoint_ns = ? AND checkpoint_id = ?",
+                (fields["checkpoint_ns"], fields["checkpoint_id"]),
+            )
+        else:
+            where, ident = (
+                "checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+                (
+                    fields["checkpoint_ns"],
+                    fields["checkpoint_id"],
+                    fields["task_id"],
+                    fields["index"],
+                ),
+            )
+        thread_id = fields["thread_id"]
+        with self.db.write() as conn:
+            thread = self._thread(conn, thread_id)
+            if thread is None:
+                return False
+            condition = f"thread = ? AND {where}"
+            self.content.unlink_rows(conn, table, condition, (thread, *ident))
+            conn.execute(f"DELETE FROM {table} WHERE {condition}", (thread, *ident))
+            gone = conn.changes() > 0
+            if gone and table == "vals":
+                self._bump_epoch(conn)
+                self.cache.drop(thread, [fields["ref"]])
+            self.content.sweep(conn, self.grace)
+        if gone:
+            self.memory.forget(thread_id)
+        return gone
+
+    def replace_write(self, data: Mapping[str, Any]) -> int:
+        """Store a pending-write document, replacing one with the same key; return its version."""
+        body = {k: v for k, v in data.items() if k not in _IDENTITY["writes"]}
+        for _ in range(_RETRIES):
+            try:
+                return self._replace_write(data, body)
+            except _StaleMemory as stale:
+                self._refresh(stale.epoch)
+        raise EngineError("other processes keep deleting values while writing; retry")
+
+    def _replace_write(self, data: Mapping[str, Any], body: dict[str, Any]) -> int:
+        packed = self.content.pack_many([body])[0]
+        now = time.time()
+        with self.db.write() as conn:
+            thread, seq = self._reserve(conn, data["thread_id"], 1, now, [packed])
+            key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
+            self.content.unlink_rows(
+                conn,
+                "writes",
+                "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? "
+                "AND idx = ?",
+                (*key, data["index"]),
+            )
+            version = fetchall(
+                conn,
+                "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, "
+                "channel, schema, seq, body, digest, created_at, blocks) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET "
+                "task_path = excluded.task_path, channel = excluded.channel, seq = excluded.seq, "
+                "body = excluded.body, digest = excluded.digest, blocks = excluded.blocks, "
+                "version = version + 1 RETURNING version",
+                (
+                    *key,
+                    data["index"],
+                    data.get("task_path") or "",
+                    data["channel"],
+                    int(data["_schema"]),
+                    seq,
+                    packed.body,
+                    packed.digest,
+                    now,
+                    len(packed.keys),
+                ),
+            )[0][0]
+            self.content.link(conn, [packed], now)
+        return int(version)
 
     # -- importing -------------------------------------------------------------------------
 
@@ -1229,6 +1432,16 @@ class CheckpointStore:
 
     def _thread_name(self, conn: apsw.Connection, thread: int) -> str:
         return str(fetchall(conn, "SELECT thread_id FROM threads WHERE id = ?", (thread,))[0][0])
+
+
+class StoredDocument(NamedTuple):
+    """One logical document as the file holds it (for the document service)."""
+
+    collection: str
+    key: str
+    data: dict[str, Any]
+    created_at: float
+    version: int
 
 
 class ImportCount:

@@ -108,6 +108,7 @@ CREATE TABLE writes_2(
     digest BLOB NOT NULL,
     created_at REAL NOT NULL,
     blocks INTEGER NOT NULL DEFAULT 0,
+    version INTEGER NOT NULL DEFAULT 1,
     PRIMARY KEY(thread, checkpoint_ns, checkpoint_id, task_id, idx)
 ) STRICT, WITHOUT ROWID;
 INSERT INTO writes_2(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel,
@@ -157,6 +158,8 @@ ON CONFLICT(key) DO NOTHING;
 - `blocks` (content blocks shared file-wide, their bytes back to back in `extents`) and
   `dicts` (trained zstd dictionaries);
 - a `blocks` column on every body table: how many block keys the body lists (0: inline);
+- a `version` column on `writes`: the document version (a special write replaced by a
+  later one counts up, as the document service does; other documents are create-only);
 - `vals` and `writes` become WITHOUT ROWID tables keyed by their identity: the unique
   index that duplicated every key is gone; so is `checkpoints_by_id` (the unique key
   `(thread, checkpoint_ns, checkpoint_id)` serves every lookup; listing a thread across
