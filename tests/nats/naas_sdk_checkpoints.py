@@ -6,6 +6,8 @@ Usage (NAAS_NATS_URL and NAAS_JWT_SECRET in the environment; prints one JSON obj
   `naas_abi_sdk.langgraph.DocumentCheckpointSaver.alist` returns it (newest first, all
   namespaces), each as `plain(...)` of its config, parent, channel values, metadata and
   pending writes; and the latest root checkpoint by `aget_tuple`.
+- `graph NAMESPACE AGENT_ID THREAD_ID TURNS`: a LangGraph tool-calling agent graph
+  (deterministic model) compiled with the SDK saver runs TURNS turns; prints `read`'s.
 - `write NAMESPACE AGENT_ID THREAD_ID TURNS [BIG]`: the SDK saver writes a chat thread of
   TURNS turns (messages growing, a BIG-byte tool result on turn 2, default 300 KB, one
   pending write per turn,
@@ -25,6 +27,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, MessagesState, StateGraph
 from naas_abi_core.engine.nats_auth import issue_service_token
 from naas_abi_sdk.document import DocumentClient
 from naas_abi_sdk.langgraph import DocumentCheckpointSaver
@@ -106,6 +109,50 @@ async def write(
     )
 
 
+async def graph(saver: DocumentCheckpointSaver, thread_id: str, turns: int) -> None:
+    """A tool-calling agent graph (deterministic model, no network) run for TURNS turns."""
+
+    def model(state: MessagesState) -> dict[str, Any]:
+        last = state["messages"][-1]
+        turn = sum(1 for m in state["messages"] if isinstance(m, HumanMessage))
+        if isinstance(last, HumanMessage):
+            call = {"name": "lookup", "args": {"turn": turn}, "id": f"call-{turn}"}
+            return {
+                "messages": [AIMessage(content="", tool_calls=[call], id=f"{thread_id}-{turn}-c")]
+            }
+        return {"messages": [AIMessage(content=f"answer {turn}", id=f"{thread_id}-{turn}-a")]}
+
+    def tools(state: MessagesState) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]
+        text = "result " * (50 * call["args"]["turn"])
+        return {
+            "messages": [
+                ToolMessage(
+                    content=text,
+                    tool_call_id=call["id"],
+                    id=f"{thread_id}-{call['args']['turn']}-t",
+                )
+            ]
+        }
+
+    def route(state: MessagesState) -> str:
+        return "tools" if state["messages"][-1].tool_calls else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("model", model)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "model")
+    builder.add_conditional_edges("model", route, ["tools", END])
+    builder.add_edge("tools", "model")
+    compiled = builder.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    for turn in range(1, turns + 1):
+        await compiled.ainvoke(
+            {"messages": [HumanMessage(content=f"question {turn}", id=f"{thread_id}-{turn}-h")]},
+            config,
+        )
+
+
 async def main(argv: list[str]) -> dict[str, Any]:
     url, secret = os.environ["NAAS_NATS_URL"], os.environ["NAAS_JWT_SECRET"]
     command, namespace, agent_id, thread_id, *rest = argv
@@ -114,7 +161,9 @@ async def main(argv: list[str]) -> dict[str, Any]:
         client = DocumentClient(transport).for_namespace(namespace)
         saver = DocumentCheckpointSaver(client, agent_id=agent_id)
         await saver.setup()
-        if command == "write":
+        if command == "graph":
+            await graph(saver, thread_id, int(rest[0]))
+        elif command == "write":
             await write(saver, thread_id, int(rest[0]), *(int(r) for r in rest[1:2]))
         elif command != "read":
             raise SystemExit(f"unknown command {command!r}")

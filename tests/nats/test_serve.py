@@ -213,3 +213,17 @@ def test_no_responders_once_serve_stops(tmp_path: Path) -> None:
 async def _collections(url: str) -> Any:
     async with await DocumentClient.connect(url, "ns", Credentials(secret=SECRET)) as client:
         return await client.collections()
+
+
+def test_a_langgraph_agent_on_the_sdk_saver_runs_on_the_file(
+    served: Served, sdk_runner: NaasScriptRunner
+) -> None:
+    """A compiled LangGraph graph (tool calls, five turns) checkpoints through the SDK saver
+    into `threadloom serve`; threadloom.Saver reads the same state and history."""
+    seen = sdk_runner(
+        "naas_sdk_checkpoints.py", "graph", "ns", "agent.v1", "g", "5", env=served.env
+    ).json()
+    messages = seen["latest"]["values"]["messages"]
+    assert len(messages) == 5 * 4 and len(seen["history"]) == 5 * 5
+    with Saver.from_conn_string(str(served.path), namespace="ns", agent_id="agent.v1") as saver:
+        assert read(saver, "g") == seen
