@@ -50,7 +50,9 @@ def fill(saver: Saver, threads: int, turns: int) -> None:
             graph.invoke(turn_input(thread, turn), config_of(thread))
 
 
-async def timed(label: str, work: Any, results: list[list[Any]], moved: tuple[int, int]) -> Any:
+async def timed(
+    label: str, work: Any, results: list[list[Any]], moved: tuple[int, int], threads: int = 0
+) -> Any:
     start = time.perf_counter()
     report = await work
     seconds = time.perf_counter() - start
@@ -60,6 +62,7 @@ async def timed(label: str, work: Any, results: list[list[Any]], moved: tuple[in
             label,
             f"{seconds:.2f}",
             report.as_dict()["documents_copied"],
+            f"{threads / seconds:.2f}" if threads else "-",
             f"{documents / seconds:.0f}" if documents else "-",
             f"{size / h.MiB / seconds:.2f}" if size else "-",
         ]
@@ -82,6 +85,7 @@ async def run(url: str, secret: str, threads: int, turns: int, work: Path) -> li
             export_threads(source.store, client, apply=True),
             results,
             (len(docs), size),
+            threads,
         )
         await timed(
             "export --apply again (no-op)",
@@ -120,7 +124,10 @@ def main() -> int:
             run_document_service(naas, server.url, work / "service") as service,
         ):
             rows = asyncio.run(run(server.url, service.jwt_secret, threads, turns, work))
-    print(h.table(["step", "seconds", "documents copied", "documents/s", "MiB/s"], rows) + "\n")
+    print(
+        h.table(["step", "seconds", "documents copied", "threads/s", "documents/s", "MiB/s"], rows)
+        + "\n"
+    )
     return 0
 
 
