@@ -14,12 +14,14 @@ Usage (NAAS_NATS_URL and NAAS_JWT_SECRET in the environment; prints one JSON obj
   and a child namespace checkpoint), then prints `read`'s output for it.
 
 `plain` is the comparison form the tests use on both sides (tests/nats/test_transfer.py
-has the same function): messages as their `model_dump()`, bytes as {"hex": ...}.
+has the same function): messages as their `model_dump()`, dataclasses as the dict of
+their fields, bytes as {"hex": ...}.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -35,7 +37,10 @@ from naas_abi_sdk.transport import Transport
 
 
 def plain(value: Any) -> Any:
-    """A JSON-able form of a checkpoint value, the same in both virtual environments."""
+    """A JSON-able form of a checkpoint value, the same in both virtual environments
+    (a dataclass, such as langgraph's Interrupt, as the dict of its fields)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, BaseMessage):
         return {"message": plain(value.model_dump())}
     if isinstance(value, bytes):

@@ -32,12 +32,8 @@ ALL = [PARTS, ITEMS, BLOBS, CHECKPOINTS, WRITES]
 
 
 def plain(value: Any) -> Any:
-    """The comparison form of tests/nats/naas_sdk_checkpoints.py, computed here.
-
-    One difference: a dataclass becomes the dict of its fields. The naas venv has
-    langgraph-checkpoint without langgraph, so its serializer rebuilds a
-    `langgraph.types.Interrupt` as exactly that dict.
-    """
+    """The comparison form of tests/nats/naas_sdk_checkpoints.py, computed here (a
+    dataclass, such as langgraph's Interrupt, as the dict of its fields)."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, BaseMessage):
