@@ -100,24 +100,22 @@ def remote(
     return asyncio.run(body())
 
 
-def export(
-    saver: Saver, service: RunningDocumentService, namespace: str, **options: Any
+def transfer(
+    move: Any, saver: Saver, service: RunningDocumentService, namespace: str, **options: Any
 ) -> dict[str, Any]:
     async def body() -> dict[str, Any]:
         async with await client_of(service, namespace) as client:
-            return (await export_threads(saver.store, client, **options)).as_dict()
+            return (await move(saver.store, client, **options)).as_dict()
 
     return asyncio.run(body())
 
 
-def import_(
-    saver: Saver, service: RunningDocumentService, namespace: str, **options: Any
-) -> dict[str, Any]:
-    async def body() -> dict[str, Any]:
-        async with await client_of(service, namespace) as client:
-            return (await import_threads(saver.store, client, **options)).as_dict()
+def export(saver: Saver, service: RunningDocumentService, ns: str, **options: Any) -> Any:
+    return transfer(export_threads, saver, service, ns, **options)
 
-    return asyncio.run(body())
+
+def import_(saver: Saver, service: RunningDocumentService, ns: str, **options: Any) -> Any:
+    return transfer(import_threads, saver, service, ns, **options)
 
 
 def local(saver: Saver, thread: str) -> dict[str, Any]:

@@ -449,19 +449,7 @@ class CheckpointStore:
 
     def _compare(self, conn: apsw.Connection, thread: int, document: Put) -> None:
         data = document.data
-        rows = fetchall(
-            conn,
-            "SELECT parent_id, body, digest FROM checkpoints WHERE thread = ? "
-            "AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread, data["checkpoint_ns"], data["checkpoint_id"]),
-        )
-        parent_id, body, digest = rows[0]
-        stored = self.content.unpack(conn, body, digest, f"checkpoint {data['checkpoint_id']}")
-        if parent_id != data["parent_id"] or any(stored[k] != data[k] for k in _CHECKPOINT_FIELDS):
-            raise CheckpointConflictError(
-                f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
-                "stored with different content; checkpoint ids are create-only, use a new id"
-            )
+        self._same_checkpoint(conn, thread, data, {k: data[k] for k in _CHECKPOINT_FIELDS})
 
     def _recall(
         self, thread_id: str, ns: str, parent_id: str | None, metadata: Mapping[str, Any]
@@ -1213,7 +1201,7 @@ class CheckpointStore:
         if parent_id != data.get("parent_id") or schema != data["_schema"] or stored != body:
             raise CheckpointConflictError(
                 f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
-                "stored with different content; checkpoint ids are create-only"
+                "stored with different content; checkpoint ids are create-only, use a new id"
             )
 
     # -- deleting --------------------------------------------------------------------------

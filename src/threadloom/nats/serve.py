@@ -30,6 +30,7 @@ import hmac
 import json
 import math
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
@@ -291,13 +292,14 @@ class FileDocumentService:
             except CheckpointConflictError:
                 raise ServiceError("VERSION_CONFLICT") from None
             self._remember(namespace, key, agent_id, collection, data)
-            stored = self._find_one(store, collection, data)
+            # What was just stored, without reading it back.
+            stored = StoredDocument(collection, key, data, time.time(), 1)
         else:
             if wanted == 0 or (wanted is not None and wanted != existing.version):
                 raise ServiceError("VERSION_CONFLICT")
             if collection == WRITES:
-                store.replace_write(data)
-                stored = self._find_one(store, collection, data)
+                version = store.replace_write(data)
+                stored = StoredDocument(collection, key, data, existing.created_at, version)
             elif existing.data != data:
                 raise ServiceError(
                     "INVALID_ARGUMENT",
@@ -306,7 +308,6 @@ class FileDocumentService:
                 )
             else:
                 stored = existing
-        assert stored is not None
         return pb.PutResponse(document=_document(stored))
 
     def _get(self, namespace: str, request: Any) -> Any:

@@ -194,16 +194,8 @@ async def export_threads(
             docs = rekey(docs, target_agent)
         entry = ThreadReport(thread_id)
         report.threads.append(entry)
-        ours = [d for c, d in docs if c == CHECKPOINTS]
-        entry.checkpoints = len(ours)
-        entry.writes = sum(1 for c, _ in docs if c == WRITES)
-        entry.values = sum(1 for c, _ in docs if c in _VALUES)
         anchors = await fetch_thread(client, target_agent, thread_id, [CHECKPOINTS, WRITES])
-        theirs = [d for c, d in anchors if c == CHECKPOINTS]
-        present = {key_of(CHECKPOINTS, d) for d in theirs}
-        entry.present = sum(1 for d in ours if key_of(CHECKPOINTS, d) in present)
-        entry.missing = entry.checkpoints - entry.present
-        entry.diverged = diverged(ours, theirs)
+        _tally(entry, docs, [d for c, d in anchors if c == CHECKPOINTS])
         if entry.diverged and not include_diverged:
             entry.skipped = apply
             continue
@@ -214,6 +206,20 @@ async def export_threads(
         for entry, groups, written in plans:
             done += await _put_thread(client, entry, groups, written, progress, done, total)
     return report
+
+
+def _tally(
+    entry: ThreadReport, moving: Sequence[Document], there: Sequence[Mapping[str, Any]]
+) -> None:
+    """Count a thread's documents to move and the checkpoints the other side holds."""
+    ours = [d for c, d in moving if c == CHECKPOINTS]
+    entry.checkpoints = len(ours)
+    entry.writes = sum(1 for c, _ in moving if c == WRITES)
+    entry.values = sum(1 for c, _ in moving if c in _VALUES)
+    present = {key_of(CHECKPOINTS, d) for d in there}
+    entry.present = sum(1 for d in ours if key_of(CHECKPOINTS, d) in present)
+    entry.missing = entry.checkpoints - entry.present
+    entry.diverged = diverged(ours, there)
 
 
 def _groups(docs: Sequence[Document]) -> list[list[Document]]:
@@ -340,15 +346,8 @@ async def import_threads(
         )
         if source_agent != store.agent_id:
             theirs = rekey(theirs, store.agent_id)
-        remote = [d for c, d in theirs if c == CHECKPOINTS]
-        local = [d for c, _, d in store.documents(thread_id) if c == CHECKPOINTS]
-        entry.checkpoints = len(remote)
-        entry.writes = sum(1 for c, _ in theirs if c == WRITES)
-        entry.values = sum(1 for c, _ in theirs if c in _VALUES)
-        mine = {key_of(CHECKPOINTS, d) for d in local}
-        entry.present = sum(1 for d in remote if key_of(CHECKPOINTS, d) in mine)
-        entry.missing = entry.checkpoints - entry.present
-        entry.diverged = diverged(remote, local)
+        local = [found.data for found in store.find_documents(CHECKPOINTS, thread_id=thread_id)]
+        _tally(entry, theirs, local)
         if entry.diverged and not include_diverged:
             entry.skipped = apply
             continue
