@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from threadloom._langgraph import checkpoint_tuple, serialization
 from threadloom.engine import CheckpointStore, Database
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
@@ -55,7 +56,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         super().__init__(serde=serde)
         self.db = Database(path, synchronous=synchronous)
         self.store = CheckpointStore(
-            self.db, namespace=namespace, agent_id=agent_id, serde=self.serde
+            self.db, namespace=namespace, agent_id=agent_id, serialization=serialization(self.serde)
         )
 
     @property
@@ -76,7 +77,8 @@ class _SaverBase(BaseCheckpointSaver[Any]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Return the checkpoint `config` names, or the latest of its thread."""
-        return self.store.get(config)
+        found = self.store.get(config)
+        return checkpoint_tuple(found) if found is not None else None
 
     def list(
         self,
@@ -87,7 +89,8 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """List checkpoints newest first, filtered by metadata equality."""
-        return self.store.list(config, filter=filter, before=before, limit=limit)
+        for found in self.store.list(config, filter=filter, before=before, limit=limit):
+            yield checkpoint_tuple(found)
 
     def put(
         self,

@@ -38,6 +38,7 @@ from tests.engine import _children
 from tests.engine.test_graphs import agent_graph, send_graph, subgraph_graph
 from tests.helpers import inputs, jsonl
 from threadloom import AsyncSaver, Saver
+from threadloom._langgraph import serialization
 from threadloom.errors import (
     CheckpointConflictError,
     CorruptionError,
@@ -695,7 +696,7 @@ def _recorded_calls() -> list[tuple[str, tuple[Any, ...]]]:
 
 def test_documents_equal_the_planner_for_real_graph_puts(saver: Saver) -> None:
     """documents() of each thread equals, in order, what the Planner creates for the same puts."""
-    planner = Planner(saver.agent_id)
+    planner = Planner(saver.agent_id, serialization())
     memory = KnownReferences()
     expected: dict[str, dict[tuple[str, str], dict[str, Any]]] = {}
     for kind, args in _recorded_calls():

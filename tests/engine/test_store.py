@@ -323,6 +323,7 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
 ) -> None:
     """The file's content store read its dictionary before another process retrained; a
     scope opened afterwards knows the new epoch but must still not write the old one."""
+    from threadloom._langgraph import serialization
     from threadloom.engine.checkpoints import CheckpointStore
 
     with Saver.from_conn_string(str(db_path)) as first:
@@ -332,7 +333,12 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
             held = second.db.content.current
             assert held is not None
             first.db.content.train(force=True)
-            late = CheckpointStore(second.db, namespace=second.namespace, agent_id="late")
+            late = CheckpointStore(
+                second.db,
+                namespace=second.namespace,
+                agent_id="late",
+                serialization=serialization(),
+            )
             late.put(config("v"), put_checkpoint(), {"source": "loop", "step": 1, "parents": {}})
     rows = table(db_path, "SELECT body FROM vals") + table(db_path, "SELECT body FROM checkpoints")
     assert not any(body[:1] == b"\x02" and body[1] == held.ident for (body,) in rows)

@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import SecretBytes, SecretStr
 
 from tests.helpers import DictStore
+from threadloom._langgraph import serialization
 from threadloom.protocol import (
     PART_SIZE,
     WRITES,
@@ -117,7 +118,7 @@ class Sides:
 
     def restart(self) -> None:
         """A new process on both sides: planners that remember nothing."""
-        self.ours = Planner(AGENT)
+        self.ours = Planner(AGENT, serialization())
         self.memory = KnownReferences(self.capacity)
         self.theirs = reference_planner()
         self.theirs.known = released.KnownReferences(self.capacity)
@@ -518,7 +519,7 @@ def test_same_reads_and_same_puts_after_a_read(session: Session, data: st.DataOb
     ns = op.config["configurable"].get("checkpoint_ns") or ""
     cid = op.checkpoint["id"]
     store = sides.store
-    doc = store.checkpoint(Planner(AGENT).key(thread_id, ns, cid))
+    doc = store.checkpoint(Planner(AGENT, serialization()).key(thread_id, ns, cid))
     writes = store.find(WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=cid)
 
     fetched, read = store.resolve([doc, *writes])
@@ -526,7 +527,7 @@ def test_same_reads_and_same_puts_after_a_read(session: Session, data: st.DataOb
     assert [(b.collection, b.refs) for b in read] == reference_read
     assert sorted(fetched) == sorted(reference_fetched)
 
-    ours_planner, memory = Planner(AGENT), KnownReferences()
+    ours_planner, memory = Planner(AGENT, serialization()), KnownReferences()
     theirs = reference_planner()
     mine = restore(doc, writes, fetched, ours_planner.loads)
     reference = theirs.restore(doc, writes, reference_fetched)
@@ -577,10 +578,10 @@ def test_read_memory_covers_pending_write_parts() -> None:
     )
     sides.put_writes(config, [("note", big), ("__error__", "boom")], "task-1", "", "c1 writes")
     store, cid = sides.store, checkpoint_id(1)
-    doc = store.checkpoint(Planner(AGENT).key(THREAD, "", cid))
+    doc = store.checkpoint(Planner(AGENT, serialization()).key(THREAD, "", cid))
     writes = store.find(WRITES, thread_id=THREAD, checkpoint_ns="", checkpoint_id=cid)
     fetched, _ = store.resolve([doc, *writes])
-    ours, memory = Planner(AGENT), KnownReferences()
+    ours, memory = Planner(AGENT, serialization()), KnownReferences()
     theirs = reference_planner()
     restored = restore(doc, writes, fetched, ours.loads)
     theirs.restore(doc, writes, fetched)
@@ -612,12 +613,12 @@ def test_restore_orders_pending_writes_like_released() -> None:
         config, [("__resume__", "r1"), ("__scheduled__", "s1")], "task-1", "", "task-1 again"
     )
     store, cid = sides.store, checkpoint_id(1)
-    doc = store.checkpoint(Planner(AGENT).key(THREAD, "", cid))
+    doc = store.checkpoint(Planner(AGENT, serialization()).key(THREAD, "", cid))
     writes = store.find(WRITES, thread_id=THREAD, checkpoint_ns="", checkpoint_id=cid)
     fetched, _ = store.resolve([doc, *writes])
     theirs = reference_planner()
     for order in (writes, writes[::-1], sorted(writes, key=lambda w: w["channel"])):
-        mine = restore(doc, order, fetched, Planner(AGENT).loads).pending_writes
+        mine = restore(doc, order, fetched, Planner(AGENT, serialization()).loads).pending_writes
         assert mine == theirs.restore(doc, order, fetched).pending_writes
         assert [(t, c) for t, c, _ in mine][:3] == [
             ("task-1", "__resume__"),
@@ -629,7 +630,7 @@ def test_restore_orders_pending_writes_like_released() -> None:
 def test_task_path_none_matches_released() -> None:
     """A write planned with task_path=None stores the same task_path as the released planner."""
     config = {"configurable": {"thread_id": THREAD, "checkpoint_id": checkpoint_id(1)}}
-    ours = Planner(AGENT).plan_writes(config, [("a", 1)], "task-1", None).puts
+    ours = Planner(AGENT, serialization()).plan_writes(config, [("a", 1)], "task-1", None).puts
     theirs = reference_planner().write_plan(config, [("a", 1)], "task-1", None)
     assert_same_puts(ours, theirs, "task_path None")
 
@@ -644,7 +645,7 @@ def test_checkpoint_ns_none_matches_released(kind: str) -> None:
             "checkpoint_id": checkpoint_id(1),
         }
     }
-    ours, theirs = Planner(AGENT), reference_planner()
+    ours, theirs = Planner(AGENT, serialization()), reference_planner()
     if kind == "writes":
         mine, reference = (
             ours.plan_writes(config, [("a", 1)], "task-1").puts,

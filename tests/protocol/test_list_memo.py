@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import SecretStr
 
+from threadloom._langgraph import serialization
 from threadloom.protocol import Known, Planner
 from threadloom.protocol.plan import NOTHING_KNOWN
 
@@ -76,10 +77,10 @@ def test_extended_lists_plan_exactly_what_a_fresh_planner_plans(
     history: list[list[Any]], remember: bool
 ) -> None:
     """Same puts, same refs, same entries, step after step, with or without known refs."""
-    warm = Planner(AGENT)
+    warm = Planner(AGENT, serialization())
     known: set[str] = set()
     for step, messages in enumerate(history, start=1):
-        cold = Planner(AGENT)
+        cold = Planner(AGENT, serialization())
         state = Known(frozenset(known), {}) if remember else NOTHING_KNOWN
         a = warm.plan_checkpoint(config("t"), checkpoint(step, messages), {}, state)
         b = cold.plan_checkpoint(config("t"), checkpoint(step, messages), {}, state)
@@ -92,7 +93,7 @@ def test_extended_lists_plan_exactly_what_a_fresh_planner_plans(
 
 def test_a_long_list_is_extended_not_redone() -> None:
     """The second put of a grown list takes the memo path (not the full one)."""
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     messages = [message(n, 300, False) for n in range(100)]
     planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
     calls: list[int] = []

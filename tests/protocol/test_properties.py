@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr
 
 from tests.helpers import DictStore, inputs
+from threadloom._langgraph import serialization
 from threadloom.errors import MissingDocumentsError, ProtocolError
 from threadloom.protocol import (
     BLOBS,
@@ -172,7 +173,7 @@ class Harness:
     """A saver-shaped driver: recall, plan, apply to a DictStore, remember (SPEC §4.1)."""
 
     def __init__(self) -> None:
-        self.planner = Planner(AGENT)
+        self.planner = Planner(AGENT, serialization())
         self.memory = KnownReferences()
         self.store = DictStore()
         self.write_part_keys: set[str] = set()
@@ -420,7 +421,9 @@ def test_thread_restores_what_langgraph_round_trips(thread: list[Step]) -> None:
         parent = step.config["configurable"].get("checkpoint_id")
         assert (restored.parent_config or {}).get("configurable", {}).get("checkpoint_id") == parent
         # a saver without memory plans the same documents: all identical to the stored ones
-        cold = Planner(AGENT).plan_checkpoint(step.config, step.checkpoint, step.metadata)
+        cold = Planner(AGENT, serialization()).plan_checkpoint(
+            step.config, step.checkpoint, step.metadata
+        )
         assert all(harness.store.docs[(p.collection, p.key)] == p.data for p in cold.puts)
 
 
@@ -629,9 +632,9 @@ def test_redact_secrets_rebuilds_each_container_type() -> None:
 
 def test_planner_wraps_its_serde_once() -> None:
     """Planner redacts through a RedactingSerializer and does not wrap one twice."""
-    assert isinstance(Planner(AGENT).serde, RedactingSerializer)
+    assert isinstance(Planner(AGENT, serialization()).serde, RedactingSerializer)
     wrapped = RedactingSerializer(JsonPlusSerializer())
-    assert Planner(AGENT, wrapped).serde is wrapped
+    assert Planner(AGENT, serialization(wrapped)).serde is wrapped
 
 
 # -------------------------------------------------------------------- SPEC §3.4 worked examples
@@ -652,7 +655,7 @@ def test_constants_are_the_spec_values() -> None:
 
 def test_spec_document_keys() -> None:
     """Checkpoint, write and non-ASCII keys match SPEC §3.4 example 1."""
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     assert planner.key("thread-1", "", "1f0b0000-0000-6000-8000-000000000001") == (
         "671a9b0142fc3bea83f277c94f3ec5b5ab5e55bf9f1ef1c5aa654841be732d88"
     )
@@ -682,21 +685,24 @@ def test_spec_value_blob_of_2000_chars() -> None:
     ref = "b-3b156ae3fe58b4772b90217d80bbc56d10ba999b89a20c7be0715e33e32131ea"
     payload = b"\xda\x07\xd0" + b"S" * 2000
     assert value_blob_ref("msgpack", payload) == ref
-    plan = Planner(AGENT).plan_checkpoint(
+    plan = Planner(AGENT, serialization()).plan_checkpoint(
         {"configurable": {"thread_id": "thread-1"}},
         make_checkpoint(1, {"summary": "S" * 2000}, {"summary": 1}),
         {},
     )
     assert plan.checkpoint.data["channels"]["summary"] == {"blob": ref}
     (blob,) = plan.puts[:-1]
-    assert (blob.collection, blob.key) == (BLOBS, Planner(AGENT).key("thread-1", ref))
+    assert (blob.collection, blob.key) == (
+        BLOBS,
+        Planner(AGENT, serialization()).key("thread-1", ref),
+    )
     assert blob.data["value"] == {"kind": "msgpack", "payload": payload}
 
 
 def test_spec_parts_of_262244_chars() -> None:
     """A 262,249-byte payload gives the two parts, keys and value blob of SPEC §3.4 example 4."""
     digest = "7cee303cdba1cbe246c1ff3e29e57247c1ae5f197a3206d2cd8f4f13335d1cf4"
-    plan = Planner(AGENT).plan_checkpoint(
+    plan = Planner(AGENT, serialization()).plan_checkpoint(
         {"configurable": {"thread_id": "thread-1"}},
         make_checkpoint(1, {"big": "B" * 262244}, {"big": 1}),
         {},
@@ -905,13 +911,15 @@ def test_unknown_schema_is_a_protocol_error() -> None:
 def test_checkpoint_config_without_thread_id_is_refused(config: dict[str, Any]) -> None:
     """plan_checkpoint raises a ProtocolError naming thread_id when the config lacks one."""
     with pytest.raises(ProtocolError, match="thread_id|configurable"):
-        Planner(AGENT).plan_checkpoint(config, make_checkpoint(1, {}, {}), {})
+        Planner(AGENT, serialization()).plan_checkpoint(config, make_checkpoint(1, {}, {}), {})
 
 
 def test_write_config_without_checkpoint_id_is_refused() -> None:
     """plan_writes raises a ProtocolError naming checkpoint_id when the config has none."""
     with pytest.raises(ProtocolError, match="checkpoint_id"):
-        Planner(AGENT).plan_writes({"configurable": {"thread_id": THREAD}}, [("a", 1)], "task-1")
+        Planner(AGENT, serialization()).plan_writes(
+            {"configurable": {"thread_id": THREAD}}, [("a", 1)], "task-1"
+        )
 
 
 @pytest.mark.parametrize("write", [("a",), ("a", 1, 2), 5, None, (1, "value")])
@@ -919,7 +927,7 @@ def test_malformed_writes_are_refused(write: Any) -> None:
     """plan_writes raises a ProtocolError for a write that is not a (str channel, value) pair."""
     config = {"configurable": {"thread_id": THREAD, "checkpoint_id": checkpoint_id(1)}}
     with pytest.raises(ProtocolError, match="pair|channel"):
-        Planner(AGENT).plan_writes(config, [("ok", 1), write], "task-1")
+        Planner(AGENT, serialization()).plan_writes(config, [("ok", 1), write], "task-1")
 
 
 def test_checkpoint_without_id_is_refused() -> None:
@@ -927,13 +935,15 @@ def test_checkpoint_without_id_is_refused() -> None:
     checkpoint = make_checkpoint(1, {}, {})
     del checkpoint["id"]
     with pytest.raises(ProtocolError, match="id"):
-        Planner(AGENT).plan_checkpoint({"configurable": {"thread_id": THREAD}}, checkpoint, {})
+        Planner(AGENT, serialization()).plan_checkpoint(
+            {"configurable": {"thread_id": THREAD}}, checkpoint, {}
+        )
 
 
 @pytest.mark.parametrize("value", [object(), [1, object()], {"k": lambda: None}])
 def test_unserializable_values_raise_a_type_error_naming_the_type(value: Any) -> None:
     """A channel or write value LangGraph cannot serialize raises TypeError naming its type."""
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     config = {"configurable": {"thread_id": THREAD, "checkpoint_id": checkpoint_id(1)}}
     with pytest.raises(TypeError, match="not msgpack serializable"):
         planner.plan_checkpoint(config, make_checkpoint(2, {"v": value}, {"v": 1}), {})

@@ -9,6 +9,7 @@ import pytest
 from langgraph.checkpoint.base import get_checkpoint_metadata
 
 from tests.helpers import DictStore, inputs, jsonl
+from threadloom._langgraph import serialization
 from threadloom.protocol import (
     CHECKPOINTS,
     CHECKPOINTS_V1,
@@ -25,7 +26,7 @@ AGENT = "engine.v1"
 
 
 def _warm_plans() -> list[tuple[str, list[Put]]]:
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     memory = KnownReferences()
     plans = []
     for step in inputs():
@@ -86,7 +87,9 @@ def test_warm_plan_matches_puts_jsonl() -> None:
 def test_cold_plan_matches_puts_cold_c3() -> None:
     """A planner with no memory plans c3 as the 49 create-only puts of puts_cold_c3.jsonl."""
     step = next(s for s in inputs() if s["name"] == "c3")
-    plan = Planner(AGENT).plan_checkpoint(step["config"], step["checkpoint"], step["metadata"])
+    plan = Planner(AGENT, serialization()).plan_checkpoint(
+        step["config"], step["checkpoint"], step["metadata"]
+    )
     rows = jsonl("puts_cold_c3.jsonl")
     assert len(rows) == 49
     _assert_same(plan.puts, rows)
@@ -98,7 +101,9 @@ def test_outcomes_in_a_fresh_and_a_warm_store() -> None:
     outcomes = [o for _, puts in _warm_plans() for o in store.apply(puts)]
     assert outcomes == [row["outcome_in_fresh_store"] for row in jsonl("puts.jsonl")]
     step = next(s for s in inputs() if s["name"] == "c3")
-    cold = Planner(AGENT).plan_checkpoint(step["config"], step["checkpoint"], step["metadata"])
+    cold = Planner(AGENT, serialization()).plan_checkpoint(
+        step["config"], step["checkpoint"], step["metadata"]
+    )
     assert store.apply(cold.puts) == [
         r["outcome_in_warm_store"] for r in jsonl("puts_cold_c3.jsonl")
     ]
@@ -126,7 +131,7 @@ def test_restore_and_resolution_batches(row: dict[str, Any]) -> None:
     fetched, read = store.resolve([data, *writes])
     assert [{"collection": b.collection, "refs": b.refs} for b in read] == row["resolution_batches"]
     assert sorted(fetched) == row["fetched_refs"]
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     restored = restore(data, writes, fetched, planner.loads)
     assert restored.checkpoint == step["checkpoint"]
     assert restored.metadata == get_checkpoint_metadata(step["config"], step["metadata"])
@@ -141,10 +146,10 @@ def test_read_then_put_reuses_entries() -> None:
     """After reading c3, remembering it lets sub1 plan only its checkpoint document."""
     store = _store()
     c3, sub1 = (next(s for s in inputs() if s["name"] == n) for n in ("c3", "sub1"))
-    key = Planner(AGENT).key("thread-1", "", c3["checkpoint"]["id"])
+    key = Planner(AGENT, serialization()).key("thread-1", "", c3["checkpoint"]["id"])
     data = store.checkpoint(key)
     fetched, _ = store.resolve([data])
-    restored = restore(data, [], fetched, Planner(AGENT).loads)
+    restored = restore(data, [], fetched, Planner(AGENT, serialization()).loads)
     memory = KnownReferences()
     memory.remember(
         ("thread-1", "", data["checkpoint_id"]),
@@ -152,7 +157,7 @@ def test_read_then_put_reuses_entries() -> None:
         read_entries(data["channels"], restored.checkpoint["channel_versions"]),
     )
     known = memory.recall("thread-1", None, sub1["metadata"]["parents"].items())
-    plan = Planner(AGENT).plan_checkpoint(
+    plan = Planner(AGENT, serialization()).plan_checkpoint(
         sub1["config"], sub1["checkpoint"], sub1["metadata"], known
     )
     assert [p.collection for p in plan.puts] == [CHECKPOINTS]
@@ -163,7 +168,7 @@ def test_schema1_documents_restore() -> None:
     rows = jsonl("schema1_puts.jsonl")
     checkpoints = [r["data"] for r in rows if r["collection"] == CHECKPOINTS_V1]
     writes = [r["data"] for r in rows if r["collection"] == WRITES_V1]
-    planner = Planner(AGENT)
+    planner = Planner(AGENT, serialization())
     by_name = {s["name"]: s for s in inputs()}
     for data, name in zip(checkpoints, ("c1", "c2"), strict=False):
         assert planner.key("thread-1", "", data["checkpoint_id"]) == next(

@@ -19,7 +19,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar, cast
 
 import apsw
-from langgraph.checkpoint.base import CheckpointTuple
 
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.database import Database, Row, fetchall
@@ -42,6 +41,8 @@ from threadloom.protocol import (
     KnownReferences,
     Planner,
     Put,
+    Restored,
+    Serialization,
     collection_of,
     configurable,
     raw_value,
@@ -62,7 +63,7 @@ _SMALL_PLAN = 32
 class Loaded(NamedTuple):
     """A checkpoint read from the file: its tuple and its logical document."""
 
-    tuple: CheckpointTuple
+    tuple: Restored
     data: dict[str, Any]
 
 
@@ -81,7 +82,8 @@ class CheckpointStore:
         db: the open file.
         namespace: document namespace of the scope.
         agent_id: agent id of the scope (prefix of every document key).
-        serde: LangGraph serializer (default `JsonPlusSerializer()`), redacted on write.
+        serialization: the serializer (from the adapter); None opens the scope for its
+            documents only (serve, export, import).
         cache_bytes: size of the decoded-value cache (0 disables it).
     """
 
@@ -91,7 +93,7 @@ class CheckpointStore:
         *,
         namespace: str,
         agent_id: str,
-        serde: Any = None,
+        serialization: Serialization | None = None,
         cache_bytes: int = DEFAULT_CAPACITY,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
@@ -100,7 +102,7 @@ class CheckpointStore:
         self.content = db.content
         self.namespace = namespace
         self.agent_id = agent_id
-        self.planner = Planner(agent_id, serde)
+        self.planner = Planner(agent_id, serialization)
         self.memory = KnownReferences()
         self.cache = ValueCache(cache_bytes)
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
@@ -487,7 +489,7 @@ class CheckpointStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def get(self, config: Mapping[str, Any]) -> CheckpointTuple | None:
+    def get(self, config: Mapping[str, Any]) -> Restored | None:
         """Return the checkpoint `config` names, or the latest of its thread and namespace."""
         conf = configurable(config)
         ns = conf.get("checkpoint_ns") or ""
@@ -517,7 +519,7 @@ class CheckpointStore:
         filter: Mapping[str, Any] | None = None,
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
+    ) -> Iterator[Restored]:
         """Yield checkpoints newest first, across threads and namespaces unless `config` narrows."""
         if limit is not None and limit <= 0:
             return

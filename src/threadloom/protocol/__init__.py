@@ -26,13 +26,14 @@ from threadloom.protocol.plan import (
     Known,
     Planner,
     Put,
+    Serialization,
     WritePlan,
     configurable,
 )
 from threadloom.protocol.read import Batch, Resolution, batches, references
-from threadloom.protocol.redact import RedactingSerializer, redact_secrets
+from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
 from threadloom.protocol.refs import collection_of, document_key
-from threadloom.protocol.restore import raw_value, restore
+from threadloom.protocol.restore import Restored, raw_value, restore
 from threadloom.protocol.retention import Retained, created_before, kept_checkpoints, root_parent
 from threadloom.protocol.versions import next_version
 
@@ -58,6 +59,9 @@ __all__ = [
     "Put",
     "RedactingSerializer",
     "Resolution",
+    "Restored",
+    "Serialization",
+    "Serializer",
     "Retained",
     "WritePlan",
     "batches",

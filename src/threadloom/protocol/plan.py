@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
-
-from langgraph.checkpoint.base import get_checkpoint_metadata
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
 from threadloom.errors import ProtocolError, SerializationError
@@ -31,7 +28,7 @@ from threadloom.protocol.constants import (
     WRITES,
     WRITES_IDX_MAP,
 )
-from threadloom.protocol.redact import RedactingSerializer, redact_secrets
+from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
 from threadloom.protocol.refs import (
     chunk_ref,
     document_key,
@@ -195,21 +192,62 @@ class _Buckets:
         return [*self.parts, *self.elements, *self.chunks, *self.blobs]
 
 
+def _metadata_as_given(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
+    return metadata
+
+
+@dataclass(frozen=True)
+class Serialization:
+    """How a planner serializes, as the adapter that owns the serializer describes it.
+
+    The protocol knows no serializer class: the LangGraph adapters fill this in
+    (`threadloom._langgraph.serialization`).
+
+    Attributes:
+        serde: the checkpoint serializer; wrapped in `RedactingSerializer` unless it is one.
+        merge_metadata: `(config, metadata) -> metadata` as stored (LangGraph merges the
+            config's scalar keys in); the identity by default.
+        whole_lists: `serde.dumps_typed` of a list is one msgpack array whose element spans
+            equal the elements' own encodings (LangGraph's JsonPlusSerializer), so a list
+            channel is encoded once and cut.
+    """
+
+    serde: Serializer
+    merge_metadata: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] = _metadata_as_given
+    whole_lists: bool = False
+
+
+class _NoSerializer:
+    """The serializer of a planner opened only to key and read documents (serve, export)."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        raise ProtocolError(
+            "this scope was opened without a serializer; open the file through "
+            "threadloom.Saver to write or read checkpoints"
+        )
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self.dumps_typed(data)
+
+
 class Planner:
     """Plans schema-2 documents for one agent id, exactly as the released planner does.
 
     Args:
         agent_id: the `agent_id` field and key prefix of every document.
-        serde: LangGraph serializer (default `JsonPlusSerializer()`); wrapped in
-            `RedactingSerializer` unless it already is one.
+        serialization: the serializer and its traits (see `Serialization`); None plans
+            keys only (every serialization raises a ProtocolError).
     """
 
-    def __init__(self, agent_id: str, serde: SerializerProtocol | None = None) -> None:
+    def __init__(self, agent_id: str, serialization: Serialization | None = None) -> None:
         if not isinstance(agent_id, str) or not agent_id:
             raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
         self.agent_id = agent_id
-        base = serde if serde is not None else JsonPlusSerializer()
+        given = serialization or Serialization(_NoSerializer())
+        base = given.serde
         self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
+        self._merge_metadata = given.merge_metadata
+        self._whole_lists = given.whole_lists
         self._lists: OrderedDict[tuple[str, str | None, str], _ListMemo] = OrderedDict()
         self._list_bytes = 0
         self._lists_lock = threading.Lock()
@@ -269,7 +307,7 @@ class Planner:
 
         rest = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         stored_checkpoint = buckets.stored(self.dumps(rest, "the checkpoint"))
-        merged = get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
+        merged = self._merge_metadata(config, metadata)
         stored_metadata = buckets.stored(self.dumps(merged, "the metadata"))
         data = {
             "agent_id": self.agent_id,
@@ -310,16 +348,13 @@ class Planner:
     def dump_elements(self, items: list[Any], what: str) -> list[Typed]:
         """Serialize each element of a list, as `dumps` on each would.
 
-        With LangGraph's own JsonPlusSerializer the list is redacted and encoded once
-        and cut into its elements' encodings (`core.msgpack.array_spans`), which is
-        byte-identical to encoding them one by one and several times faster.
+        With a serializer of `whole_lists` (LangGraph's JsonPlusSerializer) the list is
+        redacted and encoded once and cut into its elements' encodings
+        (`core.msgpack.array_spans`), which is byte-identical to encoding them one by one
+        and several times faster.
         """
         base = self.serde.serde
-        if (
-            len(items) > 1
-            and type(base).dumps_typed is JsonPlusSerializer.dumps_typed
-            and not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
-        ):
+        if self._plain_list(items):
             redacted = redact_secrets(items)
             try:
                 kind, payload = base.dumps_typed(redacted)
@@ -364,7 +399,7 @@ class Planner:
         """True when `dump_elements` encodes `items` as one msgpack array, cut in spans."""
         return (
             len(items) > 1
-            and type(self.serde.serde).dumps_typed is JsonPlusSerializer.dumps_typed
+            and self._whole_lists
             and not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
         )
 

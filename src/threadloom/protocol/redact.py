@@ -9,9 +9,7 @@ the common path.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing import Any, Protocol
 
 from threadloom.protocol.constants import REDACTED_SECRET
 
@@ -172,6 +170,14 @@ def _redact(value: Any, depth: int) -> Any:
     return value.model_copy(update=update) if update else value
 
 
+class Serializer(Protocol):
+    """What the protocol needs of a checkpoint serializer (LangGraph's `SerializerProtocol`)."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]: ...
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any: ...
+
+
 class RedactingSerializer:
     """A serializer that redacts secrets before delegating to `serde`.
 
@@ -181,7 +187,7 @@ class RedactingSerializer:
         serde: LangGraph serializer to wrap (`JsonPlusSerializer` in the savers).
     """
 
-    def __init__(self, serde: SerializerProtocol) -> None:
+    def __init__(self, serde: Serializer) -> None:
         self.serde = serde
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:

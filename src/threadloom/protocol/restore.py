@@ -1,4 +1,4 @@
-"""Decoding: schema-1 and schema-2 documents back to LangGraph's CheckpointTuple (SPEC §5.3).
+"""Decoding: schema-1 and schema-2 documents back to checkpoint tuples (SPEC §5.3).
 
 No I/O. Every split value is joined and checked against its recorded size; a
 referenced document absent from `fetched` raises MissingDocumentsError naming it.
@@ -9,11 +9,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
-from langgraph.checkpoint.base import CheckpointTuple
-
 from threadloom.errors import MissingDocumentsError, ProtocolError
 
 Fetched = Mapping[str, Mapping[str, Any]]
+
+
+class Restored(NamedTuple):
+    """A checkpoint as LangGraph's `CheckpointTuple` holds it, field for field.
+
+    The adapters turn it into a `CheckpointTuple` (`CheckpointTuple._make`); as tuples
+    the two compare equal.
+    """
+
+    config: dict[str, Any]
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    parent_config: dict[str, Any] | None
+    pending_writes: list[tuple[str, str, Any]]
 
 
 def _get(fetched: Fetched, ref: str) -> Mapping[str, Any]:
@@ -130,8 +142,8 @@ def restore(
     *,
     sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
     raw: Mapping[str, RawChannel] | None = None,
-) -> CheckpointTuple:
-    """Rebuild a CheckpointTuple from a checkpoint document, its writes and fetched documents.
+) -> Restored:
+    """Rebuild a checkpoint tuple from a checkpoint document, its writes and fetched documents.
 
     Args:
         data: the checkpoint document's data (schema 1 or 2).
@@ -174,7 +186,7 @@ def restore(
     )
     ordered = sorted(writes, key=sort_key or _protocol_order)
     pending = [(w["task_id"], w["channel"], loads(raw_value(w["value"], fetched))) for w in ordered]
-    return CheckpointTuple(config, checkpoint, metadata, parent_config, pending)  # type: ignore[arg-type]
+    return Restored(config, checkpoint, metadata, parent_config, pending)
 
 
 def _protocol_order(write: Mapping[str, Any]) -> tuple[str, int]:

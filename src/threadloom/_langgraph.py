@@ -1,0 +1,36 @@
+"""The LangGraph side of the adapters: serializers and tuples LangGraph defines.
+
+Adapter layer: the only modules that import `langgraph` are this one and the
+adapters built on it (`saver.py`). The protocol and the engine below see a
+`Serialization` and `Restored` tuples, never a LangGraph class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_metadata
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from threadloom.protocol import RedactingSerializer, Restored, Serialization, Serializer
+
+
+def _merge_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
+    return get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
+
+
+def serialization(serde: Serializer | None = None) -> Serialization:
+    """Describe `serde` (default `JsonPlusSerializer()`) for the protocol's planner."""
+    chosen: Serializer = serde if serde is not None else JsonPlusSerializer()
+    base = chosen.serde if isinstance(chosen, RedactingSerializer) else chosen
+    return Serialization(
+        chosen,
+        merge_metadata=_merge_metadata,
+        whole_lists=type(base).dumps_typed is JsonPlusSerializer.dumps_typed,
+    )
+
+
+def checkpoint_tuple(restored: Restored) -> CheckpointTuple:
+    """The LangGraph `CheckpointTuple` of a restored checkpoint."""
+    return CheckpointTuple._make(restored)
