@@ -82,8 +82,15 @@ def _version(dist: str) -> str:
 
 
 def _source_state() -> str:
-    """The commit of the threadloom tree measured, and whether src/ had local changes."""
-    root = Path(__file__).resolve().parent.parent
+    """The commit of the threadloom tree measured, and whether src/ had local changes.
+
+    The tree is the one `import threadloom` found (a worktree on PYTHONPATH counts),
+    not necessarily the one holding these scripts.
+    """
+    import threadloom
+
+    package = Path(threadloom.__file__).resolve().parent
+    root = package.parent.parent if package.parent.name == "src" else package
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
@@ -101,7 +108,7 @@ def _source_state() -> str:
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return "source: unknown"
-    return f"source: {head}{' + uncommitted changes in src/' if dirty.strip() else ''}"
+    return f"source: {root} at {head}{' + uncommitted changes in src/' if dirty.strip() else ''}"
 
 
 def describe_machine() -> str:
@@ -202,6 +209,11 @@ def p95(values: Sequence[float]) -> float:
     return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
 
 
+def list_key(limit: int | None) -> str:
+    """The timing name of a `list` call: "list" for a whole listing, "list(limit=N)" otherwise."""
+    return "list" if limit is None else f"list(limit={limit})"
+
+
 def _timed(
     fn: Callable[..., Any], name: str, timings: Timings, profile: cProfile.Profile | None
 ) -> Callable[..., Any]:
@@ -216,7 +228,8 @@ def _timed(
                 result = iter(list(result))
             return result
         finally:
-            timings.add(name, time.perf_counter() - start)
+            key = list_key(kwargs.get("limit")) if name == "list" else name
+            timings.add(key, time.perf_counter() - start)
             if profile is not None:
                 profile.disable()
 
@@ -240,7 +253,7 @@ def _alist_timed(fn: Callable[..., Any], timings: Timings) -> Callable[..., Any]
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         items = [item async for item in fn(*args, **kwargs)]
-        timings.add("list", time.perf_counter() - start)
+        timings.add(list_key(kwargs.get("limit")), time.perf_counter() - start)
         for item in items:
             yield item
 
@@ -317,14 +330,15 @@ class Subject:
             return self.run(self.saver.aget_tuple(config))
         return self.saver.get_tuple(config)
 
-    def list(self, config: dict[str, Any]) -> list[Any]:
+    def list(self, config: dict[str, Any], limit: int | None = None) -> list[Any]:
+        """The thread's checkpoints, newest first (the `limit` newest when given)."""
         if self.is_async:
 
             async def drain() -> list[Any]:
-                return [item async for item in self.saver.alist(config)]
+                return [item async for item in self.saver.alist(config, limit=limit)]
 
             return self.run(drain())  # type: ignore[no-any-return]
-        return list(self.saver.list(config))
+        return list(self.saver.list(config, limit=limit))
 
     # -- bytes -----------------------------------------------------------------------------
 
@@ -413,6 +427,13 @@ class Subject:
         wal = Path(self.path + "-wal")
         return os.path.getsize(self.path) + (wal.stat().st_size if wal.exists() else 0)
 
+    def at_rest_bytes(self) -> int | None:
+        """Bytes the file takes once every connection to it is closed: the file plus any
+        -wal and -shm left beside it (call after the saver closed); None off SQLite."""
+        if self.path is None:
+            return None
+        return at_rest_bytes(self.path)
+
     @property
     def kind(self) -> str:
         if self.name == "InMemorySaver":
@@ -442,6 +463,15 @@ class Subject:
             with contextlib.suppress(Exception):
                 self._reader.close()
             self._reader = None
+
+
+def at_rest_bytes(path: str) -> int:
+    """The SQLite file `path` plus its -wal and -shm, as they lie on disk (no checkpoint)."""
+    return sum(
+        os.path.getsize(f"{path}{suffix}")
+        for suffix in ("", "-wal", "-shm")
+        if os.path.exists(f"{path}{suffix}")
+    )
 
 
 @contextlib.contextmanager
@@ -560,8 +590,11 @@ class Failures:
         """Print skips and tracebacks; return the exit status (1 if anything failed)."""
         for name, reason in self.skipped.items():
             print(f"\n{name} skipped: {reason}")
+        labels: dict[str, list[str]] = {}  # one traceback, every step that raised it
         for label, text in self.items:
-            print(f"\n### failure: {label}\n```\n{text.rstrip()}\n```")
+            labels.setdefault(text, []).append(label)
+        for text, where in labels.items():
+            print(f"\n### failure: {'; '.join(where)}\n```\n{text.rstrip()}\n```")
         return 1 if self.items else 0
 
 
