@@ -5,10 +5,12 @@ Run: `python bench/bench_chat.py` (or `--quick` for a 5-turn smoke run).
 Three passes on fresh stores. The timed pass runs all savers at once, a turn
 each in rotating order (so background load hits them alike): latency of put,
 put_writes and get_tuple as LangGraph calls them, logical bytes per turn, then
-get_tuple of the latest checkpoint and list of the thread called directly. Then,
-one saver at a time, a tracemalloc pass (peak Python memory) and a pass that
-reads the bytes on disk after every turn (its WAL checkpoints would disturb the
-timed pass).
+get_tuple of the latest checkpoint, list of the whole thread and list(limit=10)
+(the call behind `get_state_history(limit=10)`) called directly; once the savers
+are closed, the timed pass's files at rest (file, -wal and -shm as they lie).
+Then, one saver at a time, a tracemalloc pass (peak Python memory) and a pass
+that reads the bytes on disk after every turn (its WAL checkpoints would disturb
+the timed pass).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ import _harness as h
 from _workload import build_graph, config_of, tool_results, turn_input
 
 THREAD = "chat"
+#: The page size of the short listing (`get_state_history(limit=10)` lists this many).
+LIST_LIMIT = 10
 
 
 class ChatRun:
@@ -58,13 +62,21 @@ class ChatRun:
             "latency": self.in_graph,
             "latest": self.timings.stats("get_tuple"),
             "list": self.timings.stats("list"),
+            "list_limit": self.timings.stats(h.list_key(LIST_LIMIT)),
             "checkpoints": len(self.subject.list(self.config)),
             "messages": len(latest.checkpoint["channel_values"]["messages"]),
         }
 
 
-def timed_pass(panel: h.Panel, turns: int, tool_mean: int, repeat: int) -> dict[str, Any]:
-    """Run every saver of `panel` turn by turn, interleaved; then the direct reads."""
+def timed_pass(
+    panel: h.Panel, turns: int, tool_mean: int, repeat: int, lists: int | None = None
+) -> dict[str, Any]:
+    """Run every saver of `panel` turn by turn, interleaved; then the direct reads.
+
+    Args:
+        repeat: direct get_tuple calls and list(limit=10) calls per saver.
+        lists: whole listings per saver (default: repeat / 8, at least 2).
+    """
     runs: dict[str, ChatRun] = {}
     for name, subject in panel.each(0):
         with panel.guard("chat timed pass", name):
@@ -80,7 +92,11 @@ def timed_pass(panel: h.Panel, turns: int, tool_mean: int, repeat: int) -> dict[
         for name, subject in panel.each(step):
             with panel.guard("chat get_tuple", name):
                 subject.get_tuple(config)
-    for step in range(max(2, repeat // 8)):
+    for step in range(repeat):
+        for name, subject in panel.each(step):
+            with panel.guard("chat list(limit)", name):
+                subject.list(config, limit=LIST_LIMIT)
+    for step in range(lists if lists is not None else max(2, repeat // 8)):
         for name, subject in panel.each(step):
             with panel.guard("chat list", name):
                 subject.list(config)
@@ -137,6 +153,9 @@ def main() -> int:
         h.note("chat: timed pass (all savers interleaved)")
         with h.Panel(names, wd, pg, failures, synchronous=args.synchronous) as panel:
             results = timed_pass(panel, turns, tool_mean, repeat)
+        for name, subject in panel.subjects.items():  # closed now: the files at rest
+            if name in results:
+                results[name]["at_rest"] = subject.at_rest_bytes()
         for name in results:
             h.note(f"chat: memory and disk passes, {name}")
             with (
@@ -195,6 +214,7 @@ def report(results: dict[str, dict[str, Any]], turns: int) -> None:
                 h.mib(sum(r["logical"])),
                 h.mib(r.get("disk")),
                 h.ratio(r.get("disk"), base.get("disk") if base else None),
+                h.mib(r.get("at_rest")),
                 f"{r['turns'] / r['elapsed']:.1f}",
                 h.ratio(
                     r["turns"] / r["elapsed"], base["turns"] / base["elapsed"] if base else None
@@ -212,6 +232,7 @@ def report(results: dict[str, dict[str, Any]], turns: int) -> None:
                 "logical total",
                 "on disk",
                 "disk vs Sqlite",
+                "at rest (closed)",
                 "turns/s",
                 "vs Sqlite",
                 "peak mem (tracemalloc)",
@@ -242,6 +263,11 @@ def report(results: dict[str, dict[str, Any]], turns: int) -> None:
                 ),
                 *h.ms(r["list"]),
                 h.ratio(r["list"] and r["list"][0], base and base["list"] and base["list"][0]),
+                *h.ms(r["list_limit"]),
+                h.ratio(
+                    r["list_limit"] and r["list_limit"][0],
+                    base and base["list_limit"] and base["list_limit"][0],
+                ),
             ]
         )
     print(
@@ -261,6 +287,9 @@ def report(results: dict[str, dict[str, Any]], turns: int) -> None:
                 f"list({any_result['checkpoints']}) p50",
                 "list p95",
                 "list vs Sqlite",
+                f"list({LIST_LIMIT}) p50",
+                f"list({LIST_LIMIT}) p95",
+                f"list({LIST_LIMIT}) vs Sqlite",
             ],
             rows,
         )
