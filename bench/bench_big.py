@@ -11,6 +11,7 @@ a full-snapshot saver holds one copy per checkpoint and pending write that carri
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import _harness as h
@@ -44,6 +45,53 @@ def run(subject: h.Subject, size: int) -> dict[str, Any]:
     out["intact"] = bool(tool) and tool[0].content == big
     if subject.kind == "threadloom":
         out.update(attribute(subject))
+    return out
+
+
+def timed_rounds(
+    names: list[str],
+    wd: Path,
+    pg: h.PostgresServer | None,
+    failures: h.Failures,
+    size: int,
+    rounds: int,
+    synchronous: str = "default",
+) -> dict[str, dict[str, Any]]:
+    """The wall time of the big turn, `rounds` times per saver, interleaved.
+
+    Each round opens every saver on a fresh store and runs turn 1 of a new thread
+    whose tool returns `size` characters of noise drawn for that round (so no store
+    or per-process cache has seen them), in a rotating order; then reads the
+    latest checkpoint back (untimed) to check the result is intact, and removes the
+    files. Returns per saver the seconds of each round and whether every read was
+    intact.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for r in range(rounds):
+        big = noise(f"big-round-{r}", size)
+
+        def tool_result(thread: str, turn: int, big: str = big) -> str:
+            return big if turn == 1 else default_tool_result(thread, turn)
+
+        with h.Panel(names, wd, pg, failures, tag=f"-big{r}", synchronous=synchronous) as panel:
+            for name, subject in panel.each(r):
+                with panel.guard("big turn", name):
+                    graph = build_graph(subject.saver, tool_result)
+                    config = config_of(f"{THREAD}-{r}")
+                    start = time.perf_counter()
+                    subject.invoke(graph, turn_input(f"{THREAD}-{r}", 1), config)
+                    seconds = time.perf_counter() - start
+                    latest = subject.get_tuple(config)
+                    intact = any(
+                        m.content == big for m in latest.checkpoint["channel_values"]["messages"]
+                    )
+                    found = out.setdefault(name, {"seconds": [], "intact": True})
+                    found["seconds"].append(seconds)
+                    found["intact"] = found["intact"] and intact
+        for subject in panel.subjects.values():
+            if subject.path:
+                for suffix in ("", "-wal", "-shm"):
+                    Path(subject.path + suffix).unlink(missing_ok=True)
     return out
 
 
