@@ -94,3 +94,27 @@ class PayloadTooLargeError(DocumentServiceError):
 
 class ServiceUnavailableError(DocumentServiceError):
     """The broker or the service does not answer (`UNAVAILABLE`, `DEADLINE_EXCEEDED`)."""
+
+
+class ReadOnlyError(EngineError):
+    """A write was asked of a file opened read-only (or one this process may not write)."""
+
+
+class BusyError(EngineError):
+    """Another connection held the file's write lock longer than the busy timeout."""
+
+
+class NotOurFileError(EngineError):
+    """The path holds something threadloom did not write; it was left untouched."""
+
+
+class NotSQLiteError(NotOurFileError):
+    """The path holds a file that is not an SQLite database."""
+
+
+class LangGraphFileError(NotOurFileError):
+    """The path holds a LangGraph SqliteSaver database, not a threadloom file."""
+
+
+class ForeignDatabaseError(NotOurFileError):
+    """The path holds another application's SQLite database."""

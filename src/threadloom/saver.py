@@ -25,7 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadloom._langgraph import checkpoint_tuple, serialization
-from threadloom.engine import CheckpointStore, Database
+from threadloom.engine import CheckpointStore, File
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
 
@@ -42,6 +42,16 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         serde: LangGraph serializer; with `EncryptedSerializer` every stored value,
             pending write and the metadata are encrypted.
         synchronous: SQLite `synchronous` level, `NORMAL` (default) or `FULL`.
+        readonly: open the file without writing anything (no migration; puts raise
+            `ReadOnlyError`); None (default) opens read-only only where the file or its
+            folder is not writable.
+
+    Every saver (and every other threadloom object) on one path in a process shares one
+    open file: one connection pool, one write lock, one content store.
+
+    Raises:
+        NotOurFileError: the path holds another application's file (left untouched).
+        FormatError: the file was written by a newer threadloom.
     """
 
     def __init__(
@@ -52,12 +62,21 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         agent_id: str = DEFAULT_AGENT_ID,
         serde: SerializerProtocol | None = None,
         synchronous: str = "NORMAL",
+        readonly: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        self.db = Database(path, synchronous=synchronous)
-        self.store = CheckpointStore(
-            self.db, namespace=namespace, agent_id=agent_id, serialization=serialization(self.serde)
-        )
+        self.db = File.open(path, readonly=readonly, synchronous=synchronous)
+        self._closed = False
+        try:
+            self.store = CheckpointStore(
+                self.db,
+                namespace=namespace,
+                agent_id=agent_id,
+                serialization=serialization(self.serde),
+            )
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def namespace(self) -> str:
@@ -69,9 +88,16 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         """The agent id of this saver's scope."""
         return self.store.agent_id
 
+    @property
+    def readonly(self) -> bool:
+        """True when this saver's file is open read-only."""
+        return self.db.readonly
+
     def close(self) -> None:
-        """Close the file's connections."""
-        self.db.close()
+        """Give back this saver's use of the file (the last user closes it; idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self.db.close()
 
     # -- sync ----------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from threadloom.engine.database import Database
+from threadloom.engine.file import File as Database
 from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.errors import EngineError, FormatError
 

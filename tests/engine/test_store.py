@@ -469,4 +469,4 @@ def test_verify_names_what_is_wrong(quick: Saver, db_path: Path) -> None:
     assert any("live blocks" in p for p in report["problems"])
     from threadloom.cli import main
 
-    assert main(["verify", "--db", str(db_path)]) == 1
+    assert main(["verify", "--db", str(db_path)]) == 3

@@ -4,16 +4,18 @@ with `--db FILE`, what that file holds and how its content store shares and comp
 from __future__ import annotations
 
 import json
-import os
 import platform
 from pathlib import Path
 
 import apsw
 
 from threadloom import __version__, core
+from threadloom.engine.figures import figures
 from threadloom.engine.schema import FORMAT_VERSION
-from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
+
+#: Exit status of `verify` when it found problems (docs/cli.md).
+PROBLEMS_FOUND = 3
 
 
 def report(db: str | None = None) -> dict[str, object]:
@@ -33,40 +35,7 @@ def report(db: str | None = None) -> dict[str, object]:
 
 def inspect(path: str) -> dict[str, object]:
     """Figures of one threadloom file, read without changing it (not even upgrading it)."""
-    if not Path(path).is_file():
-        raise EngineError(f"{path!r} is not a file; give the path of a threadloom database")
-    conn = apsw.Connection(
-        f"file:{path}?mode=ro", flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
-    )
-    try:
-        version = int(fetchall(conn, "PRAGMA user_version")[0][0])
-        out: dict[str, object] = {"file": path, "file_format": version}
-        size = os.path.getsize(path)
-        wal = Path(f"{path}-wal")
-        out["file_bytes"] = size + (wal.stat().st_size if wal.exists() else 0)
-        if version < 1:
-            return out
-
-        def count(sql: str) -> int:
-            return int(fetchall(conn, sql)[0][0] or 0)
-
-        out["threads"] = count("SELECT count(*) FROM threads")
-        out["checkpoints"] = count("SELECT count(*) FROM checkpoints")
-        out["pending_writes"] = count("SELECT count(*) FROM writes")
-        out["values"] = count("SELECT count(*) FROM vals")
-        if version >= 2:
-            blocks, raw, refs = fetchall(
-                conn, "SELECT count(*), total(size), total(size * max(refs, 0)) FROM blocks"
-            )[0]
-            stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
-            out["blocks"] = blocks
-            out["block_bytes_stored"] = int(stored)
-            out["block_bytes_referenced"] = int(refs)
-            out["block_sharing"] = round(refs / raw, 2) if raw else None
-            out["dictionary"] = fetchall(conn, "SELECT max(id) FROM dicts")[0][0]
-        return out
-    finally:
-        conn.close()
+    return figures(path)
 
 
 def run_doctor(*, as_json: bool, db: str | None = None) -> int:
@@ -83,12 +52,12 @@ def run_doctor(*, as_json: bool, db: str | None = None) -> int:
 
 def run_compact(db: str) -> int:
     """Retrain the file's dictionary, re-encode its bodies and VACUUM it; print the sizes."""
-    from threadloom.engine.database import Database
+    from threadloom.engine.file import File
 
     if not Path(db).is_file():
         raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
     before = inspect(db)["file_bytes"]
-    database = Database(db)
+    database = File.open(db, readonly=False)
     try:
         database.content.compact()
     finally:
@@ -103,9 +72,9 @@ def run_verify(db: str, *, bodies: bool, as_json: bool) -> int:
 
     Returns:
         0 when sound (leaks, blocks kept longer than needed, are reported, not failed),
-        1 when a problem was found.
+        3 (`PROBLEMS_FOUND`) when a problem was found.
     """
-    from threadloom.engine.database import Database
+    from threadloom.engine.file import File
 
     found = inspect(db)
     if found["file_format"] != FORMAT_VERSION:
@@ -113,7 +82,7 @@ def run_verify(db: str, *, bodies: bool, as_json: bool) -> int:
             f"{db!r} has on-disk format {found['file_format']}, not {FORMAT_VERSION}: open it "
             "with this threadloom (or run `threadloom compact --db`) to upgrade it, then verify"
         )
-    database = Database(db)
+    database = File.open(db, readonly=True)
     try:
         report = database.content.verify(bodies=bodies)
     finally:
@@ -129,4 +98,4 @@ def run_verify(db: str, *, bodies: bool, as_json: bool) -> int:
             print(f"problem: {line}")
         for line in report["leaks"]:
             print(f"leak: {line}")
-    return 1 if report["problems"] else 0
+    return PROBLEMS_FOUND if report["problems"] else 0

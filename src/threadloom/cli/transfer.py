@@ -75,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
 def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
     from threadloom.engine.checkpoints import CheckpointStore
-    from threadloom.engine.database import Database
+    from threadloom.engine.file import File
     from threadloom.nats import Credentials, DocumentClient
     from threadloom.nats.transfer import export_threads, import_threads
 
@@ -90,7 +90,7 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
     )
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
-    database = Database(args.db)
+    database = File.open(args.db)
     store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
     progress = _bar() if sys.stderr.isatty() and not args.json else None
 

@@ -2,20 +2,20 @@
 
 Value documents are content-addressed and never rewritten, so a cached body is
 always the stored one; entries are dropped when this process deletes them.
-Thread-safe.
+Thread-safe (built on `core.lru.Lru`).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
+
+from threadloom.core.lru import Lru
 
 Key = tuple[int, str]
 
 #: Bytes of payload the cache holds by default (an estimate: payload bytes plus overhead).
-DEFAULT_CAPACITY = 64 * 1024 * 1024
+DEFAULT_CAPACITY = 32 * 1024 * 1024
 _OVERHEAD = 256
 
 
@@ -39,49 +39,24 @@ class ValueCache:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[Key, tuple[dict[str, Any], int]] = OrderedDict()
-        self._total = 0
-        self._lock = threading.Lock()
+        self._lru: Lru[Key, dict[str, Any]] = Lru(capacity, weight)
 
     def get_many(self, thread: int, refs: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Return the cached bodies among `refs`."""
-        found: dict[str, dict[str, Any]] = {}
         if not self.capacity:
-            return found
-        with self._lock:
-            for ref in refs:
-                entry = self._items.get((thread, ref))
-                if entry is not None:
-                    self._items.move_to_end((thread, ref))
-                    found[ref] = entry[0]
-        return found
+            return {}
+        found = self._lru.get_many((thread, ref) for ref in refs)
+        return {ref: data for (_, ref), data in found.items()}
 
     def put_many(self, thread: int, items: Iterable[tuple[str, dict[str, Any]]]) -> None:
         """Cache decoded bodies, evicting the least recently used beyond capacity."""
-        if not self.capacity:
-            return
-        with self._lock:
-            for ref, data in items:
-                key = (thread, ref)
-                if key in self._items:
-                    self._items.move_to_end(key)
-                    continue
-                size = weight(data)
-                self._items[key] = (data, size)
-                self._total += size
-            while self._total > self.capacity and self._items:
-                _, (_, size) = self._items.popitem(last=False)
-                self._total -= size
+        if self.capacity:
+            self._lru.put_many((((thread, ref), data) for ref, data in items), replace=False)
 
     def drop(self, thread: int, refs: Iterable[str] | None = None) -> None:
         """Forget `refs` of `thread`, or all of the thread's entries when `refs` is None."""
-        with self._lock:
-            keys = (
-                [k for k in self._items if k[0] == thread]
-                if refs is None
-                else [(thread, ref) for ref in refs]
-            )
-            for key in keys:
-                entry = self._items.pop(key, None)
-                if entry is not None:
-                    self._total -= entry[1]
+        if refs is None:
+            self._lru.drop_where(lambda key: key[0] == thread)
+            return
+        for ref in refs:
+            self._lru.pop((thread, ref))

@@ -170,7 +170,29 @@ they are. The first dictionary training, due at once on a file holding 64 KiB or
 re-encodes them and moves the large ones to blocks.
 """
 
+FORMAT_3: Final = """
+ALTER TABLE checkpoints ADD COLUMN keyed INTEGER NOT NULL DEFAULT 0;
+
+CREATE TABLE checkpoint_keys(
+    checkpoint INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value ANY,
+    PRIMARY KEY(checkpoint, key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX checkpoint_runs ON checkpoint_keys(value, checkpoint) WHERE key = 'run_id';
+"""
+"""Format 3: metadata keys in SQL (engine/keys.py).
+
+- `checkpoint_keys`: the top-level metadata keys of each checkpoint whose metadata is
+  stored in plain text (not by an encrypting serializer), one row per key: the value
+  itself for a str, an int of 64 bits or less, a finite float, a bool (as 0/1) or None;
+  an empty blob for any other value. `list(filter=...)` and `delete_for_runs` decide
+  on these rows instead of decoding metadata; `checkpoint_runs` indexes the run ids.
+- `checkpoints.keyed`: 1 when the row's keys are in `checkpoint_keys`. Rows written
+  before format 3, or with encrypted metadata, keep 0 and are still decided by decoding.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
-MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2]
+MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

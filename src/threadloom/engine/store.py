@@ -26,7 +26,7 @@ from array import array
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import apsw
 import ormsgpack
@@ -47,11 +47,9 @@ from threadloom.engine.codec import (
     unframe,
     unframe_block,
 )
-from threadloom.engine.sql import fetchall
+from threadloom.engine.sql import Transactions, fetchall
+from threadloom.engine.tables import BodyTable
 from threadloom.errors import CorruptionError, EngineError, MissingDocumentsError
-
-if TYPE_CHECKING:
-    from threadloom.engine.database import Database
 
 #: Bodies (msgpack bytes) at least this long are stored as shared blocks.
 CHUNK_FROM: Final = 4096
@@ -59,13 +57,6 @@ CHUNK_FROM: Final = 4096
 LIST_INLINE: Final = 16
 #: Content-defined chunking sizes of the blocks (min, average, max).
 BLOCK_SIZES: Final = (1024, 4096, 16384)
-#: Tables whose rows hold bodies (each has `body`, `digest` and `blocks` columns), with how
-#: an error names one of their rows (formatted with the row's columns).
-BODY_TABLES: Final = {
-    "vals": "value {1}",
-    "checkpoints": "checkpoint {3}",
-    "writes": "pending write {3}/{4}",
-}
 #: Size of a trained dictionary.
 DICT_SIZE: Final = 16 * 1024
 #: Inline bytes written before the first dictionary is trained; each retraining doubles it.
@@ -135,10 +126,13 @@ class ContentStore:
 
     Args:
         db: the open file (format 2 or later).
+        tables: the file's body-table registry (`tables.BODY_TABLES`): every table whose
+            rows hold bodies; retraining, `verify` and `stats` cover exactly these.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Transactions, tables: dict[str, BodyTable]) -> None:
         self.db = db
+        self.tables = tables
         self._dicts: dict[int, Dictionary] = {}
         self._lock = threading.Lock()
         self.current: Dictionary | None = None
@@ -562,7 +556,7 @@ class ContentStore:
         """About SAMPLE_BYTES of inline bodies' msgpack, spread evenly over the file."""
         stride = written // SAMPLE_BYTES + 1
         samples: list[bytes | bytearray | memoryview] = []
-        for table in BODY_TABLES:
+        for table in self.tables:
             for i, (body,) in enumerate(conn.execute(f"SELECT body FROM {table} WHERE blocks = 0")):
                 if i % stride == 0:
                     samples.append(unframe(body, lambda n: self.dictionary(conn, n), table))
@@ -574,7 +568,7 @@ class ContentStore:
         The rows are deleted and inserted again in id order rather than updated in place:
         bodies shrink, and rows updated in place would leave every page part empty.
         """
-        for table, naming in BODY_TABLES.items():
+        for table, described in self.tables.items():
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
             at_body, at_digest, at_blocks = (columns.index(c) for c in ("body", "digest", "blocks"))
             # Key order (rowid for checkpoints, the primary key for the others), so the
@@ -583,7 +577,7 @@ class ContentStore:
             chunked: list[Packed] = []
             again = []
             for row in rows:
-                name = naming.format(*row)
+                name = described.name_row(dict(zip(columns, row, strict=True)))
                 raw = unframe(row[at_body], lambda ident: self.dictionary(conn, ident), name)
                 check(raw, row[at_digest], name)
                 packed = self.pack_raw(raw)
@@ -661,7 +655,7 @@ class ContentStore:
             )[0]
             stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
             chunked = inline = inline_stored = 0
-            for table in BODY_TABLES:
+            for table in self.tables:
                 c, i, s = fetchall(
                     conn,
                     f"SELECT total(blocks > 0), total(blocks = 0), "
@@ -704,13 +698,14 @@ class ContentStore:
         rows = 0
         with self.db.read() as conn:
             stored = {bytes(k): int(r) for k, r in conn.execute("SELECT key, refs FROM blocks")}
-            for table, naming in BODY_TABLES.items():
+            for table, described in self.tables.items():
                 columns = self._columns(conn, table)
+                names = list(columns)
                 batch: list[tuple[bytes, bytes, str]] = []
                 for row in conn.execute(f"SELECT * FROM {table}"):
                     rows += 1
                     body = row[columns["body"]]
-                    name = naming.format(*row)
+                    name = described.name_row(dict(zip(names, row, strict=True)))
                     if body[:1] in (bytes((BLOCKS,)), bytes((BLOCK_LIST,))):
                         if body[0] == BLOCK_LIST and bytes(body[1:]) not in stored:
                             problems.append(
@@ -791,7 +786,7 @@ class ContentStore:
         times (the benchmarks count copies of a prompt this way).
         """
         with self.db.read() as conn:
-            for table in BODY_TABLES:
+            for table in self.tables:
                 for (body,) in conn.execute(f"SELECT body FROM {table} WHERE blocks = 0"):
                     yield unframe(body, lambda i: self.dictionary(conn, i), table)
             keys = [bytes(r[0]) for r in fetchall(conn, "SELECT key FROM blocks")]

@@ -42,8 +42,8 @@ from nats.aio.client import Client as NatsConnection
 from nats.aio.msg import Msg
 
 from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
-from threadloom.engine.database import Database
-from threadloom.engine.sql import fetchall
+from threadloom.engine.file import File
+from threadloom.engine.scope import agent_ids, namespaces
 from threadloom.errors import CheckpointConflictError, ThreadloomError
 from threadloom.nats.client import SUBJECT
 from threadloom.nats.transfer import COLLECTIONS
@@ -140,7 +140,7 @@ class FileDocumentService:
         secret: the JWT secret tokens must be signed with (the project's `nats.jwt_secret`).
     """
 
-    def __init__(self, db: Database, secret: str) -> None:
+    def __init__(self, db: File, secret: str) -> None:
         if not secret:
             raise ServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
         self.db = db
@@ -392,9 +392,7 @@ class FileDocumentService:
     # -- the file --------------------------------------------------------------------------
 
     def _namespaces(self) -> list[str]:
-        with self.db.read() as conn:
-            stored = {r[0] for r in fetchall(conn, "SELECT DISTINCT namespace FROM scopes")}
-        return sorted(stored | self._ensured)
+        return sorted(set(namespaces(self.db)) | self._ensured)
 
     def _exists(self, namespace: str) -> bool:
         return namespace in self._ensured or namespace in self._namespaces()
@@ -412,9 +410,7 @@ class FileDocumentService:
         return store
 
     def _agents(self, namespace: str) -> list[str]:
-        with self.db.read() as conn:
-            rows = fetchall(conn, "SELECT agent_id FROM scopes WHERE namespace = ?", (namespace,))
-        return [r[0] for r in rows]
+        return agent_ids(self.db, namespace)
 
     def _find_one(
         self, store: CheckpointStore, collection: str, data: Mapping[str, Any]
@@ -686,7 +682,7 @@ async def serve(
     path: str, url: str, secret: str, *, ready: Callable[[], None] | None = None
 ) -> None:
     """Serve the file at `path` on the broker at `url` until cancelled (SIGINT/SIGTERM)."""
-    database = Database(path)
+    database = File.open(path)
     service = FileDocumentService(database, secret)
     connection = await nats.connect(url, allow_reconnect=True, max_reconnect_attempts=-1)
     try:

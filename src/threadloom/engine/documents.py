@@ -1,0 +1,433 @@
+"""The document view of a scope: its rows as the logical schema-2 documents.
+
+Engine layer. What `documents()`, `threadloom serve`, export and import use: the
+documents exactly as the shared engine's document service holds them (collection,
+key, data, version), reads by collection and identifying fields, deletes and
+replacements by key, and create-only imports in put order.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple
+
+from threadloom.engine.scope import Scope
+from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.tables import (
+    DOCUMENT_FIELDS,
+    INSERT_CHECKPOINT,
+    INSERT_VALUE,
+    INSERT_WRITE,
+    REPLACE_WRITE,
+    TABLE_OF,
+    WRITE_KEY,
+)
+from threadloom.engine.writer import same_checkpoint
+from threadloom.errors import ProtocolError
+from threadloom.protocol import (
+    BLOBS,
+    CHECKPOINTS,
+    CHECKPOINTS_V1,
+    ITEMS,
+    PARTS,
+    WRITES,
+    WRITES_V1,
+    collection_of,
+)
+
+
+class StoredDocument(NamedTuple):
+    """One logical document as the file holds it (for the document service)."""
+
+    collection: str
+    key: str
+    data: dict[str, Any]
+    created_at: float
+    version: int
+
+
+class ImportCount:
+    """Documents `import_documents` stored, and those it found already stored."""
+
+    def __init__(self) -> None:
+        self.stored = 0
+        self.present = 0
+
+
+class _DocumentRow(NamedTuple):
+    """One row of any body table, as `_SELECTS` shape it (unused columns are NULL)."""
+
+    seq: int
+    table: int
+    a: Any
+    b: Any
+    c: Any
+    d: Any
+    e: Any
+    f: Any
+    g: Any
+    body: bytes
+    digest: bytes
+    thread_id: str
+    created_at: float
+    version: int
+
+
+_SELECTS = {
+    0: "SELECT x.seq, 0, x.ref, NULL, NULL, NULL, NULL, NULL, NULL, x.body, x.digest, "
+    "t.thread_id, x.created_at, 1 FROM vals x JOIN threads t ON x.thread = t.id",
+    1: "SELECT x.seq, 1, x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema, NULL, "
+    "NULL, NULL, x.body, x.digest, t.thread_id, x.created_at, 1 FROM checkpoints x "
+    "JOIN threads t ON x.thread = t.id",
+    2: "SELECT x.seq, 2, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+    "x.channel, x.schema, x.body, x.digest, t.thread_id, x.created_at, x.version "
+    "FROM writes x JOIN threads t ON x.thread = t.id",
+}
+_NAMES = ("value {a}", "checkpoint {b}", "pending write {c}/{d}")
+
+
+class Documents:
+    """The logical documents of one scope.
+
+    Args:
+        scope: the scope.
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def documents(self, thread_id: str | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield `(collection, key, data)` of the scope's logical documents in put order."""
+        scope = self.scope
+        with scope.file.read() as conn:
+            sql = "SELECT id, thread_id FROM threads WHERE scope = ?"
+            args: list[Any] = [scope.id]
+            if thread_id is not None:
+                sql += " AND thread_id = ?"
+                args.append(thread_id)
+            threads = fetchall(conn, sql + " ORDER BY thread_id", args)
+        for thread, _ in threads:
+            for found in self._select("t.id = ?", [thread], tables=(0, 1, 2), ordered=True):
+                yield found.collection, found.key, found.data
+
+    def find(
+        self,
+        collection: str,
+        *,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        checkpoint_ids: Sequence[str] | None = None,
+        before: str | None = None,
+        refs: Sequence[str] | None = None,
+    ) -> builtins.list[StoredDocument]:
+        """The scope's documents of one collection, narrowed by the fields given (all ANDed).
+
+        What the document service's `find` needs to answer for the LangGraph collections;
+        every other predicate is applied by the caller on the documents returned.
+        """
+        table = {CHECKPOINTS: 1, WRITES: 2, BLOBS: 0, ITEMS: 0, PARTS: 0}.get(collection)
+        if table is None:
+            return []
+        where = ["t.scope = ?"]
+        args: builtins.list[Any] = [self.scope.id]
+        if thread_id is not None:
+            where.append("t.thread_id = ?")
+            args.append(thread_id)
+        if table == 0:
+            prefixes = {BLOBS: ("b-",), ITEMS: ("c-", "e-"), PARTS: ("p-",)}[collection]
+            where.append(f"substr(x.ref, 1, 2) IN ({', '.join('?' * len(prefixes))})")
+            args.extend(prefixes)
+            if refs is not None:
+                where.append("x.ref IN carray(?)")
+                args.append(ids(refs))
+        else:
+            where.append("x.schema = 2")
+            if checkpoint_ns is not None:
+                where.append("x.checkpoint_ns = ?")
+                args.append(checkpoint_ns)
+            if checkpoint_ids is not None:
+                where.append("x.checkpoint_id IN carray(?)")
+                args.append(ids(checkpoint_ids))
+            if before is not None:
+                where.append("x.checkpoint_id < ?")
+                args.append(before)
+        return self._select(" AND ".join(where), args, tables=(table,), ordered=False)
+
+    def _select(
+        self, where: str, args: Sequence[Any], *, tables: Sequence[int], ordered: bool
+    ) -> builtins.list[StoredDocument]:
+        """Documents of rows matching `where` (on `t` = threads and `x` = the table)."""
+        sql = " UNION ALL ".join(f"{_SELECTS[i]} WHERE {where}" for i in tables)
+        bound = [a for _ in tables for a in args]
+        if ordered:
+            sql += " ORDER BY 1"
+        scope = self.scope
+        with scope.file.read() as conn:
+            rows = [_DocumentRow._make(r) for r in conn.execute(sql, bound)]
+            decoded = scope.content.unpack_many(
+                conn, [(r.body, r.digest, _NAMES[r.table].format_map(r._asdict())) for r in rows]
+            )
+        key = scope.planner.key
+        found: builtins.list[StoredDocument] = []
+        for row, stored in zip(rows, decoded, strict=True):
+            base = {"agent_id": scope.agent_id, "thread_id": row.thread_id}
+            if row.table == 0:
+                data = {**base, "ref": row.a, "_schema": 2, **stored}
+                collection, doc_key = collection_of(row.a), key(row.thread_id, row.a)
+            elif row.table == 1:
+                ns, cid, parent, schema = row.a, row.b, row.c, row.d
+                data = {
+                    **base,
+                    "checkpoint_ns": ns,
+                    "_schema": schema,
+                    "checkpoint_id": cid,
+                    "parent_id": parent,
+                    **stored,
+                }
+                collection = CHECKPOINTS if schema == 2 else CHECKPOINTS_V1
+                doc_key = key(row.thread_id, ns, cid)
+            else:
+                ns, cid, task_id, idx, task_path, channel, schema = row[2:9]
+                data = {
+                    **base,
+                    "checkpoint_ns": ns,
+                    "_schema": schema,
+                    "checkpoint_id": cid,
+                    "task_id": task_id,
+                    "task_path": task_path,
+                    "index": idx,
+                    "channel": channel,
+                    **stored,
+                }
+                collection = WRITES if schema == 2 else WRITES_V1
+                doc_key = key(row.thread_id, ns, cid, task_id, idx)
+            found.append(StoredDocument(collection, doc_key, data, row.created_at, row.version))
+        return found
+
+    def keys(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every document key of the scope -> (collection, identifying fields).
+
+        Read from the key columns only (no body is decoded): what the document service
+        needs to answer `get` and `delete` by id.
+        """
+        scope = self.scope
+        key = scope.planner.key
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        with scope.file.read() as conn:
+            for thread_id, ref in conn.execute(
+                "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ?",
+                (scope.id,),
+            ):
+                out[key(thread_id, ref)] = (
+                    collection_of(ref),
+                    {"thread_id": thread_id, "ref": ref},
+                )
+            for thread_id, ns, cid, schema in conn.execute(
+                "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.schema FROM checkpoints x "
+                "JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
+                (scope.id,),
+            ):
+                out[key(thread_id, ns, cid)] = (
+                    CHECKPOINTS if schema == 2 else CHECKPOINTS_V1,
+                    {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid},
+                )
+            for thread_id, ns, cid, task_id, idx, schema in conn.execute(
+                "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.schema "
+                "FROM writes x JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
+                (scope.id,),
+            ):
+                out[key(thread_id, ns, cid, task_id, idx)] = (
+                    WRITES if schema == 2 else WRITES_V1,
+                    {
+                        "thread_id": thread_id,
+                        "checkpoint_ns": ns,
+                        "checkpoint_id": cid,
+                        "task_id": task_id,
+                        "index": idx,
+                    },
+                )
+        return out
+
+    def delete(self, collection: str, fields: Mapping[str, Any]) -> bool:
+        """Delete one document by its identifying fields; False when it was not stored.
+
+        Deleting a value can leave checkpoints that reference it unreadable, exactly as
+        on the document service; the savers delete values only when nothing references
+        them.
+        """
+        table = TABLE_OF.get(collection)
+        if table is None:
+            raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
+        ident: tuple[Any, ...]
+        if table == "vals":
+            where, ident = "ref = ?", (fields["ref"],)
+        elif table == "checkpoints":
+            where, ident = (
+                "checkpoint_ns = ? AND checkpoint_id = ?",
+                (fields["checkpoint_ns"], fields["checkpoint_id"]),
+            )
+        else:
+            where, ident = (
+                "checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+                (
+                    fields["checkpoint_ns"],
+                    fields["checkpoint_id"],
+                    fields["task_id"],
+                    fields["index"],
+                ),
+            )
+        thread_id = fields["thread_id"]
+        scope = self.scope
+        with scope.file.write() as conn:
+            thread = scope.thread(conn, thread_id)
+            if thread is None:
+                return False
+            condition = f"thread = ? AND {where}"
+            scope.content.unlink_rows(conn, table, condition, (thread, *ident))
+            if table == "checkpoints":
+                conn.execute(
+                    "DELETE FROM checkpoint_keys WHERE checkpoint IN "
+                    f"(SELECT id FROM checkpoints WHERE {condition})",
+                    (thread, *ident),
+                )
+            conn.execute(f"DELETE FROM {table} WHERE {condition}", (thread, *ident))
+            gone = conn.changes() > 0
+            if gone and table == "vals":
+                scope.bump_epoch(conn)
+                scope.cache.drop(thread, [fields["ref"]])
+            scope.content.sweep(conn, scope.grace)
+        if gone:
+            scope.memory.forget(thread_id)
+        return gone
+
+    def replace_write(self, data: Mapping[str, Any]) -> int:
+        """Store a pending-write document, replacing one with the same key; return its version."""
+        body = {k: v for k, v in data.items() if k not in DOCUMENT_FIELDS["writes"]}
+        return self.scope.retrying(lambda: self._replace_write(data, body), "a write")
+
+    def _replace_write(self, data: Mapping[str, Any], body: dict[str, Any]) -> int:
+        scope = self.scope
+        packed = scope.content.pack_many([body])[0]
+        now = time.time()
+        with scope.file.write() as conn:
+            thread, seq = scope.reserve(conn, data["thread_id"], 1, now, [packed])
+            key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
+            scope.content.unlink_rows(conn, "writes", WRITE_KEY, (*key, data["index"]))
+            version = fetchall(
+                conn,
+                REPLACE_WRITE,
+                (
+                    *key,
+                    data["index"],
+                    data.get("task_path") or "",
+                    data["channel"],
+                    int(data["_schema"]),
+                    seq,
+                    packed.body,
+                    packed.digest,
+                    now,
+                    len(packed.keys),
+                ),
+            )[0][0]
+            scope.content.link(conn, [packed], now)
+        return int(version)
+
+    # -- importing -------------------------------------------------------------------------
+
+    def import_documents(self, documents: Iterable[tuple[str, Mapping[str, Any]]]) -> ImportCount:
+        """Store logical documents of this scope, create-only, one transaction per thread.
+
+        `documents` are `(collection, data)` pairs as `documents()` yields them (without the
+        key) or as the document service holds them, in put order (values before what
+        references them). A value or pending write already stored is kept; a checkpoint
+        already stored must be identical.
+
+        Raises:
+            ProtocolError: a document of another agent id (re-key it first) or malformed.
+            CheckpointConflictError: a checkpoint id is stored with other content.
+        """
+        scope = self.scope
+        threads: dict[str, list[tuple[str, Mapping[str, Any], dict[str, Any]]]] = {}
+        for collection, data in documents:
+            table = TABLE_OF.get(collection)
+            if table is None:
+                raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
+            if data.get("agent_id") != scope.agent_id:
+                raise ProtocolError(
+                    f"a document of agent id {data.get('agent_id')!r} cannot go into scope "
+                    f"{scope.agent_id!r}: re-key it (export/import --agent-id) first"
+                )
+            thread_id = data.get("thread_id")
+            if not isinstance(thread_id, str) or not thread_id:
+                raise ProtocolError(f"a {collection} document has no thread_id")
+            body = {k: v for k, v in data.items() if k not in DOCUMENT_FIELDS[table]}
+            threads.setdefault(thread_id, []).append((collection, data, body))
+        count = ImportCount()
+        for thread_id, docs in threads.items():
+            scope.retrying(lambda: self._import(thread_id, docs, count), "import")  # noqa: B023
+            scope.memory.forget(thread_id)
+        return count
+
+    def _import(
+        self,
+        thread_id: str,
+        docs: Sequence[tuple[str, Mapping[str, Any], dict[str, Any]]],
+        count: ImportCount,
+    ) -> None:
+        scope = self.scope
+        content = scope.content
+        packs = content.pack_many(body for _, _, body in docs)
+        stored = ImportCount()
+        now = time.time()
+        with scope.file.write() as conn:
+            thread, seq = scope.reserve(conn, thread_id, len(docs), now, packs)
+            for offset, ((collection, data, body), packed) in enumerate(
+                zip(docs, packs, strict=True)
+            ):
+                table = TABLE_OF[collection]
+                common = (seq + offset, packed.body, packed.digest, now, len(packed.keys))
+                if table == "vals":
+                    conn.execute(INSERT_VALUE, (thread, data["ref"], *common))
+                elif table == "checkpoints":
+                    conn.execute(
+                        INSERT_CHECKPOINT,
+                        (
+                            thread,
+                            data["checkpoint_ns"],
+                            data["checkpoint_id"],
+                            data.get("parent_id"),
+                            int(data["_schema"]),
+                            *common,
+                            0,
+                        ),
+                    )
+                else:
+                    conn.execute(
+                        INSERT_WRITE,
+                        (
+                            thread,
+                            data["checkpoint_ns"],
+                            data["checkpoint_id"],
+                            data["task_id"],
+                            data["index"],
+                            data.get("task_path") or "",
+                            data["channel"],
+                            int(data["_schema"]),
+                            *common,
+                        ),
+                    )
+                if conn.changes():
+                    stored.stored += 1
+                    content.link(conn, [packed], now)
+                    continue
+                stored.present += 1
+                if table == "checkpoints":
+                    same_checkpoint(scope, conn, thread, data, body)
+            due = content.note_inline(conn, packs)
+        count.stored += stored.stored
+        count.present += stored.present
+        if due:
+            content.train()

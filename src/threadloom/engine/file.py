@@ -1,0 +1,385 @@
+"""One threadloom file per path and process: connections, transactions, migrations.
+
+Engine layer. `File.open(path)` returns the process's one object for a path, so every
+saver, store, server and viewer on it shares one pool, one write lock and one content
+store. Discipline (our own connections only, never apsw's process-wide settings): WAL,
+a busy timeout, foreign keys on, no double-quoted string literals, `BEGIN IMMEDIATE`
+for writes, and a fork check before a connection is reused.
+
+Invariants:
+- nothing is changed before the path is recognised as ours or new (`recognize.py`);
+- a read-only file is never written: no journal-mode change, no migration;
+- the WAL is kept to `WAL_LIMIT` bytes while running and folded in on the last close.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+
+from threadloom.engine.recognize import Kind, recognize, uri
+from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.sql import fetchall
+from threadloom.engine.store import ContentStore
+from threadloom.engine.tables import BODY_TABLES, BodyTable
+from threadloom.errors import BusyError, EngineError, FormatError, ReadOnlyError
+
+__all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]
+
+log = logging.getLogger("threadloom.engine")
+
+BUSY_TIMEOUT_MS = 30_000
+#: Bytes the WAL is truncated to after each checkpoint (`journal_size_limit`).
+WAL_LIMIT = 4 * 1024 * 1024
+_SYNCHRONOUS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+
+_registry: dict[tuple[str, bool], File] = {}
+_registry_lock = threading.Lock()
+_open_files: weakref.WeakSet[File] = weakref.WeakSet()
+
+
+class File:
+    """An open threadloom file.
+
+    Use `File.open(path)` to share the process's object for `path`; the constructor
+    makes a private one (as another process would have), which tests use.
+
+    Connections come from a small pool: each operation borrows one for its
+    transaction and gives it back, so short-lived threads (LangGraph runs async
+    checkpointing on executor threads) reuse connections instead of opening one
+    each. A thread that already holds a connection reuses it (nested reads see
+    one snapshot). After a fork the child never touches the parent's connections.
+
+    Args:
+        path: the file; created with the current format if missing or empty.
+        readonly: open without writing anything; None (default) decides from the
+            permissions of the file and its folder.
+        synchronous: SQLite `synchronous` level (`NORMAL` is durable across
+            process crashes in WAL mode; `FULL` also across power loss).
+        pool_size: most idle connections kept open.
+
+    Raises:
+        NotOurFileError: the path holds something threadloom did not write (untouched).
+        FormatError: the file has a newer format, or an older one and is read-only.
+        EngineError: the path cannot be opened, or `synchronous` is unknown.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool | None = None,
+        synchronous: str = "NORMAL",
+        pool_size: int = 8,
+    ) -> None:
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise EngineError(
+                f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
+            )
+        self.path = str(Path(path))
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            raise EngineError(
+                f"{self.path!r} is not a file path: threadloom keeps memory in a file that "
+                "every connection of the pool shares; give a path (a temporary one for tests), "
+                "or use LangGraph's InMemorySaver"
+            )
+        kind = recognize(self.path)
+        if readonly is None:
+            readonly = not _writable(self.path)
+        if readonly and kind is Kind.NEW:
+            raise ReadOnlyError(
+                f"{self.path!r} does not exist (or is empty) and cannot be created read-only; "
+                "open it writable once, or check the path"
+            )
+        self.readonly = readonly
+        self.synchronous = synchronous.upper()
+        self.pool_size = pool_size
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._idle: list[apsw.Connection] = []
+        self._pid = os.getpid()
+        self._inherited: list[apsw.Connection] = []
+        self._closed = False
+        self._wal_checked = False
+        self._users = 0
+        self._key: tuple[str, bool] | None = None
+        if readonly:
+            self._check_format()
+        else:
+            self.migrate()
+        #: Blocks and dictionaries of the file (the physical layer under every body).
+        self.content = ContentStore(self, self.body_tables)
+        _open_files.add(self)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        readonly: bool | None = None,
+        synchronous: str = "NORMAL",
+    ) -> File:
+        """Return this process's `File` for `path`, opening it on first use.
+
+        Every `open` is matched by one `close`; the last close closes the file. A
+        read-only and a writable open of one path are two objects (the first never
+        writes). A second writable open must ask for the same `synchronous` level.
+        """
+        if readonly is None:
+            readonly = not _writable(str(path)) if os.path.exists(path) else False
+        key = (_identity(str(path)), bool(readonly))
+        with _registry_lock:
+            found = _registry.get(key)
+            if found is not None and not found._closed and found._pid == os.getpid():
+                if found.synchronous != synchronous.upper() and not readonly:
+                    raise EngineError(
+                        f"{str(path)!r} is already open in this process with "
+                        f"synchronous={found.synchronous}; open it with the same level"
+                    )
+                found._users += 1
+                return found
+            opened = cls(path, readonly=readonly, synchronous=synchronous)
+            opened._users = 1
+            opened._key = key
+            _registry[key] = opened
+            return opened
+
+    @property
+    def body_tables(self) -> dict[str, BodyTable]:
+        """Every table whose rows hold bodies this file encodes (retraining, verify, compact)."""
+        return BODY_TABLES
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _open(self) -> apsw.Connection:
+        flags = apsw.SQLITE_OPEN_URI | (
+            apsw.SQLITE_OPEN_READONLY
+            if self.readonly
+            else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
+        )
+        try:
+            conn = apsw.Connection(uri(self.path, readonly=self.readonly), flags=flags)
+        except apsw.Error as exc:
+            raise EngineError(
+                f"cannot open {self.path!r}: {exc}; check the path and its permissions"
+            ) from exc
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
+        conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+        if not self.readonly:
+            if not self._wal_checked:
+                self._set_wal(conn)
+            conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA foreign_keys=ON")
+        return conn
+
+    def _set_wal(self, conn: apsw.Connection) -> None:
+        # The journal mode is persistent: set once per file. Switching needs a lock
+        # that the busy handler does not wait for, so a file created by several
+        # processes at once is retried here.
+        for attempt in range(200):
+            try:
+                mode = fetchall(conn, "PRAGMA journal_mode")[0][0]
+                if mode != "wal":
+                    conn.execute("PRAGMA journal_mode=WAL")
+                self._wal_checked = True
+                return
+            except apsw.BusyError:
+                time.sleep(min(0.001 * (attempt + 1), 0.05))
+        raise BusyError(
+            f"{self.path!r} stayed locked while switching it to WAL; retry when the other "
+            "processes are done creating it"
+        )
+
+    def _acquire(self) -> apsw.Connection:
+        with self._lock:
+            if self._closed:
+                raise EngineError("the file is closed; open a new Saver")
+            if self._pid != os.getpid():
+                # Connections must not cross a fork: keep the parent's alive (closing
+                # them here could disturb the parent) and start an empty pool.
+                self._inherited.extend(self._idle)
+                self._idle = []
+                self._pid = os.getpid()
+                self._write_lock = threading.Lock()  # another thread may have held it
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def _release(self, conn: apsw.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        with self._lock:
+            if not self._closed and len(self._idle) < self.pool_size:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[apsw.Connection]:
+        """Borrow a connection (this thread's current one, if it already holds one)."""
+        held = getattr(self._local, "held", None)
+        if held is not None and getattr(self._local, "pid", None) == os.getpid():
+            yield held
+            return
+        conn = self._acquire()
+        self._local.held, self._local.pid = conn, os.getpid()
+        try:
+            yield conn
+        finally:
+            self._local.held = None
+            self._release(conn)
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error.
+
+        Writers of this process queue on a lock first: SQLite's busy handler sleeps
+        in steps of milliseconds, a lock hands over as soon as the writer before is done.
+        Other processes still meet the busy timeout.
+
+        Raises:
+            ReadOnlyError: the file is open read-only.
+            BusyError: another process kept the write lock past the busy timeout.
+        """
+        if self.readonly:
+            raise ReadOnlyError(
+                f"{self.path!r} is open read-only; open it without readonly=True (and with "
+                "write permission on the file and its folder) to change it"
+            )
+        with self.connection() as conn:
+            if conn.in_transaction:
+                raise EngineError("a write cannot start inside another transaction")
+            with self._write_lock:
+                try:
+                    conn.execute("BEGIN IMMEDIATE")
+                except apsw.BusyError:
+                    raise BusyError(
+                        f"another process held {self.path!r} for writing longer than "
+                        f"{BUSY_TIMEOUT_MS // 1000} s; retry, or find the process that "
+                        "keeps a transaction open"
+                    ) from None
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """A read transaction, so several queries see one snapshot (nested reads share it)."""
+        with self.connection() as conn:
+            if conn.in_transaction:
+                yield conn
+                return
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
+
+    # -- format ----------------------------------------------------------------------------
+
+    def _check_format(self) -> None:
+        with self.connection() as conn:
+            version = int(fetchall(conn, "PRAGMA user_version")[0][0])
+        if version > FORMAT_VERSION:
+            raise self._newer(version)
+        if version < FORMAT_VERSION:
+            raise FormatError(
+                f"{self.path!r} has on-disk format {version}, older than this threadloom's "
+                f"({FORMAT_VERSION}), and is open read-only: open it writable once to "
+                "upgrade it (or read it with the threadloom that wrote it)"
+            )
+
+    def _newer(self, version: int) -> FormatError:
+        return FormatError(
+            f"{self.path!r} has on-disk format {version}, newer than this threadloom "
+            f"understands ({FORMAT_VERSION}); upgrade threadloom"
+        )
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema to FORMAT_VERSION.
+
+        Raises:
+            FormatError: the file was written by a newer threadloom.
+        """
+        with self.write() as conn:
+            version: int = fetchall(conn, "PRAGMA user_version")[0][0]
+            if version > FORMAT_VERSION:
+                raise self._newer(version)
+            for step in MIGRATIONS[version:]:
+                conn.execute(step)
+            if version < FORMAT_VERSION:
+                conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+                log.info("%s: on-disk format %d -> %d", self.path, version, FORMAT_VERSION)
+
+    # -- closing ---------------------------------------------------------------------------
+
+    def checkpoint_wal(self) -> None:
+        """Fold the WAL into the file and truncate it (a no-op while readers hold it)."""
+        if self.readonly:
+            return
+        with self.connection() as conn, contextlib.suppress(apsw.BusyError, apsw.LockedError):
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        """Give back one `open` of this file; the last one closes its connections.
+
+        The last close folds the WAL into the file first, so a file at rest carries
+        no `-wal` (SQLite removes it with the last connection of every process).
+        """
+        with _registry_lock:
+            self._users = max(self._users - 1, 0)
+            if self._users:
+                return
+            if self._key is not None and _registry.get(self._key) is self:
+                del _registry[self._key]
+        self._close()
+
+    def _close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            mine = self._pid == os.getpid()
+        if mine and not self.readonly:
+            with contextlib.suppress(EngineError):
+                self.checkpoint_wal()
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._closed = True
+        if mine:
+            for conn in idle:
+                with contextlib.suppress(apsw.Error):
+                    conn.close()
+
+
+def _writable(path: str) -> bool:
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def _identity(path: str) -> str:
+    return os.path.realpath(path)
+
+
+@atexit.register
+def _close_all() -> None:
+    # A process that exits with files open still leaves them tidy (no -wal behind).
+    for opened in list(_open_files):
+        with contextlib.suppress(Exception):
+            opened._close()

@@ -1,0 +1,120 @@
+"""What a path holds, decided before anything is changed (engine layer).
+
+A threadloom file is opened; a missing or empty file becomes one; anything else
+(a LangGraph SqliteSaver file, another application's SQLite database, a file that
+is not SQLite at all) is refused with its own error, and its bytes stay as they
+were: the look is a read-only connection that creates no side file.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import urllib.parse
+from pathlib import Path
+
+import apsw
+
+from threadloom.errors import (
+    EngineError,
+    ForeignDatabaseError,
+    LangGraphFileError,
+    NotSQLiteError,
+)
+
+#: The first bytes of every SQLite database file.
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: Tables every threadloom file holds (format 1 and later).
+OUR_TABLES = frozenset({"meta", "scopes", "threads", "checkpoints", "writes", "vals"})
+#: Columns of LangGraph SqliteSaver's `checkpoints` table.
+_SQLITE_SAVER_COLUMNS = frozenset({"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint"})
+
+
+class Kind(enum.Enum):
+    """What a path holds."""
+
+    NEW = "new"  # missing, empty, or an SQLite database without any table
+    OURS = "threadloom"
+
+
+def uri(path: str, *, readonly: bool, immutable: bool = False) -> str:
+    """An SQLite URI for `path` (query options never parsed out of a file name)."""
+    query = {"mode": "ro"} if readonly else {}
+    if immutable:
+        query["immutable"] = "1"
+    quoted = urllib.parse.quote(os.path.abspath(path))
+    return f"file:{quoted}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+
+
+def look(path: str) -> apsw.Connection:
+    """A read-only connection that changes nothing on disk, not even a side file.
+
+    Without a `-wal` file the database file holds every committed page, so it is
+    opened immutable (no lock, no `-shm`). With one, the WAL must be read: a plain
+    read-only open, which may map the existing `-shm`.
+    """
+    wal = os.path.exists(path + "-wal")
+    flags = apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    return apsw.Connection(uri(path, readonly=True, immutable=not wal), flags=flags)
+
+
+def recognize(path: str) -> Kind:
+    """Classify `path` without changing it.
+
+    Raises:
+        NotSQLiteError: the file is not an SQLite database.
+        LangGraphFileError: it is a LangGraph SqliteSaver file.
+        ForeignDatabaseError: it is another application's SQLite database.
+        EngineError: it cannot be read (permissions, a directory).
+    """
+    target = Path(path)
+    if not target.exists():
+        return Kind.NEW
+    if target.is_dir():
+        raise EngineError(f"{path!r} is a directory; give the path of a file")
+    try:
+        with open(target, "rb") as handle:
+            head = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise EngineError(f"cannot read {path!r}: {exc.strerror}; check its permissions") from None
+    if not head and not os.path.exists(path + "-wal"):
+        return Kind.NEW
+    if head != SQLITE_HEADER:
+        raise NotSQLiteError(
+            f"{path!r} is not an SQLite database (nor a threadloom file); it was left "
+            "untouched: give the path of a threadloom file, or a new path to create one"
+        )
+    try:
+        conn = look(path)
+        try:
+            tables = {
+                row[0]
+                for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+            }
+            columns = (
+                {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}
+                if "checkpoints" in tables
+                else set()
+            )
+        finally:
+            conn.close()
+    except apsw.Error as exc:
+        raise NotSQLiteError(
+            f"{path!r} starts like an SQLite database but cannot be read as one ({exc}); "
+            "it was left untouched: restore it from a backup or give another path"
+        ) from None
+    if tables >= OUR_TABLES:
+        return Kind.OURS
+    if not tables:
+        return Kind.NEW
+    if columns >= _SQLITE_SAVER_COLUMNS and "writes" in tables:
+        raise LangGraphFileError(
+            f"{path!r} is a LangGraph SqliteSaver database, not a threadloom file; it was "
+            "left untouched: keep using SqliteSaver on it, or give threadloom a new path "
+            "(`threadloom migrate` will copy its threads once it exists)"
+        )
+    shown = ", ".join(sorted(tables)[:5])
+    raise ForeignDatabaseError(
+        f"{path!r} is another application's SQLite database (tables: {shown}); it was "
+        "left untouched: give threadloom a path of its own"
+    )

@@ -1,0 +1,246 @@
+"""A scope (namespace + agent id) of a file: its row, its threads, its memory, its epoch.
+
+Engine layer. Everything the writer, reader, document view and maintenance of one
+scope share: the planner, the remembered refs, the decoded-value cache, thread row
+ids, and the GC epoch that tells a writer when its memory may name deleted rows.
+
+Remembered refs let a put skip values the file holds. Only a deletion of values
+(delete, prune, GC, in any process) can make that memory wrong, and each one bumps
+`meta.gc_epoch` in its transaction. A put reads the epoch inside its own write
+transaction and plans again from the file if it moved (`retrying`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
+
+import apsw
+
+from threadloom.core.lru import Lru
+from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
+from threadloom.engine.file import File
+from threadloom.engine.sql import fetchall
+from threadloom.engine.store import Packed
+from threadloom.errors import EngineError, ProtocolError
+from threadloom.protocol import KnownReferences, Planner, Serialization
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
+
+T = TypeVar("T")
+
+#: Attempts of a write whose memory went stale (other processes deleting meanwhile).
+RETRIES = 3
+#: Resolved checkpoints kept per scope (their decoded document and raw channels).
+CLOSURES = 32
+
+
+class StaleMemory(Exception):
+    """Values were deleted since the memory a plan relied on was built."""
+
+    def __init__(self, epoch: int) -> None:
+        super().__init__(epoch)
+        self.epoch = epoch
+
+
+class Scope:
+    """One scope of a file.
+
+    Args:
+        file: the open file.
+        namespace: document namespace of the scope.
+        agent_id: agent id of the scope (prefix of every document key).
+        serialization: the serializer (from the adapter); None opens the scope for its
+            documents only (serve, export, import).
+        cache_bytes: size of the decoded-value cache (0 disables it).
+    """
+
+    def __init__(
+        self,
+        file: File,
+        *,
+        namespace: str,
+        agent_id: str,
+        serialization: Serialization | None = None,
+        cache_bytes: int = DEFAULT_CAPACITY,
+    ) -> None:
+        if not isinstance(namespace, str) or not namespace or "\0" in namespace:
+            raise ProtocolError("namespace must be a non-empty string without NUL")
+        self.file = file
+        self.content = file.content
+        self.namespace = namespace
+        self.agent_id = agent_id
+        self.serialization = serialization
+        self.planner = Planner(agent_id, serialization)
+        self.memory = KnownReferences()
+        self.cache = ValueCache(cache_bytes)
+        self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(CLOSURES)
+        #: Seconds a value document is safe from collection after it is written (SPEC §6).
+        self.grace = RETENTION_GRACE_SECONDS
+        self._thread_rows: dict[str, int] = {}
+        self._epoch = 0
+        #: The scope's row id; None in a read-only file that never held this scope.
+        self.id: int | None = None
+        if file.readonly:
+            with file.read() as conn:
+                self.id = self._find(conn)
+                self._epoch = self.read_epoch(conn)
+            return
+        with file.write() as conn:
+            conn.execute(
+                "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
+                (namespace, agent_id),
+            )
+            self.id = self._find(conn)
+            self._epoch = self.read_epoch(conn)
+
+    def _find(self, conn: apsw.Connection) -> int | None:
+        rows = fetchall(
+            conn,
+            "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?",
+            (self.namespace, self.agent_id),
+        )
+        return int(rows[0][0]) if rows else None
+
+    # -- threads ---------------------------------------------------------------------------
+
+    def thread(self, conn: apsw.Connection, thread_id: str) -> int | None:
+        """The row id of `thread_id` in this scope, or None."""
+        rows = fetchall(
+            conn,
+            "SELECT id FROM threads WHERE scope = ? AND thread_id = ?",
+            (self.id, thread_id),
+        )
+        return rows[0][0] if rows else None
+
+    def ensure_thread(self, conn: apsw.Connection, thread_id: str, now: float) -> int:
+        """The row id of `thread_id`, created if needed (inside a write)."""
+        conn.execute(
+            "INSERT INTO threads(scope, thread_id, created_at, updated_at) VALUES(?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (self.id, thread_id, now, now),
+        )
+        found = self.thread(conn, thread_id)
+        assert found is not None
+        self._thread_rows[thread_id] = found
+        return found
+
+    def thread_name(self, conn: apsw.Connection, thread: int) -> str:
+        """The thread id of row `thread`."""
+        return str(fetchall(conn, "SELECT thread_id FROM threads WHERE id = ?", (thread,))[0][0])
+
+    def forget_thread(self, thread_id: str, thread: int | None = None) -> None:
+        """Forget what this process remembers of a thread (after deleting from it)."""
+        self.memory.forget(thread_id)
+        self._thread_rows.pop(thread_id, None)
+        if thread is not None:
+            self.cache.drop(thread)
+
+    def thread_ids(self) -> list[str]:
+        """Return the thread ids of this scope that hold checkpoints, sorted."""
+        with self.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT thread_id FROM threads t WHERE scope = ? AND EXISTS "
+                "(SELECT 1 FROM checkpoints c WHERE c.thread = t.id) ORDER BY thread_id",
+                (self.id,),
+            )
+        return [r[0] for r in rows]
+
+    def reserve(
+        self,
+        conn: apsw.Connection,
+        thread_id: str,
+        count: int,
+        now: float,
+        packs: Sequence[Packed] = (),
+    ) -> tuple[int, int]:
+        """Check the GC epoch, then reserve `count` sequence numbers of a thread (created
+        if needed), in one statement when the thread's row id is remembered.
+
+        Returns:
+            The thread's row id and the first reserved number. Row ids are never
+            reused (AUTOINCREMENT), so a remembered id is checked by the update itself.
+
+        Raises:
+            StaleMemory: see `check_epoch` (the caller's transaction rolls back).
+        """
+        sql = (
+            "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? "
+            "RETURNING seq, (SELECT value FROM meta WHERE key = 'gc_epoch')"
+        )
+        thread = self._thread_rows.get(thread_id)
+        rows = fetchall(conn, sql, (count, now, thread)) if thread is not None else []
+        if not rows:
+            thread = self.ensure_thread(conn, thread_id, now)
+            rows = fetchall(conn, sql, (count, now, thread))
+        end, epoch = rows[0]
+        self.check_epoch(conn, packs, int(epoch or 0))
+        return cast(int, thread), int(end) - count + 1
+
+    # -- collection epoch ------------------------------------------------------------------
+
+    def read_epoch(self, conn: apsw.Connection) -> int:
+        """The file's GC epoch."""
+        rows = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
+        return int(rows[0][0]) if rows else 0
+
+    def bump_epoch(self, conn: apsw.Connection) -> None:
+        """Record a deletion of values (inside the deleting transaction)."""
+        before = self.read_epoch(conn)
+        conn.execute(
+            "INSERT INTO meta(key, value) VALUES('gc_epoch', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (before + 1,),
+        )
+        if before == self._epoch:
+            # Nobody else deleted since we last looked, and the caller forgets the
+            # threads it touched: the rest of our memory stays valid.
+            self._epoch = before + 1
+
+    def check_epoch(
+        self, conn: apsw.Connection, packs: Sequence[Packed] = (), epoch: int | None = None
+    ) -> None:
+        """Raise StaleMemory when values were deleted, or the dictionary retired, since
+        the memory (or the packed bodies) were made."""
+        if epoch is None:
+            epoch = self.read_epoch(conn)
+        content = self.content
+        if content.epoch != epoch:
+            content.reload(conn)
+        current = content.current.ident if content.current else None
+        if epoch != self._epoch or any(
+            p.dictionary is not None and p.dictionary != current for p in packs
+        ):
+            # A retraining retired the dictionary these bodies were packed with, or
+            # values were deleted: plan and pack again.
+            raise StaleMemory(epoch)
+
+    def refresh(self, epoch: int) -> None:
+        """Forget everything remembered about the file: it may name deleted rows."""
+        self.memory = KnownReferences(self.memory.capacity)
+        self.cache = ValueCache(self.cache.capacity)
+        self.closures = Lru(self.closures.capacity)
+        self._thread_rows.clear()
+        self._epoch = epoch
+
+    def retrying(self, attempt: Callable[[], T], what: str) -> T:
+        """Run a write planned from memory, planning again while that memory went stale."""
+        for _ in range(RETRIES):
+            try:
+                return attempt()
+            except StaleMemory as stale:
+                self.refresh(stale.epoch)
+        raise EngineError(f"other processes keep deleting values while {what} runs; retry it")
+
+
+def namespaces(file: File) -> list[str]:
+    """Every document namespace the file holds a scope of, sorted."""
+    with file.read() as conn:
+        return sorted({r[0] for r in fetchall(conn, "SELECT DISTINCT namespace FROM scopes")})
+
+
+def agent_ids(file: File, namespace: str) -> list[str]:
+    """The agent ids of the file's scopes in `namespace`."""
+    with file.read() as conn:
+        rows = fetchall(conn, "SELECT agent_id FROM scopes WHERE namespace = ?", (namespace,))
+    return [r[0] for r in rows]

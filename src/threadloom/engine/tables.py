@@ -1,0 +1,178 @@
+"""The tables' descriptors: identity columns, named rows and statements, declared once.
+
+Engine layer. Every module that reads or writes `checkpoints`, `writes` or `vals`
+takes its column lists and statements from here, and reads rows by name
+(`CheckpointRow.checkpoint_id`), never by position.
+
+`BODY_TABLES` is the registry of every table whose rows hold bodies encoded by the
+content store (`body`, `digest` and `blocks` columns): a dictionary retraining, `verify`
+and `compact` cover exactly these tables, so a table added later registers here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from threadloom.protocol import (
+    BLOBS,
+    CHECKPOINTS,
+    CHECKPOINTS_V1,
+    ITEMS,
+    PARTS,
+    WRITES,
+    WRITES_V1,
+)
+
+
+@dataclass(frozen=True)
+class BodyTable:
+    """A table whose rows hold encoded bodies.
+
+    Attributes:
+        name: the table.
+        identity: the columns that identify a row within its thread (with `thread`).
+        naming: how an error names a row, formatted with the row's columns by name.
+    """
+
+    name: str
+    identity: tuple[str, ...]
+    naming: str
+
+    def name_row(self, row: dict[str, Any]) -> str:
+        """How an error names `row` (a mapping of column names to values)."""
+        return self.naming.format_map(row)
+
+
+#: The body-table registry (see the module docstring).
+BODY_TABLES: Final[dict[str, BodyTable]] = {}
+
+
+def register(table: BodyTable) -> BodyTable:
+    """Add a body table to the registry (idempotent for the same descriptor)."""
+    found = BODY_TABLES.setdefault(table.name, table)
+    if found != table:
+        raise ValueError(f"body table {table.name!r} is already registered differently")
+    return table
+
+
+VALS = register(BodyTable("vals", ("ref",), "value {ref}"))
+CHECKPOINT_ROWS = register(
+    BodyTable("checkpoints", ("checkpoint_ns", "checkpoint_id"), "checkpoint {checkpoint_id}")
+)
+WRITE_ROWS = register(
+    BodyTable(
+        "writes",
+        ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+        "pending write {task_id}/{idx}",
+    )
+)
+
+#: Table of each LangGraph collection.
+TABLE_OF: Final = {
+    CHECKPOINTS: "checkpoints",
+    CHECKPOINTS_V1: "checkpoints",
+    WRITES: "writes",
+    WRITES_V1: "writes",
+    BLOBS: "vals",
+    ITEMS: "vals",
+    PARTS: "vals",
+}
+
+#: The fields of each table's documents that live in columns (not in the body).
+DOCUMENT_FIELDS: Final = {
+    "vals": frozenset({"agent_id", "thread_id", "ref", "_schema"}),
+    "checkpoints": frozenset(
+        {"agent_id", "thread_id", "checkpoint_ns", "_schema", "checkpoint_id", "parent_id"}
+    ),
+    "writes": frozenset(
+        {
+            "agent_id",
+            "thread_id",
+            "checkpoint_ns",
+            "_schema",
+            "checkpoint_id",
+            "task_id",
+            "task_path",
+            "index",
+            "channel",
+        }
+    ),
+}
+
+#: The body fields of a checkpoint document.
+CHECKPOINT_BODY: Final = ("checkpoint", "metadata", "channels")
+
+
+class CheckpointRow(NamedTuple):
+    """A checkpoint row with its thread id (`SELECT_CHECKPOINT`)."""
+
+    id: int
+    thread: int
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    schema: int
+    body: bytes
+    digest: bytes
+    keyed: int
+
+
+SELECT_CHECKPOINT: Final = (
+    "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
+    "c.body, c.digest, c.keyed FROM checkpoints c JOIN threads t ON c.thread = t.id"
+)
+
+
+class PendingRow(NamedTuple):
+    """A pending write of a checkpoint row (`SELECT_PENDING`)."""
+
+    owner: int
+    task_id: str
+    idx: int
+    task_path: str
+    channel: str
+    body: bytes
+    digest: bytes
+
+
+SELECT_PENDING: Final = (
+    "SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.body, w.digest "
+    "FROM checkpoints c JOIN writes w ON w.thread = c.thread AND "
+    "w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
+    "WHERE c.id IN carray(?)"
+)
+
+INSERT_VALUE: Final = (
+    "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+    "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
+)
+
+INSERT_CHECKPOINT: Final = (
+    "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, seq, "
+    "body, digest, created_at, blocks, keyed) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT DO NOTHING"
+)
+
+_WRITE_COLUMNS: Final = (
+    "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, "
+    "schema, seq, body, digest, created_at, blocks) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+)
+#: Insert a pending write; the first write of a (task, index) wins.
+INSERT_WRITE: Final = _WRITE_COLUMNS + "ON CONFLICT DO NOTHING"
+#: Insert a pending write or replace the stored one (special writes), counting its version.
+REPLACE_WRITE: Final = (
+    _WRITE_COLUMNS + "ON CONFLICT DO UPDATE SET task_path = excluded.task_path, "
+    "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
+    "digest = excluded.digest, blocks = excluded.blocks, version = version + 1 RETURNING version"
+)
+#: One pending write by its identity.
+WRITE_KEY: Final = (
+    "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?"
+)
+
+#: Metadata keys of a checkpoint, for filters decided in SQL (format 3).
+INSERT_KEY: Final = (
+    "INSERT INTO checkpoint_keys(checkpoint, key, value) VALUES(?, ?, ?) ON CONFLICT DO NOTHING"
+)
