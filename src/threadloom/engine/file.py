@@ -93,8 +93,11 @@ class File:
                 "or use LangGraph's InMemorySaver"
             )
         kind = recognize(self.path)
+        #: The process may not write the file or its folder: connections are opened
+        #: read-only (SQLite then reads the WAL without changing anything on disk).
+        self.locked = not _writable(self.path)
         if readonly is None:
-            readonly = not _writable(self.path)
+            readonly = self.locked
         if readonly and kind is Kind.NEW:
             raise ReadOnlyError(
                 f"{self.path!r} does not exist (or is empty) and cannot be created read-only; "
@@ -113,12 +116,16 @@ class File:
         self._wal_checked = False
         self._users = 0
         self._key: tuple[str, bool] | None = None
-        if readonly:
-            self._check_format()
-        else:
-            self.migrate()
-        #: Blocks and dictionaries of the file (the physical layer under every body).
-        self.content = ContentStore(self, self.body_tables)
+        try:
+            if readonly:
+                self._check_format()
+            else:
+                self.migrate()
+            #: Blocks and dictionaries of the file (the physical layer under every body).
+            self.content = ContentStore(self, self.body_tables)
+        except BaseException:
+            self._close()
+            raise
         _open_files.add(self)
 
     @classmethod
@@ -162,13 +169,18 @@ class File:
     # -- connections -----------------------------------------------------------------------
 
     def _open(self) -> apsw.Connection:
+        # A read-only open of a file we may write still opens read-write connections
+        # (with `query_only`): SQLite then removes the WAL and its index when the last
+        # connection closes, as it cannot on a read-only connection.
         flags = apsw.SQLITE_OPEN_URI | (
             apsw.SQLITE_OPEN_READONLY
-            if self.readonly
+            if self.locked
             else apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
         )
         try:
-            conn = apsw.Connection(uri(self.path, readonly=self.readonly), flags=flags)
+            conn = apsw.Connection(uri(self.path, readonly=self.locked), flags=flags)
+            if self.locked:
+                conn = self._readable(conn, flags)
         except apsw.Error as exc:
             raise EngineError(
                 f"cannot open {self.path!r}: {exc}; check the path and its permissions"
@@ -180,9 +192,25 @@ class File:
             if not self._wal_checked:
                 self._set_wal(conn)
             conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
+        else:
+            conn.execute("PRAGMA query_only=1")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
+
+    def _readable(self, conn: apsw.Connection, flags: int) -> apsw.Connection:
+        """A read-only connection that can read, in a folder where SQLite cannot create the
+        WAL index: without a `-wal` the file holds every committed page, so it is opened
+        immutable (a writer of another user creating a WAL meanwhile would go unseen
+        until the file is opened again)."""
+        try:
+            conn.execute("PRAGMA schema_version").fetchall()
+            return conn
+        except apsw.CantOpenError:
+            if os.path.exists(self.path + "-wal"):
+                raise
+            conn.close()
+            return apsw.Connection(uri(self.path, readonly=True, immutable=True), flags=flags)
 
     def _set_wal(self, conn: apsw.Connection) -> None:
         # The journal mode is persistent: set once per file. Switching needs a lock
