@@ -1,0 +1,146 @@
+"""The read path: list pages read only what they return; metadata filters decided in SQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+from threadloom import Saver
+
+
+def checkpoint(step: int) -> dict[str, Any]:
+    made = empty_checkpoint()
+    made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+    made["channel_values"] = {"step": step}
+    made["channel_versions"] = {"step": step}
+    return made
+
+
+def chain(saver: Any, thread_id: str, metadatas: list[dict[str, Any]], start: int = 1) -> None:
+    parent: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    for offset, metadata in enumerate(metadatas):
+        step = start + offset
+        parent = saver.put(parent, checkpoint(step), metadata, {"step": step})
+
+
+def counting_loads(saver: Saver) -> list[int]:
+    """Record how many checkpoint rows each `Reader.load` call restores."""
+    seen: list[int] = []
+    reader = saver.store.reader
+    original = reader.load
+
+    def load(conn: apsw.Connection, rows: Any) -> Any:
+        seen.append(len(rows))
+        return original(conn, rows)
+
+    reader.load = load  # type: ignore[method-assign]
+    return seen
+
+
+def test_list_with_a_limit_restores_only_what_it_returns(saver: Saver) -> None:
+    """list(limit=1) restores one checkpoint, list(limit=10) ten, of a 40-checkpoint thread."""
+    chain(saver, "t", [{"source": "loop", "step": i} for i in range(40)])
+    seen = counting_loads(saver)
+    config = {"configurable": {"thread_id": "t"}}
+    assert len(list(saver.list(config, limit=1))) == 1
+    assert seen == [1]
+    seen.clear()
+    assert len(list(saver.list(config, limit=10))) == 10
+    assert sum(seen) == 10
+
+
+def test_list_yields_the_first_checkpoint_after_restoring_only_it(saver: Saver) -> None:
+    """Without a limit the first page holds one checkpoint; pages then grow, up to 64."""
+    chain(saver, "t", [{"source": "loop", "step": i} for i in range(200)])
+    seen = counting_loads(saver)
+    listed = saver.list({"configurable": {"thread_id": "t"}})
+    first = next(listed)
+    assert first.checkpoint["channel_values"] == {"step": 200} and seen == [1]
+    rest = list(listed)
+    assert len(rest) == 199 and max(seen) == 64 and sum(seen) == 200
+    ids = [first.config["configurable"]["checkpoint_id"]]
+    ids += [c.config["configurable"]["checkpoint_id"] for c in rest]
+    assert ids == sorted(ids, reverse=True)
+
+
+def test_list_pages_across_threads_and_namespaces_keep_the_order(saver: Saver) -> None:
+    """Keyset pages over equal checkpoint ids in several threads and namespaces list each
+    checkpoint once, in the order of (id desc, thread, namespace)."""
+    for thread in ("a", "b", "c"):
+        for ns in ("", "sub:1"):
+            parent: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+            for step in range(1, 6):
+                parent = saver.put(parent, checkpoint(step), {"step": step}, {"step": step})
+    listed = [
+        (
+            c.config["configurable"]["checkpoint_id"],
+            c.config["configurable"]["thread_id"],
+            c.config["configurable"]["checkpoint_ns"],
+        )
+        for c in saver.list(None)
+    ]
+    assert len(listed) == len(set(listed)) == 30
+    assert listed == sorted(listed, key=lambda k: (tuple(-ord(ch) for ch in k[0]), k[1], k[2]))
+
+
+def test_metadata_keys_are_stored_for_plain_metadata_only(db_path: Path) -> None:
+    """Plain metadata gets its keys in checkpoint_keys; encrypted metadata gets none (no
+    plain text of it is written), and filters on it still work by decoding."""
+    with Saver.from_conn_string(str(db_path)) as plain:
+        chain(plain, "t", [{"source": "loop", "step": 1, "user": "ada"}])
+    encrypted = EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+    with Saver.from_conn_string(str(db_path), serde=encrypted, agent_id="secret") as hidden:
+        chain(hidden, "s", [{"source": "loop", "step": 1, "user": "eve"}])
+        assert len(list(hidden.list(None, filter={"user": "eve"}))) == 1
+        assert list(hidden.list(None, filter={"user": "ada"})) == []
+    conn = apsw.Connection(str(db_path))
+    rows = conn.execute("SELECT key, value FROM checkpoint_keys ORDER BY key").fetchall()
+    assert ("user", "ada") in rows and not any(v == "eve" for _, v in rows)
+    assert b"eve" not in db_path.read_bytes()
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(2**63 - 2, 2**64),
+    st.sampled_from([0.0, 1.0, 2.5, float("nan"), float("inf")]),
+    st.sampled_from(["", "a", "b", "1", "ada"]),
+    st.sampled_from([b"a", b""]),
+)
+values = st.one_of(
+    scalars,
+    st.lists(scalars, max_size=2),
+    st.dictionaries(st.sampled_from(["x"]), scalars, max_size=1),
+)
+metadata = st.dictionaries(st.sampled_from(["source", "step", "user", "n"]), values, max_size=4)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(metadatas=st.lists(metadata, min_size=1, max_size=6), wanted=metadata)
+def test_filters_agree_with_langgraphs_in_memory_saver(
+    tmp_path_factory: pytest.TempPathFactory,
+    metadatas: list[dict[str, Any]],
+    wanted: dict[str, Any],
+) -> None:
+    """list(filter=...) returns the checkpoints InMemorySaver returns, whatever the metadata
+    values (ints past 64 bits, NaN, bools against ints, None against absent keys, lists)."""
+    path = tmp_path_factory.mktemp("filters") / "f.db"
+    oracle = InMemorySaver()
+    with Saver.from_conn_string(str(path)) as saver:
+        chain(saver, "t", metadatas)
+        chain(oracle, "t", metadatas)
+        config = {"configurable": {"thread_id": "t"}}
+        ours = [c.metadata for c in saver.list(config, filter=wanted)]
+        theirs = [c.metadata for c in oracle.list(config, filter=wanted)]
+        assert [repr(m) for m in ours] == [repr(m) for m in theirs]
