@@ -51,19 +51,29 @@ class ChatRun:
     def end_turns(self) -> None:
         """Keep the latencies LangGraph caused; the direct calls come next."""
         self.in_graph = {k: self.timings.stats(k) for k in ("put", "put_writes", "get_tuple")}
+        self.raw = {k: list(self.timings.samples.get(k, ())) for k in self.in_graph}
         self.timings.clear()
 
     def result(self) -> dict[str, Any]:
+        """Figures of the run; `raw` holds every latency sample (seconds) by name:
+        put, put_writes, get_tuple (in the graph), latest, list, list_limit (direct)."""
+        direct = {
+            "latest": "get_tuple",
+            "list": "list",
+            "list_limit": h.list_key(LIST_LIMIT),
+        }
+        out = {k: self.timings.stats(name) for k, name in direct.items()}
+        raw = {**self.raw, **{k: list(self.timings.samples.get(n, ())) for k, n in direct.items()}}
         latest = self.subject.get_tuple(self.config)
         return {
+            **out,
             "logical": self.logical,
             "elapsed": self.elapsed,
             "turns": len(self.logical),
             "latency": self.in_graph,
-            "latest": self.timings.stats("get_tuple"),
-            "list": self.timings.stats("list"),
-            "list_limit": self.timings.stats(h.list_key(LIST_LIMIT)),
+            "raw": raw,
             "checkpoints": len(self.subject.list(self.config)),
+            "listed_limit": len(self.subject.list(self.config, limit=LIST_LIMIT)),
             "messages": len(latest.checkpoint["channel_values"]["messages"]),
         }
 

@@ -50,11 +50,19 @@ class LongRun:
 
     def end_turns(self) -> None:
         self.put = self.timings.stats("put")
+        self.put_raw = list(self.timings.samples.get("put", ()))
         self.timings.samples.pop("get_tuple", None)
 
     def result(self) -> dict[str, Any]:
+        """put and get_tuple stats; `raw` holds their samples (seconds)."""
         get = self.timings.stats("get_tuple")
-        return {"put": self.put, "get": get, "messages": f"{self.seeded}-{self.messages()}"}
+        raw = {"put": self.put_raw, "get": list(self.timings.samples.get("get_tuple", ()))}
+        return {
+            "put": self.put,
+            "get": get,
+            "raw": raw,
+            "messages": f"{self.seeded}-{self.messages()}",
+        }
 
 
 def long_threads(panel: h.Panel, messages: int, turns: int, repeat: int) -> dict[str, Any]:
