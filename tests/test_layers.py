@@ -129,3 +129,16 @@ def test_the_light_commands_do_not_load_langgraph(tmp_path: Path) -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_package_shows_its_savers_and_types() -> None:
+    """`dir(threadloom)` lists Saver and AsyncSaver, their help shows the arguments, and the
+    package ships `py.typed`."""
+    import pydoc
+
+    import threadloom
+
+    assert {"Saver", "AsyncSaver"} <= set(dir(threadloom))
+    text = pydoc.render_doc(threadloom.Saver, renderer=pydoc.plaintext)
+    assert "readonly" in text and "synchronous" in text and "namespace" in text
+    assert (Path(threadloom.__file__).parent / "py.typed").is_file()

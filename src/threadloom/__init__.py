@@ -5,6 +5,7 @@ document protocol, so the documents a thread produces here are byte-identical
 to those the shared engine's document service holds.
 """
 
+import logging
 from typing import Any
 
 from threadloom.errors import ThreadloomError
@@ -12,6 +13,10 @@ from threadloom.errors import ThreadloomError
 __version__ = "0.1.0"
 
 __all__ = ["AsyncSaver", "Saver", "ThreadloomError", "__version__"]
+
+# The library logs through "threadloom.*" and never prints; the application decides
+# where records go.
+logging.getLogger("threadloom").addHandler(logging.NullHandler())
 
 
 def __getattr__(name: str) -> Any:
@@ -22,3 +27,7 @@ def __getattr__(name: str) -> Any:
 
         return getattr(saver, name)
     raise AttributeError(f"module 'threadloom' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,4 +1,8 @@
-"""The `threadloom` command line: `main(argv) -> int`, exit codes 0 ok, 1 error, 2 usage."""
+"""The `threadloom` command line: `main(argv) -> int`.
+
+Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems. Errors go to stderr as
+`error: what went wrong` and `hint: what to do`.
+"""
 
 from __future__ import annotations
 
@@ -91,8 +95,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_verify(args.db, bodies=not args.quick, as_json=args.json)
         return run_doctor(as_json=args.json, db=args.db)
     except ThreadloomError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        report(exc)
         return 1
+
+
+def report(exc: BaseException) -> None:
+    """Print an error as `error: ...` and, when its message says what to do, `hint: ...`.
+
+    threadloom's messages say what went wrong, then (after "; ") what to do.
+    """
+    message = str(exc)
+    what, _, hint = message.partition("; ")
+    print(f"error: {what}", file=sys.stderr)
+    if hint:
+        print(f"hint: {hint}", file=sys.stderr)
 
 
 def run() -> None:

@@ -12,6 +12,7 @@ transaction and plans again from the file if it moved (`retrying`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
@@ -27,6 +28,8 @@ from threadloom.protocol import KnownReferences, Planner, Serialization
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 T = TypeVar("T")
+
+log = logging.getLogger("threadloom.engine")
 
 #: Attempts of a write whose memory went stale (other processes deleting meanwhile).
 RETRIES = 3
@@ -229,6 +232,9 @@ class Scope:
             try:
                 return attempt()
             except StaleMemory as stale:
+                log.debug(
+                    "%s: values deleted meanwhile (epoch %d), planning again", what, stale.epoch
+                )
                 self.refresh(stale.epoch)
         raise EngineError(f"other processes keep deleting values while {what} runs; retry it")
 
