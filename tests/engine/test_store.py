@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from tests.engine.test_durability import config, put
 from threadloom import Saver
-from threadloom.engine import store as store_module
+from threadloom.engine import blocks as store_module
 from threadloom.engine.schema import FORMAT_VERSION
 from threadloom.errors import CorruptionError
 
