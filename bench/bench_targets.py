@@ -1,7 +1,7 @@
 """The target table of issue 9 in one run: threadloom.Saver against SqliteSaver.
 
-Run: `python bench/bench_targets.py` (about 8 minutes on 2 cores; `--quick` for a
-smoke run of well under a minute).
+Run: `python bench/bench_targets.py` (about 3 minutes on 2 cores; `--quick` for a
+smoke run of a few seconds).
 
 Two tables, each measured in full in the same run: every saver at its own
 durability settings (LangGraph's SqliteSaver at the connection's defaults, which
@@ -177,7 +177,11 @@ def chat_part(
             for key in ("messages", "checkpoints", "listed_limit"):
                 mine[key] = found[key]
             # Every connection is closed now: the files as they lie at rest.
+            path = panel.subjects[name].path
             mine["at_rest"].append(panel.subjects[name].at_rest_bytes())
+            if path:
+                left = [x for x in ("-wal", "-shm") if Path(path + x).exists()]
+                mine.setdefault("left", set()).update(left)
     return out
 
 
@@ -343,6 +347,12 @@ def checks(parts: dict[str, Any], s: Sizes) -> list[str]:
                 f"{n} " + " ".join(h.mib(x) for x in c["at_rest"] if x is not None)
                 for n, c in chat.items()
                 if any(x is not None for x in c["at_rest"])
+            )
+            + "; left beside the file after close: "
+            + "; ".join(
+                f"{n} {', '.join(sorted(c['left'])) or 'nothing'}"
+                for n, c in chat.items()
+                if "left" in c
             )
         )
     out.append(
