@@ -107,3 +107,135 @@ def test_a_long_list_is_extended_not_redone() -> None:
     grown = [*messages, message(100, 300, False), message(101, 300, False)]
     planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
     assert calls == [2]
+
+
+# -- in-place changes: the memo must never trust object identity ------------------------
+
+
+def _mutations() -> st.SearchStrategy[tuple[str, int, int]]:
+    kinds = st.sampled_from(
+        [
+            "append",
+            "append",
+            "content",
+            "same-content",
+            "kwargs",
+            "reorder",
+            "int-to-bool",
+            "int-to-float",
+            "zero-sign",
+            "tool-args",
+            "id-none",
+            "extra",
+            "tuple",
+        ]
+    )
+    return st.tuples(kinds, st.integers(0, 10_000), st.integers(1, 12))
+
+
+def _tool_message(n: int, size: int) -> Any:
+    call = {"name": "search", "args": {"q": f"q{n}", "turn": 1}, "id": f"c{n}", "type": "tool_call"}
+    return AIMessage(content="x" * size, id=f"a{n}", tool_calls=[call])
+
+
+def _mutate(messages: list[Any], kind: str, at: int, count: int, counter: list[int]) -> None:
+    """Change `messages` in place as a node could (same list, same message objects)."""
+    if kind == "append" or not messages:
+        for _ in range(count):
+            counter[0] += 1
+            n = counter[0]
+            messages.append(_tool_message(n, 200) if n % 3 == 0 else message(n, 300, False))
+        return
+    m = messages[at % len(messages)]
+    if kind == "content":
+        m.content = m.content + " edited"
+    elif kind == "same-content":
+        m.content = "".join(list(m.content))  # an equal string, another object
+    elif kind == "kwargs":
+        m.additional_kwargs["note"] = at
+    elif kind == "reorder":
+        m.additional_kwargs.update(a=1, b=2)
+        m.additional_kwargs["a"] = m.additional_kwargs.pop("a")  # same items, new order
+    elif kind == "int-to-bool":
+        m.additional_kwargs["flag"] = 1
+        messages[(at + 1) % len(messages)].additional_kwargs["flag"] = True
+    elif kind == "int-to-float":
+        m.response_metadata["n"] = 1.0 if m.response_metadata.get("n") == 1 else 1
+    elif kind == "zero-sign":
+        m.response_metadata["z"] = -0.0 if m.response_metadata.get("z") == 0.0 else 0.0
+    elif kind == "tool-args" and getattr(m, "tool_calls", None):
+        m.tool_calls[0]["args"]["turn"] += 1
+    elif kind == "id-none":
+        m.id = None if m.id is not None else f"fresh-{at}"
+    elif kind == "extra":
+        m.__pydantic_extra__["mood"] = "new"  # type: ignore[index]
+    elif kind == "tuple":
+        m.additional_kwargs["seq"] = (
+            (1, 2) if isinstance(m.additional_kwargs.get("seq"), list) else [1, 2]
+        )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_mutations(), min_size=2, max_size=10), st.booleans())
+def test_messages_changed_in_place_plan_what_a_fresh_planner_plans(
+    steps: list[tuple[str, int, int]], remember: bool
+) -> None:
+    """A message changed in place (same object, even to an equal-looking value) is planned anew."""
+    warm = Planner(AGENT, serialization())
+    known: set[str] = set()
+    messages: list[Any] = []
+    counter = [0]
+    for step, (kind, at, count) in enumerate(steps, start=1):
+        _mutate(messages, kind, at, count, counter)
+        current = list(messages)  # LangGraph hands each put a new list of the same objects
+        cold = Planner(AGENT, serialization())
+        state = Known(frozenset(known), {}) if remember else NOTHING_KNOWN
+        a = warm.plan_checkpoint(config("t"), checkpoint(step, current), {}, state)
+        b = cold.plan_checkpoint(config("t"), checkpoint(step, current), {}, state)
+        assert a.puts == b.puts
+        assert a.refs == b.refs
+        if remember:
+            known |= a.refs
+
+
+class _Spy:
+    """A serializer wrapper that records the length of every list it encodes."""
+
+    def __init__(self, serde: Any) -> None:
+        self.serde = serde
+        self.lists: list[int] = []
+
+    def dumps_typed(self, obj: Any) -> Any:
+        if isinstance(obj, list):
+            self.lists.append(len(obj))
+        return self.serde.dumps_typed(obj)
+
+    def loads_typed(self, data: Any) -> Any:
+        return self.serde.loads_typed(data)
+
+
+def test_a_grown_list_of_messages_is_not_encoded_again() -> None:
+    """With fingerprints the old messages are compared, never re-encoded: only the tail is."""
+    planner = Planner(AGENT, serialization())
+    spy = _Spy(planner.serde.serde)
+    planner.serde.serde = spy  # type: ignore[assignment]
+    messages = [message(n, 300, False) for n in range(200)]
+    planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    spy.lists.clear()
+    grown = [*messages, message(200, 300, False), message(201, 300, False)]
+    planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
+    assert spy.lists == [2]
+
+
+def test_a_message_changed_in_place_is_encoded_again() -> None:
+    """An old message edited in place sends the planner back to encoding the list."""
+    planner = Planner(AGENT, serialization())
+    spy = _Spy(planner.serde.serde)
+    planner.serde.serde = spy  # type: ignore[assignment]
+    messages = [message(n, 300, False) for n in range(200)]
+    planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    messages[17].additional_kwargs["edited"] = True
+    spy.lists.clear()
+    grown = [*messages, message(200, 5, False)]
+    planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
+    assert 201 in spy.lists

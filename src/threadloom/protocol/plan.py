@@ -4,7 +4,9 @@ No I/O. A plan is the exact list of documents the released planner sends, in
 its order, with its `if_version` / `on_conflict`; stores apply it.
 Invariants: an unchanged channel (same version as the parent's remembered
 entry) is reused verbatim without being serialized; a ref already known or
-already planned produces no document.
+already planned produces no document; a list that grew is planned from its last
+encoding (`_extend`) only once its old elements are proven unchanged, so every plan
+is exactly the plan a fresh planner makes.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
 from threadloom.errors import ProtocolError, SerializationError
+from threadloom.protocol._fingerprint import Fingerprint, Views, array_header, fingerprint, views
 from threadloom.protocol.constants import (
     BLOBS,
     CHECKPOINTS,
@@ -129,14 +132,22 @@ class _ListMemo(NamedTuple):
     """The last planned encoding of one list channel of one thread.
 
     Attributes:
-        body: the stored (redacted) msgpack encodings of the elements, concatenated.
-        offsets: element boundaries in `body` (one more than the elements).
+        payloads: the stored (redacted) msgpack encoding of each element; a list, so a
+            grown list shares the old encodings instead of copying them.
+        total: bytes of `payloads`.
         refs: the refs `list_refs` returned for these elements.
+        proof: the elements' fingerprint, taken before they were encoded, or None.
     """
 
-    body: bytes
-    offsets: list[int]
+    payloads: list[bytes]
+    total: int
     refs: ListRefs
+    proof: Fingerprint | None = None
+
+    @property
+    def size(self) -> int:
+        """Bytes this memo holds (for LIST_MEMO_BYTES)."""
+        return self.total + (self.proof.size if self.proof is not None else 0)
 
 
 #: Bytes of list encodings a planner keeps to extend lists instead of redoing them.
@@ -164,6 +175,18 @@ class _Buckets:
             return False
         self.planned.add(ref)
         return True
+
+    def wanted_many(self, refs: Sequence[str]) -> list[int]:
+        """`wanted` of each of `refs` in order; return the indices it answered True for.
+
+        When the known refs hold them all (a grown list: its old elements are stored),
+        this is two set operations in C instead of a Python call per ref.
+        """
+        known = self.known
+        if isinstance(known, (set, frozenset)) and known.issuperset(refs):
+            self.referenced.update(refs)
+            return []
+        return [index for index, ref in enumerate(refs) if self.wanted(ref)]
 
     def add(self, bucket: list[Put], collection: str, ref: str, fields: dict[str, Any]) -> None:
         data = {
@@ -210,11 +233,17 @@ class Serialization:
         whole_lists: `serde.dumps_typed` of a list is one msgpack array whose element spans
             equal the elements' own encodings (LangGraph's JsonPlusSerializer), so a list
             channel is encoded once and cut.
+        model_fingerprints: `serde` encodes a pydantic model as a function of its class
+            and its field data (LangGraph's JsonPlusSerializer: `model_dump()` in an ext),
+            so a grown list of models is proven unchanged by fingerprints
+            (`protocol._fingerprint`) instead of being encoded again. None (the default)
+            means the same as `whole_lists`.
     """
 
     serde: Serializer
     merge_metadata: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] = _metadata_as_given
     whole_lists: bool = False
+    model_fingerprints: bool | None = None
 
 
 class _NoSerializer:
@@ -248,6 +277,8 @@ class Planner:
         self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
         self._merge_metadata = given.merge_metadata
         self._whole_lists = given.whole_lists
+        fingerprints = given.model_fingerprints
+        self._fingerprints = given.whole_lists and fingerprints is not False
         self._lists: OrderedDict[tuple[str, str | None, str], _ListMemo] = OrderedDict()
         self._list_bytes = 0
         self._lists_lock = threading.Lock()
@@ -374,18 +405,22 @@ class Planner:
     ) -> dict[str, Any]:
         what = f"channel {channel!r}"
         if type(value) is list:
-            extended = self._extend(buckets, value, what, memo) if memo else None
+            seen = views(value) if memo and self._fingerprints and len(value) > 1 else None
+            plain = memo is not None and (seen is not None or self._plain_list(value))
+            extended, proof = None, None
+            if memo and plain:
+                extended, proof = self._extend(buckets, value, what, memo, seen)
             if extended is not None:
                 return {"blob": extended}
+            if proof is None and seen is not None:
+                proof = fingerprint(seen)  # before anything is encoded (protocol._fingerprint)
             elements = self.dump_elements(value, what)
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 refs = self._list(buckets, elements)
-                if memo and self._plain_list(value):
+                if memo and plain:
                     payloads = [bytes(payload) for _, payload in elements]
-                    offsets = [0]
-                    for payload in payloads:
-                        offsets.append(offsets[-1] + len(payload))
-                    self._keep_list(memo, _ListMemo(b"".join(payloads), offsets, refs))
+                    total = sum(map(len, payloads))
+                    self._keep_list(memo, _ListMemo(payloads, total, refs, proof))
                 return {"blob": refs.list_ref}
         kind, payload = self.dumps(value, what)
         if len(payload) <= INLINE_LIMIT:
@@ -396,92 +431,111 @@ class Planner:
         return {"blob": ref}
 
     def _plain_list(self, items: list[Any]) -> bool:
-        """True when `dump_elements` encodes `items` as one msgpack array, cut in spans."""
-        return (
-            len(items) > 1
-            and self._whole_lists
-            and not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
-        )
+        """True when `dump_elements` encodes `items` as one msgpack array, cut in spans:
+        no element is None, bytes or a bytearray (the serializer has other kinds for them).
+        """
+        if len(items) <= 1 or not self._whole_lists:
+            return False
+        kinds = set(map(type, items))  # a few classes, however long the list
+        if any(_overrides_class(kind) for kind in kinds):
+            # isinstance() asks such an object's own __class__: test each element.
+            return not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
+        return not any(kind is _NONE or issubclass(kind, (bytes, bytearray)) for kind in kinds)
 
     def _keep_list(self, key: tuple[str, str | None, str], memo: _ListMemo) -> None:
         with self._lists_lock:
             old = self._lists.pop(key, None)
             if old is not None:
-                self._list_bytes -= len(old.body)
-            if len(memo.body) > LIST_MEMO_BYTES // 4:
+                self._list_bytes -= old.size
+            if memo.size > LIST_MEMO_BYTES // 4:
                 return
             self._lists[key] = memo
-            self._list_bytes += len(memo.body)
+            self._list_bytes += memo.size
             while self._list_bytes > LIST_MEMO_BYTES:
                 _, evicted = self._lists.popitem(last=False)
-                self._list_bytes -= len(evicted.body)
+                self._list_bytes -= evicted.size
 
     def _extend(
-        self, buckets: _Buckets, items: list[Any], what: str, key: tuple[str, str | None, str]
-    ) -> str | None:
-        """Plan a list that extends the one last planned for this channel, or return None.
+        self,
+        buckets: _Buckets,
+        items: list[Any],
+        what: str,
+        key: tuple[str, str | None, str],
+        seen: Views | None = None,
+    ) -> tuple[str | None, Fingerprint | None]:
+        """Plan a list that extends the one last planned for this channel.
 
-        The list is encoded once without redaction; when the stored encodings of the
-        previous elements are a byte prefix of it, those elements are the same values
-        (msgpack is self-delimiting) and hold no secret (their redacted bytes are their
-        plain bytes), so only the new tail is redacted, encoded, hashed and chunked
-        again. The documents planned are exactly those of the full path: every element
-        ref still goes through `wanted`, so nothing the store lacks is skipped.
+        The previous elements must be proven unchanged first, in one of two ways:
+
+        - the memo's fingerprint `holds` for the list's first elements (`seen`, see
+          `protocol._fingerprint`): they are the same values, whose stored (redacted)
+          encodings the memo holds. A few native calls, no serializer call at all;
+        - else the list is encoded once without redaction, and the stored encodings of
+          the previous elements must be a byte prefix of it: those elements are the
+          same values (msgpack is self-delimiting) and hold no secret (their redacted
+          bytes are their plain bytes).
+
+        Then only the new tail is redacted, encoded, hashed and chunked. The documents
+        planned are exactly those of the full path: every element ref still goes
+        through `wanted`, so nothing the store lacks is skipped.
+
+        Args:
+            seen: the fingerprint views of `items`, or None (no fingerprint applies).
+
+        Returns:
+            The list's blob ref, or None for the full path; and the fingerprint of
+            `items` when one was taken (before anything was encoded), to keep.
         """
         with self._lists_lock:
             memo = self._lists.get(key)
             if memo is not None:
                 self._lists.move_to_end(key)
-        if memo is None or not self._plain_list(items):
-            return None
+        if memo is None:
+            return None, None
         old = memo.refs.element_refs
         if len(items) < len(old):
-            return None
-        try:
-            kind, payload = self.serde.serde.dumps_typed(items)
-        except Exception:
-            return None
-        start = _array_header(payload) if kind == "msgpack" else None
-        if start is None or not payload.startswith(memo.body, start):
-            return None
+            return None, None
+        proof = None
+        if seen is not None and memo.proof is not None and memo.proof.holds(seen):
+            proof = memo.proof.grown(seen)
+        else:
+            if seen is not None:
+                proof = fingerprint(seen)
+            try:
+                kind, payload = self.serde.serde.dumps_typed(items)
+            except Exception:
+                return None, proof
+            start = array_header(payload) if kind == "msgpack" else None
+            if start is None or not payload.startswith(b"".join(memo.payloads), start):
+                return None, proof
         tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
-        total = memo.offsets[-1] + sum(len(p) for _, p in tail)
+        payloads = [*memo.payloads, *(bytes(p) for _, p in tail)]
+        total = memo.total + sum(len(p) for _, p in tail)
         if total <= INLINE_LIMIT:
-            return None
+            return None, proof
         element_refs = [*old, *(element_ref(k, bytes(p)) for k, p in tail)]
-        lengths = [b - a for a, b in zip(memo.offsets, memo.offsets[1:], strict=False)]
-        lengths.extend(len(p) for _, p in tail)
         clean = len(old) // CHUNK_SIZE  # chunks made only of old elements keep their refs
         chunks = memo.refs.chunks[:clean]
         chunk_refs = memo.refs.chunk_refs[:clean]
         for first in range(clean * CHUNK_SIZE, len(element_refs), CHUNK_SIZE):
+            last = min(first + CHUNK_SIZE, len(element_refs))
             entries: list[list[str | int]] = [
-                [ref, length]
-                for ref, length in zip(
-                    element_refs[first : first + CHUNK_SIZE],
-                    lengths[first : first + CHUNK_SIZE],
-                    strict=True,
-                )
+                [element_refs[index], len(payloads[index])] for index in range(first, last)
             ]
             chunks.append(entries)
             chunk_refs.append(chunk_ref(entries))
         refs = ListRefs(element_refs, chunks, chunk_refs, list_blob_ref(chunk_refs))
-        body = memo.body
-        for index, ref in enumerate(old):
-            if buckets.wanted(ref):
-                payload_bytes = body[memo.offsets[index] : memo.offsets[index + 1]]
-                buckets.add(
-                    buckets.elements,
-                    ITEMS,
-                    ref,
-                    {"value": buckets.stored(("msgpack", payload_bytes))},
-                )
+        for index in buckets.wanted_many(old):
+            payload_bytes = payloads[index]
+            buckets.add(
+                buckets.elements,
+                ITEMS,
+                old[index],
+                {"value": buckets.stored(("msgpack", payload_bytes))},
+            )
         self._plan_list(buckets, tail, refs, skip=len(old))
-        offsets = list(memo.offsets)
-        for _, p in tail:
-            offsets.append(offsets[-1] + len(p))
-        self._keep_list(key, _ListMemo(body + b"".join(bytes(p) for _, p in tail), offsets, refs))
-        return refs.list_ref
+        self._keep_list(key, _ListMemo(payloads, total, refs, proof))
+        return refs.list_ref, proof
 
     @staticmethod
     def _list(buckets: _Buckets, elements: Sequence[Typed]) -> ListRefs:
@@ -557,18 +611,17 @@ class Planner:
         return WritePlan([*buckets.parts, *documents])
 
 
-def _array_header(payload: bytes) -> int | None:
-    """Return the length of the msgpack array header `payload` starts with, or None."""
-    if not payload:
-        return None
-    first = payload[0]
-    if 0x90 <= first <= 0x9F:
-        return 1
-    if first == 0xDC:
-        return 3
-    if first == 0xDD:
-        return 5
-    return None
+_NONE = type(None)
+_class_overrides: dict[type, bool] = {}
+
+
+def _overrides_class(kind: type) -> bool:
+    """True when `kind` (or a base but object) defines `__class__`, which isinstance() asks."""
+    found = _class_overrides.get(kind)
+    if found is None:
+        found = any("__class__" in vars(base) for base in kind.__mro__[:-1])
+        _class_overrides[kind] = found
+    return found
 
 
 def _pair(write: Any) -> tuple[str, Any]:

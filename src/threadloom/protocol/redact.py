@@ -99,6 +99,11 @@ def _strategy(kind: type) -> int:
     return found
 
 
+def walked_as_model(kind: type) -> bool:
+    """True when redaction walks instances of `kind` as a model: its fields and extras."""
+    return _strategy(kind) == _MODEL
+
+
 def _redacted(secret: Any) -> Any:
     try:
         raw = secret.get_secret_value()
