@@ -87,6 +87,8 @@ def test_extended_lists_plan_exactly_what_a_fresh_planner_plans(
         assert a.puts == b.puts
         assert a.refs == b.refs
         assert a.entries == b.entries
+        assert a.known_refs(state) == frozenset(state.refs) | a.refs
+        assert a.planned == a.refs - state.refs
         if remember:
             known |= a.refs
 
@@ -194,6 +196,7 @@ def test_messages_changed_in_place_plan_what_a_fresh_planner_plans(
         b = cold.plan_checkpoint(config("t"), checkpoint(step, current), {}, state)
         assert a.puts == b.puts
         assert a.refs == b.refs
+        assert a.known_refs(state) == frozenset(state.refs) | a.refs
         if remember:
             known |= a.refs
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -87,12 +87,28 @@ class CheckpointPlan(NamedTuple):
         config: the config `put` returns.
         refs: every ref this plan referenced, planned or already known.
         entries: `channel -> (version, entry)` for channels with a version.
+        planned: the refs this plan puts a document for: `refs` less the known ones
+            (a handful per put, however long the history).
     """
 
     puts: list[Put]
     config: dict[str, Any]
     refs: set[str]
     entries: dict[str, tuple[Any, dict[str, Any]]]
+    planned: Set[str] = frozenset()
+
+    def known_refs(self, known: Known) -> frozenset[str]:
+        """The refs a store holds for this checkpoint once its puts are applied: those of
+        `known` (the `Known` this plan was made with) and this plan's own.
+
+        Equal to `frozenset(known.refs) | self.refs` (every referenced ref is planned
+        or known), at the cost of the planned refs, not of the history: the known set
+        is shared when the plan adds nothing and copied once (in C) otherwise.
+        """
+        refs = known.refs
+        if isinstance(refs, frozenset):
+            return refs | self.planned if self.planned else refs
+        return frozenset(refs).union(self.planned)
 
     @property
     def checkpoint(self) -> Put:
@@ -360,7 +376,7 @@ class Planner:
                 "checkpoint_id": checkpoint_id,
             }
         }
-        return CheckpointPlan(puts, returned, buckets.referenced, entries)
+        return CheckpointPlan(puts, returned, buckets.referenced, entries, buckets.planned)
 
     def dumps(self, value: Any, what: str) -> Typed:
         """Serialize `value` (secrets redacted), naming `what` if it cannot be serialized.
