@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
@@ -17,6 +18,7 @@ from pydantic import SecretStr
 
 from threadloom._langgraph import serialization
 from threadloom.protocol import Known, Planner
+from threadloom.protocol import plan as plan_module
 from threadloom.protocol.plan import NOTHING_KNOWN
 
 AGENT = "engine.v1"
@@ -242,3 +244,22 @@ def test_a_message_changed_in_place_is_encoded_again() -> None:
     grown = [*messages, message(200, 5, False)]
     planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
     assert 201 in spy.lists
+
+
+def test_a_list_too_long_for_its_fingerprint_keeps_its_encodings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Over the per-list budget with its fingerprint, a memo keeps its encodings without it."""
+    planner = Planner(AGENT, serialization())
+    messages = [message(n, 300, False) for n in range(100)]
+    payload = sum(len(p) for _, p in planner.dump_elements(messages, "m"))
+    monkeypatch.setattr(plan_module, "LIST_MEMO_BYTES", 4 * (payload + payload // 4))
+    planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    (memo,) = planner._lists.values()
+    assert memo.proof is None and memo.total == payload
+    grown = [*messages, message(100, 300, False)]
+    a = planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
+    b = Planner(AGENT, serialization()).plan_checkpoint(
+        config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN
+    )
+    assert a.puts == b.puts

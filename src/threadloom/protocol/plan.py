@@ -459,6 +459,8 @@ class Planner:
         return not any(kind is _NONE or issubclass(kind, (bytes, bytearray)) for kind in kinds)
 
     def _keep_list(self, key: tuple[str, str | None, str], memo: _ListMemo) -> None:
+        if memo.size > LIST_MEMO_BYTES // 4 and memo.proof is not None:
+            memo = memo._replace(proof=None)  # a long list keeps its encodings, as before
         with self._lists_lock:
             old = self._lists.pop(key, None)
             if old is not None:
