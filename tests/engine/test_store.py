@@ -251,8 +251,10 @@ def test_a_dictionary_is_trained_from_the_file_and_documents_do_not_change(
 
 
 def test_writers_holding_a_retired_dictionary_pack_again(db_path: Path) -> None:
-    """Another saver retrains and retires the dictionary this one holds: this one's next
-    put must not store bodies naming the retired dictionary."""
+    """Another saver on the file retrains and retires the dictionary in use: the next puts
+    must not store bodies naming the retired dictionary. (In one process both savers
+    share the content store; the test below holds the same for a private File, as
+    another process has.)"""
     with Saver.from_conn_string(str(db_path)) as first:
         chat(first, "t", 4)
         assert first.db.content.train(force=True) is not None
@@ -325,21 +327,24 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
     scope opened afterwards knows the new epoch but must still not write the old one."""
     from threadloom._langgraph import serialization
     from threadloom.engine.checkpoints import CheckpointStore
+    from threadloom.engine.file import File
 
     with Saver.from_conn_string(str(db_path)) as first:
         chat(first, "t", 4)
         first.db.content.train(force=True)
-        with Saver.from_conn_string(str(db_path)) as second:
-            held = second.db.content.current
+        # A private File stands for another process: its own pool and content store.
+        second = File(db_path)
+        try:
+            assert second is not first.db
+            held = second.content.current
             assert held is not None
             first.db.content.train(force=True)
             late = CheckpointStore(
-                second.db,
-                namespace=second.namespace,
-                agent_id="late",
-                serialization=serialization(),
+                second, namespace=first.namespace, agent_id="late", serialization=serialization()
             )
             late.put(config("v"), put_checkpoint(), {"source": "loop", "step": 1, "parents": {}})
+        finally:
+            second.close()
     rows = table(db_path, "SELECT body FROM vals") + table(db_path, "SELECT body FROM checkpoints")
     assert not any(body[:1] == b"\x02" and body[1] == held.ident for (body,) in rows)
 
