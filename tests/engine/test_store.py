@@ -475,3 +475,17 @@ def test_verify_names_what_is_wrong(quick: Saver, db_path: Path) -> None:
     from threadloom.cli import main
 
     assert main(["verify", "--db", str(db_path)]) == 3
+
+
+def test_blocks_framed_in_a_batch_equal_blocks_framed_one_by_one() -> None:
+    """frame_blocks (two threads past 1 MiB) frames every block exactly as frame_block does,
+    in order, compressible or not."""
+    import os as _os
+
+    from threadloom.engine.codec import frame_block, frame_blocks
+
+    pieces = [_os.urandom(4096) if i % 3 else bytes(4096) for i in range(400)]
+    assert sum(map(len, pieces)) > 1024 * 1024
+    assert frame_blocks(pieces) == [frame_block(p) for p in pieces]
+    assert frame_blocks(pieces[:3]) == [frame_block(p) for p in pieces[:3]]
+    assert frame_blocks([]) == []

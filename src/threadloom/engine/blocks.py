@@ -43,6 +43,7 @@ from threadloom.engine.codec import (
     digest,
     frame,
     frame_block,
+    frame_blocks,
     unframe,
     unframe_block,
 )
@@ -207,10 +208,17 @@ class BlockStore:
                 stored = self._present(reader, keys)
         else:
             stored = self._present(conn, keys)
+        # Each missing block is framed once, even when several bodies hold it.
+        missing: dict[bytes, memoryview] = {}
         for packed in packs:
             for key, piece in packed.pieces.items():
                 if key not in stored:
-                    packed.framed[key] = frame_block(piece)
+                    missing.setdefault(key, piece)
+        framed = dict(zip(missing, frame_blocks(list(missing.values())), strict=True))
+        for packed in packs:
+            for key in packed.pieces:
+                if key in framed:
+                    packed.framed[key] = framed[key]
 
     @staticmethod
     def _present(conn: apsw.Connection, keys: Iterable[bytes]) -> set[bytes]:

@@ -9,9 +9,11 @@ recorded when it was written (`digest` for a whole body, the block key for a blo
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
+import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Final, Generic, TypeVar
 
 import blake3
@@ -143,6 +145,45 @@ def frame(raw: bytes, dictionary: Dictionary | None) -> bytes:
         if len(squeezed) <= len(raw):
             return squeezed
     return bytes((RAW,)) + raw
+
+
+#: Blocks framed in one call above this many bytes in all are split over two threads.
+_PARALLEL_FROM: Final = 1024 * 1024
+_helper: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+_helper_lock = threading.Lock()
+
+
+def _second_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """One worker thread for the process (made again after a fork, whose threads are gone)."""
+    global _helper
+    with _helper_lock:
+        if _helper is None or _helper[0] != os.getpid():
+            _helper = (
+                os.getpid(),
+                concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-zstd"),
+            )
+        return _helper[1]
+
+
+def _frame_all(pieces: Sequence[bytes | memoryview]) -> list[bytes]:
+    with _plain_compressors.lend() as compressor:
+        out = []
+        for raw in pieces:
+            squeezed = compressor.compress(raw)
+            out.append(
+                bytes((ZSTD,)) + squeezed if len(squeezed) < len(raw) else bytes((RAW,)) + raw
+            )
+        return out
+
+
+def frame_blocks(pieces: Sequence[bytes | memoryview]) -> list[bytes]:
+    """`frame_block` of each piece; a large batch is compressed on two threads (zstd
+    releases the GIL), so a big value's blocks take about half the time on two cores."""
+    if len(pieces) < 2 or sum(len(p) for p in pieces) < _PARALLEL_FROM:
+        return _frame_all(pieces)
+    half = len(pieces) // 2
+    later = _second_thread().submit(_frame_all, pieces[half:])
+    return _frame_all(pieces[:half]) + later.result()
 
 
 def frame_block(raw: bytes | memoryview) -> bytes:
