@@ -137,7 +137,7 @@ class Writer:
         scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
-            union(known.refs, plan.refs),
+            plan.known_refs(known),
             plan.entries,
         )
         return plan.config
@@ -332,12 +332,3 @@ def value_body(data: Mapping[str, Any]) -> dict[str, Any]:
     """The body of a value document: its fields without those that live in columns."""
     fields = DOCUMENT_FIELDS["vals"]
     return {k: v for k, v in data.items() if k not in fields}
-
-
-def union(known: Any, planned: set[str]) -> frozenset[str]:
-    """The refs a checkpoint references: its parent's and the ones its plan added."""
-    if isinstance(known, frozenset):
-        return known | planned
-    if isinstance(known, set):
-        return frozenset(known | planned)
-    return frozenset(planned)
