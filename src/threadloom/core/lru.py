@@ -1,7 +1,9 @@
 """A bounded, thread-safe LRU map: the one LRU every layer uses.
 
 Pure (no I/O). Entries weigh 1 unless a `weigh` function says otherwise; the map
-holds at most `capacity` in total weight (at least its newest entry).
+holds at most `capacity` in total weight, evicting the least recently used first. An
+entry heavier than the whole capacity is not held, unless the map keeps its newest
+entry whatever it weighs (`keep_newest`, as the protocol's known-refs memory does).
 """
 
 from __future__ import annotations
@@ -21,17 +23,26 @@ class Lru(Generic[K, V]):
     Args:
         capacity: most total weight held; 0 holds nothing.
         weigh: weight of a value (default 1 each).
+        keep_newest: hold the newest entry even when it alone outweighs `capacity`.
     """
 
-    def __init__(self, capacity: int, weigh: Callable[[V], int] | None = None) -> None:
+    def __init__(
+        self, capacity: int, weigh: Callable[[V], int] | None = None, *, keep_newest: bool = False
+    ) -> None:
         self.capacity = capacity
         self._weigh = weigh
+        self._keep_newest = keep_newest
         self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
         self._total = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def __contains__(self, key: object) -> bool:
+        """True when `key` is held (without making it the most recently used)."""
+        with self._lock:
+            return key in self._items
 
     @property
     def weight(self) -> int:
@@ -78,14 +89,15 @@ class Lru(Generic[K, V]):
                         continue
                     self._total -= old[1]
                 size = weigh(value) if weigh is not None else 1
+                if size > self.capacity and not self._keep_newest:
+                    if old is not None:
+                        del self._items[key]
+                    continue
                 self._items[key] = (value, size)
                 self._total += size
-            while self._total > self.capacity and len(self._items) > 1:
-                _, (_, size) = self._items.popitem(last=False)
-                self._total -= size
-            if self._total > self.capacity and self._items:
-                self._items.clear()
-                self._total = 0
+                while self._total > self.capacity and len(self._items) > 1:
+                    _, (_, evicted) = self._items.popitem(last=False)
+                    self._total -= evicted
 
     def pop(self, key: K) -> V | None:
         """Remove `key`; return its value or None."""

@@ -7,11 +7,10 @@ ancestors (`metadata["parents"]`) contribute refs only. Thread-safe.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from threadloom.core.lru import Lru
 from threadloom.protocol.constants import KNOWN_REFS_CAPACITY
 from threadloom.protocol.plan import NOTHING_KNOWN, Known
 
@@ -27,10 +26,11 @@ class KnownReferences:
 
     def __init__(self, capacity: int = KNOWN_REFS_CAPACITY) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[CheckpointRef, Known] = OrderedDict()
-        self._sizes: dict[CheckpointRef, int] = {}
-        self._total = 0
-        self._lock = threading.Lock()
+        # As the released planner's memory: the newest checkpoint is kept, however many
+        # refs it holds.
+        self._lru: Lru[CheckpointRef, Known] = Lru(
+            capacity, lambda known: len(known.refs), keep_newest=True
+        )
 
     def remember(
         self,
@@ -40,15 +40,7 @@ class KnownReferences:
     ) -> None:
         """Remember that checkpoint `key` is stored and references `refs`."""
         frozen = refs if isinstance(refs, frozenset) else frozenset(refs)
-        known = Known(frozen, dict(entries))
-        size = len(known.refs)
-        with self._lock:
-            self._drop(key)
-            self._items[key] = known
-            self._sizes[key] = size
-            self._total += size
-            while self._total > self.capacity and len(self._items) > 1:
-                self._drop(next(iter(self._items)))
+        self._lru.put(key, Known(frozen, dict(entries)))
 
     def recall(
         self,
@@ -63,48 +55,28 @@ class KnownReferences:
             parent: `(checkpoint_ns, checkpoint_id)` of the put's parent, if any.
             ancestors: `(checkpoint_ns, checkpoint_id)` pairs from `metadata["parents"]`.
         """
-        refs: set[str] = set()
-        entries: Mapping[str, tuple[Any, dict[str, Any]]] = {}
         ancestors = list(ancestors)
-        with self._lock:
-            if parent is not None and not ancestors:
-                # The common case: one remembered set, returned as is (it is frozen).
-                found = self._touch((thread_id, *parent))
-                return NOTHING_KNOWN if found is None else found
-            if parent is not None:
-                found = self._touch((thread_id, *parent))
-                if found is not None:
-                    refs.update(found.refs)
-                    entries = found.entries
-            for ns, checkpoint_id in ancestors:
-                found = self._touch((thread_id, ns, checkpoint_id))
-                if found is not None:
-                    refs.update(found.refs)
+        found = self._lru.get((thread_id, *parent)) if parent is not None else None
+        if not ancestors:
+            # The common case: one remembered set, returned as is (it is frozen).
+            return NOTHING_KNOWN if found is None else found
+        refs: set[str] = set(found.refs) if found is not None else set()
+        entries = found.entries if found is not None else {}
+        for ns, checkpoint_id in ancestors:
+            other = self._lru.get((thread_id, ns, checkpoint_id))
+            if other is not None:
+                refs.update(other.refs)
         if not refs and not entries:
             return NOTHING_KNOWN
         return Known(frozenset(refs), entries)
 
     def __contains__(self, key: object) -> bool:
         """True when checkpoint `(thread_id, checkpoint_ns, checkpoint_id)` is remembered."""
-        with self._lock:
-            return key in self._items
+        return key in self._lru
 
     def forget(self, thread_id: str) -> None:
         """Forget every checkpoint of `thread_id`."""
-        with self._lock:
-            for key in [k for k in self._items if k[0] == thread_id]:
-                self._drop(key)
-
-    def _touch(self, key: CheckpointRef) -> Known | None:
-        found = self._items.get(key)
-        if found is not None:
-            self._items.move_to_end(key)
-        return found
-
-    def _drop(self, key: CheckpointRef) -> None:
-        if key in self._items:
-            del self._items[key]
-            self._total -= self._sizes.pop(key)
+        self._lru.drop_where(lambda key: key[0] == thread_id)
 
 
 def read_entries(
