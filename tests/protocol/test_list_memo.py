@@ -263,3 +263,22 @@ def test_a_list_too_long_for_its_fingerprint_keeps_its_encodings(
         config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN
     )
     assert a.puts == b.puts
+
+
+def test_fingerprints_can_be_turned_off() -> None:
+    """`model_fingerprints=False`: a grown list is proven by encoding it again, same plans."""
+    from dataclasses import replace
+
+    planner = Planner(AGENT, replace(serialization(), model_fingerprints=False))
+    spy = _Spy(planner.serde.serde)
+    planner.serde.serde = spy  # type: ignore[assignment]
+    messages = [message(n, 300, False) for n in range(50)]
+    planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    spy.lists.clear()
+    grown = [*messages, message(50, 300, False)]
+    a = planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
+    assert spy.lists == [51]  # the byte proof (the one new message is encoded alone)
+    b = Planner(AGENT, serialization()).plan_checkpoint(
+        config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN
+    )
+    assert a.puts == b.puts
