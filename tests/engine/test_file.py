@@ -308,3 +308,34 @@ def test_a_file_this_process_may_not_write_opens_read_only(
     finally:
         _immutable(locked, False)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def _create_and_put(path: str, start: float, index: int) -> None:
+    import time as _time
+
+    while _time.time() < start:
+        pass
+    with Saver.from_conn_string(path) as saver:
+        put(saver, f"t{index}", 1)
+
+
+def test_processes_creating_one_file_at_once_all_succeed(tmp_path: Path) -> None:
+    """Four processes opening a file that does not exist yet, at the same instant, all
+    create or open it and write (no raw 'database is locked' at the WAL switch)."""
+    import multiprocessing
+    import time as _time
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(5):
+        path = str(tmp_path / f"new-{attempt}.db")
+        start = _time.time() + 0.3
+        workers = [
+            context.Process(target=_create_and_put, args=(path, start, i)) for i in range(4)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(60)
+        assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+        with Saver.from_conn_string(path) as saver:
+            assert sorted(saver.store.thread_ids()) == ["t0", "t1", "t2", "t3"]
