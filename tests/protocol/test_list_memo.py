@@ -18,7 +18,6 @@ from pydantic import SecretStr
 
 from threadloom._langgraph import serialization
 from threadloom.protocol import Known, Planner
-from threadloom.protocol import plan as plan_module
 from threadloom.protocol.plan import NOTHING_KNOWN
 
 AGENT = "engine.v1"
@@ -250,10 +249,10 @@ def test_a_list_too_long_for_its_fingerprint_keeps_its_encodings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Over the per-list budget with its fingerprint, a memo keeps its encodings without it."""
-    planner = Planner(AGENT, serialization())
     messages = [message(n, 300, False) for n in range(100)]
-    payload = sum(len(p) for _, p in planner.dump_elements(messages, "m"))
-    monkeypatch.setattr(plan_module, "LIST_MEMO_BYTES", 4 * (payload + payload // 4))
+    sizing = Planner(AGENT, serialization())
+    payload = sum(len(p) for _, p in sizing.dump_elements(messages, "m"))
+    planner = Planner(AGENT, serialization(), memo_bytes=2 * (payload + payload // 4))
     planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
     (memo,) = planner._lists.values()
     assert memo.proof is None and memo.total == payload

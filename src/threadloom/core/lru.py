@@ -44,6 +44,11 @@ class Lru(Generic[K, V]):
         with self._lock:
             return key in self._items
 
+    def values(self) -> list[V]:
+        """The values held, least recently used first (a snapshot)."""
+        with self._lock:
+            return [value for value, _ in self._items.values()]
+
     @property
     def weight(self) -> int:
         """Total weight held."""

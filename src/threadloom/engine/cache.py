@@ -15,7 +15,7 @@ from threadloom.core.lru import Lru
 Key = tuple[int, str]
 
 #: Bytes of payload the cache holds by default (an estimate: payload bytes plus overhead).
-DEFAULT_CAPACITY = 8 * 1024 * 1024
+DEFAULT_CAPACITY = 4 * 1024 * 1024
 _OVERHEAD = 256
 
 

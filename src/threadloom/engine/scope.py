@@ -34,7 +34,12 @@ log = logging.getLogger("threadloom.engine")
 #: Attempts of a write whose memory went stale (other processes deleting meanwhile).
 RETRIES = 3
 #: Resolved checkpoints kept per scope (their decoded document and raw channels).
-CLOSURES = 32
+CLOSURES = 16
+#: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
+#: threads a process works on at once, at ~100 bytes each).
+MEMORY_REFS = 20_000
+#: Bytes of list encodings (and fingerprints) the planner keeps per scope.
+LIST_MEMO_BYTES = 4 * 1024 * 1024
 
 
 class StaleMemory(Exception):
@@ -73,8 +78,8 @@ class Scope:
         self.namespace = namespace
         self.agent_id = agent_id
         self.serialization = serialization
-        self.planner = Planner(agent_id, serialization)
-        self.memory = KnownReferences()
+        self.planner = Planner(agent_id, serialization, memo_bytes=LIST_MEMO_BYTES)
+        self.memory = KnownReferences(MEMORY_REFS)
         self.cache = ValueCache(cache_bytes)
         self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(CLOSURES)
         #: Seconds a value document is safe from collection after it is written (SPEC §6).

@@ -11,13 +11,12 @@ is exactly the plan a fresh planner makes.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
+from threadloom.core.lru import Lru
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol._fingerprint import Fingerprint, Views, array_header, fingerprint, views
 from threadloom.protocol.constants import (
@@ -284,7 +283,13 @@ class Planner:
             keys only (every serialization raises a ProtocolError).
     """
 
-    def __init__(self, agent_id: str, serialization: Serialization | None = None) -> None:
+    def __init__(
+        self,
+        agent_id: str,
+        serialization: Serialization | None = None,
+        *,
+        memo_bytes: int | None = None,
+    ) -> None:
         if not isinstance(agent_id, str) or not agent_id:
             raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
         self.agent_id = agent_id
@@ -295,9 +300,11 @@ class Planner:
         self._whole_lists = given.whole_lists
         fingerprints = given.model_fingerprints
         self._fingerprints = given.whole_lists and fingerprints is not False
-        self._lists: OrderedDict[tuple[str, str | None, str], _ListMemo] = OrderedDict()
-        self._list_bytes = 0
-        self._lists_lock = threading.Lock()
+        #: Bytes of list encodings (and their fingerprints) kept to extend lists from.
+        self.memo_bytes = LIST_MEMO_BYTES if memo_bytes is None else memo_bytes
+        self._lists: Lru[tuple[str, str | None, str], _ListMemo] = Lru(
+            self.memo_bytes, lambda memo: memo.size
+        )
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""
@@ -459,19 +466,13 @@ class Planner:
         return not any(kind is _NONE or issubclass(kind, (bytes, bytearray)) for kind in kinds)
 
     def _keep_list(self, key: tuple[str, str | None, str], memo: _ListMemo) -> None:
-        if memo.size > LIST_MEMO_BYTES // 4 and memo.proof is not None:
+        # One list may take half of the budget at most.
+        if memo.size > self.memo_bytes // 2 and memo.proof is not None:
             memo = memo._replace(proof=None)  # a long list keeps its encodings, as before
-        with self._lists_lock:
-            old = self._lists.pop(key, None)
-            if old is not None:
-                self._list_bytes -= old.size
-            if memo.size > LIST_MEMO_BYTES // 4:
-                return
-            self._lists[key] = memo
-            self._list_bytes += memo.size
-            while self._list_bytes > LIST_MEMO_BYTES:
-                _, evicted = self._lists.popitem(last=False)
-                self._list_bytes -= evicted.size
+        if memo.size > self.memo_bytes // 2:
+            self._lists.pop(key)
+            return
+        self._lists.put(key, memo)
 
     def _extend(
         self,
@@ -504,10 +505,7 @@ class Planner:
             The list's blob ref, or None for the full path; and the fingerprint of
             `items` when one was taken (before anything was encoded), to keep.
         """
-        with self._lists_lock:
-            memo = self._lists.get(key)
-            if memo is not None:
-                self._lists.move_to_end(key)
+        memo = self._lists.get(key)
         if memo is None:
             return None, None
         old = memo.refs.element_refs
