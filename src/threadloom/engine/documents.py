@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from threadloom.engine.scope import Scope
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
     DOCUMENT_FIELDS,
     INSERT_CHECKPOINT,
@@ -56,18 +56,36 @@ class ImportCount:
         self.present = 0
 
 
-class _DocumentRow(NamedTuple):
-    """One row of any body table, as `_SELECTS` shape it (unused columns are NULL)."""
-
+class _ValueRow(NamedTuple):
     seq: int
-    table: int
-    a: Any
-    b: Any
-    c: Any
-    d: Any
-    e: Any
-    f: Any
-    g: Any
+    ref: str
+    body: bytes
+    digest: bytes
+    thread_id: str
+    created_at: float
+
+
+class _CheckpointRow(NamedTuple):
+    seq: int
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    schema: int
+    body: bytes
+    digest: bytes
+    thread_id: str
+    created_at: float
+
+
+class _WriteRow(NamedTuple):
+    seq: int
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    idx: int
+    task_path: str
+    channel: str
+    schema: int
     body: bytes
     digest: bytes
     thread_id: str
@@ -75,17 +93,31 @@ class _DocumentRow(NamedTuple):
     version: int
 
 
-_SELECTS = {
-    0: "SELECT x.seq, 0, x.ref, NULL, NULL, NULL, NULL, NULL, NULL, x.body, x.digest, "
-    "t.thread_id, x.created_at, 1 FROM vals x JOIN threads t ON x.thread = t.id",
-    1: "SELECT x.seq, 1, x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema, NULL, "
-    "NULL, NULL, x.body, x.digest, t.thread_id, x.created_at, 1 FROM checkpoints x "
-    "JOIN threads t ON x.thread = t.id",
-    2: "SELECT x.seq, 2, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
-    "x.channel, x.schema, x.body, x.digest, t.thread_id, x.created_at, x.version "
-    "FROM writes x JOIN threads t ON x.thread = t.id",
+_Row = _ValueRow | _CheckpointRow | _WriteRow
+
+#: Per table (0 vals, 1 checkpoints, 2 writes): the row shape, its query (`t` = threads,
+#: `x` = the table) and how an error names a row.
+_SHAPES: dict[int, tuple[Any, str, str]] = {
+    0: (
+        _ValueRow,
+        "SELECT x.seq, x.ref, x.body, x.digest, t.thread_id, x.created_at "
+        "FROM vals x JOIN threads t ON x.thread = t.id",
+        "value {ref}",
+    ),
+    1: (
+        _CheckpointRow,
+        "SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema, x.body, "
+        "x.digest, t.thread_id, x.created_at FROM checkpoints x JOIN threads t ON x.thread = t.id",
+        "checkpoint {checkpoint_id}",
+    ),
+    2: (
+        _WriteRow,
+        "SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+        "x.channel, x.schema, x.body, x.digest, t.thread_id, x.created_at, x.version "
+        "FROM writes x JOIN threads t ON x.thread = t.id",
+        "pending write {task_id}/{idx}",
+    ),
 }
-_NAMES = ("value {a}", "checkpoint {b}", "pending write {c}/{d}")
 
 
 class Documents:
@@ -158,53 +190,62 @@ class Documents:
     def _select(
         self, where: str, args: Sequence[Any], *, tables: Sequence[int], ordered: bool
     ) -> builtins.list[StoredDocument]:
-        """Documents of rows matching `where` (on `t` = threads and `x` = the table)."""
-        sql = " UNION ALL ".join(f"{_SELECTS[i]} WHERE {where}" for i in tables)
-        bound = [a for _ in tables for a in args]
-        if ordered:
-            sql += " ORDER BY 1"
+        """Documents of rows matching `where` (on `t` = threads and `x` = the table), in
+        put order (`seq`) across the tables when `ordered`."""
         scope = self.scope
+        rows: list[_Row] = []
         with scope.file.read() as conn:
-            rows = [_DocumentRow._make(r) for r in conn.execute(sql, bound)]
-            decoded = scope.content.unpack_many(
-                conn, [(r.body, r.digest, _NAMES[r.table].format_map(r._asdict())) for r in rows]
+            for table in tables:
+                shape, sql, _ = _SHAPES[table]
+                order = " ORDER BY x.seq" if ordered else ""
+                rows.extend(fetch(conn, shape, f"{sql} WHERE {where}{order}", args))
+            if ordered and len(tables) > 1:
+                rows.sort(key=lambda row: row.seq)
+            decoded = scope.content.unpack_many(conn, [(r.body, r.digest, _name(r)) for r in rows])
+        return [self._document(row, stored) for row, stored in zip(rows, decoded, strict=True)]
+
+    def _document(self, row: _Row, stored: dict[str, Any]) -> StoredDocument:
+        key = self.scope.planner.key
+        base = {"agent_id": self.scope.agent_id, "thread_id": row.thread_id}
+        if isinstance(row, _ValueRow):
+            data = {**base, "ref": row.ref, "_schema": 2, **stored}
+            return StoredDocument(
+                collection_of(row.ref), key(row.thread_id, row.ref), data, row.created_at, 1
             )
-        key = scope.planner.key
-        found: builtins.list[StoredDocument] = []
-        for row, stored in zip(rows, decoded, strict=True):
-            base = {"agent_id": scope.agent_id, "thread_id": row.thread_id}
-            if row.table == 0:
-                data = {**base, "ref": row.a, "_schema": 2, **stored}
-                collection, doc_key = collection_of(row.a), key(row.thread_id, row.a)
-            elif row.table == 1:
-                ns, cid, parent, schema = row.a, row.b, row.c, row.d
-                data = {
-                    **base,
-                    "checkpoint_ns": ns,
-                    "_schema": schema,
-                    "checkpoint_id": cid,
-                    "parent_id": parent,
-                    **stored,
-                }
-                collection = CHECKPOINTS if schema == 2 else CHECKPOINTS_V1
-                doc_key = key(row.thread_id, ns, cid)
-            else:
-                ns, cid, task_id, idx, task_path, channel, schema = row[2:9]
-                data = {
-                    **base,
-                    "checkpoint_ns": ns,
-                    "_schema": schema,
-                    "checkpoint_id": cid,
-                    "task_id": task_id,
-                    "task_path": task_path,
-                    "index": idx,
-                    "channel": channel,
-                    **stored,
-                }
-                collection = WRITES if schema == 2 else WRITES_V1
-                doc_key = key(row.thread_id, ns, cid, task_id, idx)
-            found.append(StoredDocument(collection, doc_key, data, row.created_at, row.version))
-        return found
+        if isinstance(row, _CheckpointRow):
+            data = {
+                **base,
+                "checkpoint_ns": row.checkpoint_ns,
+                "_schema": row.schema,
+                "checkpoint_id": row.checkpoint_id,
+                "parent_id": row.parent_id,
+                **stored,
+            }
+            return StoredDocument(
+                CHECKPOINTS if row.schema == 2 else CHECKPOINTS_V1,
+                key(row.thread_id, row.checkpoint_ns, row.checkpoint_id),
+                data,
+                row.created_at,
+                1,
+            )
+        data = {
+            **base,
+            "checkpoint_ns": row.checkpoint_ns,
+            "_schema": row.schema,
+            "checkpoint_id": row.checkpoint_id,
+            "task_id": row.task_id,
+            "task_path": row.task_path,
+            "index": row.idx,
+            "channel": row.channel,
+            **stored,
+        }
+        return StoredDocument(
+            WRITES if row.schema == 2 else WRITES_V1,
+            key(row.thread_id, row.checkpoint_ns, row.checkpoint_id, row.task_id, row.idx),
+            data,
+            row.created_at,
+            row.version,
+        )
 
     def keys(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Every document key of the scope -> (collection, identifying fields).
@@ -431,3 +472,9 @@ class Documents:
         count.present += stored.present
         if due:
             content.train()
+
+
+def _name(row: _Row) -> str:
+    """How an error names a row's document."""
+    table = 0 if isinstance(row, _ValueRow) else 1 if isinstance(row, _CheckpointRow) else 2
+    return _SHAPES[table][2].format_map(row._asdict())
