@@ -329,9 +329,7 @@ def test_processes_creating_one_file_at_once_all_succeed(tmp_path: Path) -> None
     for attempt in range(5):
         path = str(tmp_path / f"new-{attempt}.db")
         start = _time.time() + 0.3
-        workers = [
-            context.Process(target=_create_and_put, args=(path, start, i)) for i in range(4)
-        ]
+        workers = [context.Process(target=_create_and_put, args=(path, start, i)) for i in range(4)]
         for worker in workers:
             worker.start()
         for worker in workers:
