@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from threadloom._langgraph import serialization
 from threadloom.protocol import Known, Planner
-from threadloom.protocol.plan import NOTHING_KNOWN
+from threadloom.protocol.shapes import NOTHING_KNOWN
 
 AGENT = "engine.v1"
 

@@ -20,21 +20,21 @@ from threadloom.protocol.constants import (
     WRITES_V1,
 )
 from threadloom.protocol.memory import KnownReferences, read_entries
-from threadloom.protocol.plan import (
-    NOTHING_KNOWN,
-    CheckpointPlan,
-    Known,
-    Planner,
-    Put,
-    Serialization,
-    WritePlan,
-    configurable,
-)
+from threadloom.protocol.plan import Planner
 from threadloom.protocol.read import Batch, Resolution, batches, references
 from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
 from threadloom.protocol.refs import collection_of, document_key
 from threadloom.protocol.restore import Restored, raw_value, restore
 from threadloom.protocol.retention import Retained, created_before, kept_checkpoints, root_parent
+from threadloom.protocol.shapes import (
+    NOTHING_KNOWN,
+    CheckpointPlan,
+    Known,
+    Put,
+    Serialization,
+    WritePlan,
+    configurable,
+)
 from threadloom.protocol.versions import next_version
 
 __all__ = [

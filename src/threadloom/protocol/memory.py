@@ -12,7 +12,7 @@ from typing import Any
 
 from threadloom.core.lru import Lru
 from threadloom.protocol.constants import KNOWN_REFS_CAPACITY
-from threadloom.protocol.plan import NOTHING_KNOWN, Known
+from threadloom.protocol.shapes import NOTHING_KNOWN, Known
 
 CheckpointRef = tuple[str, str, str]
 
