@@ -474,7 +474,9 @@ class Documents:
             content.train()
 
 
+_NAMING = {shape: naming for shape, _, naming in _SHAPES.values()}
+
+
 def _name(row: _Row) -> str:
     """How an error names a row's document."""
-    table = 0 if isinstance(row, _ValueRow) else 1 if isinstance(row, _CheckpointRow) else 2
-    return _SHAPES[table][2].format_map(row._asdict())
+    return str(_NAMING[type(row)].format_map(row._asdict()))

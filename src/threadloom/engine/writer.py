@@ -101,7 +101,7 @@ class Writer:
         )
         encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
         head = packs[-1]
-        listed = self._keys(config, metadata, document.data["metadata"])
+        listed = _keys(plan.metadata, document.data["metadata"])
         now = time.time()
         with scope.file.write() as conn:
             thread, seq = scope.reserve(conn, thread_id, len(encoded) + 1, now, packs)
@@ -141,15 +141,6 @@ class Writer:
             plan.entries,
         )
         return plan.config
-
-    def _keys(
-        self, config: Mapping[str, Any], metadata: Mapping[str, Any], stored: Mapping[str, Any]
-    ) -> list[tuple[str, Any]] | None:
-        """The metadata key rows of a checkpoint, or None when its metadata is not plain."""
-        serialization = self.scope.serialization
-        if serialization is None or stored.get("kind") not in keys.PLAIN_KINDS:
-            return None
-        return keys.rows_of(serialization.merge_metadata(config, metadata))
 
     def put_writes(
         self,
@@ -332,3 +323,12 @@ def value_body(data: Mapping[str, Any]) -> dict[str, Any]:
     """The body of a value document: its fields without those that live in columns."""
     fields = DOCUMENT_FIELDS["vals"]
     return {k: v for k, v in data.items() if k not in fields}
+
+
+def _keys(
+    metadata: Mapping[str, Any] | None, stored: Mapping[str, Any]
+) -> list[tuple[str, Any]] | None:
+    """The metadata key rows of a checkpoint, or None when its metadata is not plain text."""
+    if metadata is None or stored.get("kind") not in keys.PLAIN_KINDS:
+        return None
+    return keys.rows_of(metadata)

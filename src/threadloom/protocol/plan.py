@@ -249,7 +249,7 @@ class Planner:
                 "checkpoint_id": checkpoint_id,
             }
         }
-        return CheckpointPlan(puts, returned, buckets.referenced, entries, buckets.planned)
+        return CheckpointPlan(puts, returned, buckets.referenced, entries, buckets.planned, merged)
 
     def dumps(self, value: Any, what: str) -> Typed:
         """Serialize `value` (secrets redacted), naming `what` if it cannot be serialized.

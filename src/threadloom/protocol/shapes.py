@@ -60,6 +60,7 @@ class CheckpointPlan(NamedTuple):
         config: the config `put` returns.
         refs: every ref this plan referenced, planned or already known.
         entries: `channel -> (version, entry)` for channels with a version.
+        metadata: the metadata as stored (merged with the config's), before encoding.
         planned: the refs this plan puts a document for: `refs` less the known ones
             (a handful per put, however long the history).
     """
@@ -69,6 +70,7 @@ class CheckpointPlan(NamedTuple):
     refs: set[str]
     entries: dict[str, tuple[Any, dict[str, Any]]]
     planned: Set[str] = frozenset()
+    metadata: Mapping[str, Any] | None = None
 
     def known_refs(self, known: Known) -> frozenset[str]:
         """The refs a store holds for this checkpoint once its puts are applied: those of
