@@ -265,5 +265,6 @@ def check(raw: bytes, expected: bytes, name: str) -> None:
     """Raise CorruptionError unless `raw` has the recorded digest."""
     if digest(raw) != bytes(expected):
         raise CorruptionError(
-            f"{name} is damaged (blake3 mismatch); restore the file from a backup"
+            f"{name} is damaged (blake3 mismatch: its body, its digest or a column that "
+            "identifies it changed); restore the file from a backup"
         )

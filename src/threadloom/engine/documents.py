@@ -16,13 +16,18 @@ from typing import Any, NamedTuple
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
+    CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
     INSERT_CHECKPOINT,
     INSERT_VALUE,
     INSERT_WRITE,
+    OWNERS,
     REPLACE_WRITE,
     TABLE_OF,
+    VALS,
     WRITE_KEY,
+    WRITE_ROWS,
+    BodyTable,
 )
 from threadloom.engine.writer import same_checkpoint
 from threadloom.errors import ProtocolError
@@ -100,21 +105,21 @@ _Row = _ValueRow | _CheckpointRow | _WriteRow
 _SHAPES: dict[int, tuple[Any, str, str]] = {
     0: (
         _ValueRow,
-        "SELECT x.seq, x.ref, x.body, x.digest, t.thread_id, x.created_at "
-        "FROM vals x JOIN threads t ON x.thread = t.id",
+        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at "
+        "FROM vals x" + OWNERS,
         "value {ref}",
     ),
     1: (
         _CheckpointRow,
         "SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema, x.body, "
-        "x.digest, t.thread_id, x.created_at FROM checkpoints x JOIN threads t ON x.thread = t.id",
+        f"{CHECKPOINT_ROWS.unsealed('x')}, t.thread_id, x.created_at FROM checkpoints x" + OWNERS,
         "checkpoint {checkpoint_id}",
     ),
     2: (
         _WriteRow,
         "SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
-        "x.channel, x.schema, x.body, x.digest, t.thread_id, x.created_at, x.version "
-        "FROM writes x JOIN threads t ON x.thread = t.id",
+        f"x.channel, x.schema, x.body, {WRITE_ROWS.unsealed('x')}, t.thread_id, x.created_at, "
+        "x.version FROM writes x" + OWNERS,
         "pending write {task_id}/{idx}",
     ),
 }
@@ -357,18 +362,22 @@ class Documents:
             thread, seq = scope.reserve(conn, data["thread_id"], 1, now, [packed])
             key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
             scope.content.unlink_rows(conn, "writes", WRITE_KEY, (*key, data["index"]))
+            columns = (
+                *key[1:],
+                data["index"],
+                data.get("task_path") or "",
+                data["channel"],
+                int(data["_schema"]),
+            )
             version = fetchall(
                 conn,
                 REPLACE_WRITE,
                 (
-                    *key,
-                    data["index"],
-                    data.get("task_path") or "",
-                    data["channel"],
-                    int(data["_schema"]),
+                    thread,
+                    *columns,
                     seq,
                     packed.body,
-                    packed.digest,
+                    scope.seal(WRITE_ROWS, packed.digest, data["thread_id"], *columns),
                     now,
                     len(packed.keys),
                 ),
@@ -429,37 +438,36 @@ class Documents:
                 zip(docs, packs, strict=True)
             ):
                 table = TABLE_OF[collection]
-                common = (seq + offset, packed.body, packed.digest, now, len(packed.keys))
+
+                def common(described: BodyTable, *columns: Any) -> tuple[Any, ...]:
+                    sealed = scope.seal(described, packed.digest, thread_id, *columns)  # noqa: B023
+                    return (seq + offset, packed.body, sealed, now, len(packed.keys))  # noqa: B023
+
                 if table == "vals":
-                    conn.execute(INSERT_VALUE, (thread, data["ref"], *common))
+                    ref = data["ref"]
+                    conn.execute(INSERT_VALUE, (thread, ref, *common(VALS, ref)))
                 elif table == "checkpoints":
+                    head = (
+                        data["checkpoint_ns"],
+                        data["checkpoint_id"],
+                        data.get("parent_id"),
+                        int(data["_schema"]),
+                    )
                     conn.execute(
                         INSERT_CHECKPOINT,
-                        (
-                            thread,
-                            data["checkpoint_ns"],
-                            data["checkpoint_id"],
-                            data.get("parent_id"),
-                            int(data["_schema"]),
-                            *common,
-                            0,
-                        ),
+                        (thread, *head, *common(CHECKPOINT_ROWS, *head, 0), 0),
                     )
                 else:
-                    conn.execute(
-                        INSERT_WRITE,
-                        (
-                            thread,
-                            data["checkpoint_ns"],
-                            data["checkpoint_id"],
-                            data["task_id"],
-                            data["index"],
-                            data.get("task_path") or "",
-                            data["channel"],
-                            int(data["_schema"]),
-                            *common,
-                        ),
+                    columns = (
+                        data["checkpoint_ns"],
+                        data["checkpoint_id"],
+                        data["task_id"],
+                        data["index"],
+                        data.get("task_path") or "",
+                        data["channel"],
+                        int(data["_schema"]),
                     )
+                    conn.execute(INSERT_WRITE, (thread, *columns, *common(WRITE_ROWS, *columns)))
                 if conn.changes():
                     stored.stored += 1
                     content.link(conn, [packed], now)

@@ -26,12 +26,13 @@ from pathlib import Path
 
 import apsw
 
+from threadloom.engine import seal
 from threadloom.engine.recognize import Kind, recognize, uri
 from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.sql import fetchall
 from threadloom.engine.store import ContentStore
 from threadloom.engine.tables import BODY_TABLES, BodyTable
-from threadloom.errors import BusyError, EngineError, FormatError, ReadOnlyError
+from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
 __all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]
 
@@ -186,6 +187,12 @@ class File:
                 f"cannot open {self.path!r}: {exc}; check the path and its permissions"
             ) from exc
         conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.create_scalar_function(
+            seal.SQL_FUNCTION,
+            seal.sql_seal,  # type: ignore[arg-type]  # apsw's stubs type blobs as Any
+            -1,
+            deterministic=True,
+        )
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not self.readonly:
@@ -265,9 +272,19 @@ class File:
         self._local.held, self._local.pid = conn, os.getpid()
         try:
             yield conn
+        except (apsw.CorruptError, apsw.NotADBError, UnicodeDecodeError) as exc:
+            # SQLite found a damaged page, or a damaged row holds text that is not UTF-8.
+            raise self.damaged(exc) from exc
         finally:
             self._local.held = None
             self._release(conn)
+
+    def damaged(self, exc: BaseException) -> CorruptionError:
+        """The error a read raises when SQLite's own structures are damaged."""
+        return CorruptionError(
+            f"{self.path!r} is damaged ({type(exc).__name__}: {exc}); run `threadloom verify "
+            f"--db {self.path}` to see what, and restore the file from a backup"
+        )
 
     @contextlib.contextmanager
     def write(self) -> Iterator[apsw.Connection]:

@@ -17,7 +17,16 @@ import apsw
 from threadloom.engine.reader import chain_of
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
-from threadloom.engine.tables import BODY_TABLES, SELECT_CHECKPOINT, CheckpointRow
+from threadloom.engine.tables import (
+    BODY_TABLES,
+    CHECKPOINT_ROWS,
+    OWNERS,
+    SELECT_CHECKPOINT,
+    VALS,
+    WRITE_ROWS,
+    BodyTable,
+    CheckpointRow,
+)
 from threadloom.engine.values import Values
 
 #: Tables a thread's rows live in, in the order a deletion empties them.
@@ -122,18 +131,21 @@ class Maintenance:
                     (origin, copy),
                 )
                 scope.content.relink(conn, [r[0] for r in shared])
+            # Each copy is sealed for the target thread (`?4`, `?5`: the scope; `?6`, `?7`:
+            # the source and target thread ids); the bodies are copied as they are.
+            moved = (origin, copy, now, scope.namespace, scope.agent_id, source, target)
             conn.execute(
                 "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
-                "SELECT ?2, ref, seq, body, digest, ?3, blocks FROM vals WHERE thread = ?1 "
-                "ON CONFLICT DO NOTHING",
-                (origin, copy, now),
+                f"SELECT ?2, ref, seq, body, {_rebound(VALS)}, ?3, blocks FROM vals x "
+                "WHERE thread = ?1 ON CONFLICT DO NOTHING",
+                moved,
             )
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
                 "seq, body, digest, created_at, blocks, keyed) SELECT ?2, checkpoint_ns, "
-                "checkpoint_id, parent_id, schema, seq, body, digest, ?3, blocks, keyed "
-                "FROM checkpoints WHERE thread = ?1 ON CONFLICT DO NOTHING",
-                (origin, copy, now),
+                f"checkpoint_id, parent_id, schema, seq, body, {_rebound(CHECKPOINT_ROWS)}, ?3, "
+                "blocks, keyed FROM checkpoints x WHERE thread = ?1 ON CONFLICT DO NOTHING",
+                moved,
             )
             conn.execute(
                 "INSERT INTO checkpoint_keys(checkpoint, key, value) SELECT d.id, k.key, k.value "
@@ -146,9 +158,10 @@ class Maintenance:
             conn.execute(
                 "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, "
                 "channel, schema, seq, body, digest, created_at, blocks) SELECT ?2, checkpoint_ns, "
-                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, digest, ?3, "
-                "blocks FROM writes WHERE thread = ?1 ON CONFLICT DO NOTHING",
-                (origin, copy, now),
+                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, "
+                f"{_rebound(WRITE_ROWS)}, ?3, blocks FROM writes x WHERE thread = ?1 "
+                "ON CONFLICT DO NOTHING",
+                moved,
             )
 
     def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
@@ -225,8 +238,8 @@ class Maintenance:
     ) -> dict[str, Any] | None:
         rows = fetchall(
             conn,
-            "SELECT body, digest FROM checkpoints WHERE thread = ? AND checkpoint_ns = ? AND "
-            "checkpoint_id = ?",
+            f"SELECT x.body, {CHECKPOINT_ROWS.unsealed('x')} FROM checkpoints x{OWNERS} "
+            "WHERE x.thread = ? AND x.checkpoint_ns = ? AND x.checkpoint_id = ?",
             (thread, ns, checkpoint_id),
         )
         if not rows:
@@ -257,13 +270,17 @@ class Maintenance:
         items = [
             (body, digest, f"checkpoint {cid}")
             for cid, body, digest in conn.execute(
-                "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ?", (thread,)
+                f"SELECT x.checkpoint_id, x.body, {CHECKPOINT_ROWS.unsealed('x')} "
+                f"FROM checkpoints x{OWNERS} WHERE x.thread = ?",
+                (thread,),
             )
         ]
         items.extend(
             (body, digest, f"pending write {tid}")
             for tid, body, digest in conn.execute(
-                "SELECT task_id, body, digest FROM writes WHERE thread = ?", (thread,)
+                f"SELECT x.task_id, x.body, {WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} "
+                "WHERE x.thread = ?",
+                (thread,),
             )
         )
         roots: list[dict[str, Any]] = scope.content.unpack_many(conn, items)
@@ -286,3 +303,8 @@ class Maintenance:
             scope.bump_epoch(conn)
         scope.content.sweep(conn, scope.grace)
         return len(doomed)
+
+
+def _rebound(table: BodyTable) -> str:
+    """The digest of a copied row of `table` (aliased `x`) for `copy_thread`'s parameters."""
+    return table.rebound("x", "?4, ?5", "?6", "?7")

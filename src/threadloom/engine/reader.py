@@ -19,8 +19,11 @@ from threadloom.engine import keys
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
+    CHECKPOINT_ROWS,
+    OWNERS,
     SELECT_CHECKPOINT,
     SELECT_PENDING,
+    WRITE_ROWS,
     CheckpointRow,
     PendingRow,
 )
@@ -266,8 +269,9 @@ class Reader:
                 bodies = {
                     cid: scope.content.unpack(conn, body, digest, f"checkpoint {cid}")
                     for cid, body, digest in conn.execute(
-                        "SELECT checkpoint_id, body, digest FROM checkpoints WHERE thread = ? "
-                        "AND checkpoint_ns = ? AND checkpoint_id IN carray(?) AND schema = 2",
+                        f"SELECT x.checkpoint_id, x.body, {CHECKPOINT_ROWS.unsealed('x')} "
+                        f"FROM checkpoints x{OWNERS} WHERE x.thread = ? AND x.checkpoint_ns = ? "
+                        "AND x.checkpoint_id IN carray(?) AND x.schema = 2",
                         (thread, ns, ids(page)),
                     )
                 }
@@ -302,9 +306,9 @@ class Reader:
         """The writes of `page` to `wanted` channels, per checkpoint, in LangGraph's order."""
         found: dict[str, list[tuple[tuple[str, str, int], str, dict[str, Any]]]] = {}
         for cid, task_id, idx, task_path, channel, body, digest in conn.execute(
-            "SELECT checkpoint_id, task_id, idx, task_path, channel, body, digest FROM writes "
-            "WHERE thread = ? AND checkpoint_ns = ? AND checkpoint_id IN carray(?) "
-            "AND channel IN carray(?)",
+            "SELECT x.checkpoint_id, x.task_id, x.idx, x.task_path, x.channel, x.body, "
+            f"{WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} WHERE x.thread = ? AND "
+            "x.checkpoint_ns = ? AND x.checkpoint_id IN carray(?) AND x.channel IN carray(?)",
             (thread, ns, ids(page), ids(sorted(wanted))),
         ):
             data = self.scope.content.unpack(conn, body, digest, f"pending write {task_id}/{idx}")

@@ -192,7 +192,29 @@ CREATE INDEX checkpoint_runs ON checkpoint_keys(value, checkpoint) WHERE key = '
   before format 3, or with encrypted metadata, keep 0 and are still decided by decoding.
 """
 
+FORMAT_4: Final = """
+UPDATE vals SET digest = tl_seal(digest, 'vals', s.namespace, s.agent_id, t.thread_id, vals.ref)
+    FROM threads t JOIN scopes s ON s.id = t.scope WHERE t.id = vals.thread;
+UPDATE checkpoints SET digest = tl_seal(digest, 'checkpoints', s.namespace, s.agent_id,
+        t.thread_id, checkpoints.checkpoint_ns, checkpoints.checkpoint_id,
+        checkpoints.parent_id, checkpoints.schema, checkpoints.keyed)
+    FROM threads t JOIN scopes s ON s.id = t.scope WHERE t.id = checkpoints.thread;
+UPDATE writes SET digest = tl_seal(digest, 'writes', s.namespace, s.agent_id, t.thread_id,
+        writes.checkpoint_ns, writes.checkpoint_id, writes.task_id, writes.idx,
+        writes.task_path, writes.channel, writes.schema)
+    FROM threads t JOIN scopes s ON s.id = t.scope WHERE t.id = writes.thread;
+"""
+"""Format 4: row seals (engine/seal.py).
+
+The `digest` of every body row becomes the blake3 of its msgpack XOR the blake3 of its
+identity: the table, scope namespace and agent id, thread id and the row's identifying
+and linking columns (`tables.BodyTable.sealed`). Nothing is decoded: the migration
+XORs each stored digest with its row's identity (`tl_seal`, registered on every
+connection). A row whose thread or scope is missing keeps its old digest, which then
+fails its check.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
-MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3]
+MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

@@ -23,6 +23,7 @@ from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall
 from threadloom.engine.store import Packed
+from threadloom.engine.tables import BodyTable
 from threadloom.errors import EngineError, ProtocolError
 from threadloom.protocol import KnownReferences, Planner, Serialization
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
@@ -131,6 +132,12 @@ class Scope:
         assert found is not None
         self._thread_rows[thread_id] = found
         return found
+
+    def seal(
+        self, table: BodyTable, digest: bytes, thread_id: str, *columns: str | int | None
+    ) -> bytes:
+        """The digest to store for a row of `table` in thread `thread_id` of this scope."""
+        return table.seal(digest, self.namespace, self.agent_id, thread_id, *columns)
 
     def thread_name(self, conn: apsw.Connection, thread: int) -> str:
         """The thread id of row `thread`."""

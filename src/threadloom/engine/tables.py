@@ -7,6 +7,11 @@ takes its column lists and statements from here, and reads rows by name
 `BODY_TABLES` is the registry of every table whose rows hold bodies encoded by the
 content store (`body`, `digest` and `blocks` columns): a dictionary retraining, `verify`
 and `compact` cover exactly these tables, so a table added later registers here.
+
+Every body row is sealed (`seal.py`): its stored `digest` binds the row's scope, thread
+id and `BodyTable.sealed` columns. Statements here read the digest unsealed (the
+`tl_seal` expression of `BodyTable.unsealed`), so what a caller gets as `digest` is the
+blake3 of the msgpack only when the row is the one its columns say it is.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from threadloom.engine.seal import SQL_FUNCTION, seal
 from threadloom.protocol import (
     BLOBS,
     CHECKPOINTS,
@@ -33,11 +39,49 @@ class BodyTable:
         name: the table.
         identity: the columns that identify a row within its thread (with `thread`).
         naming: how an error names a row, formatted with the row's columns by name.
+        sealed: the columns bound into the row's seal, in order (after the table name,
+            the scope's namespace and agent id and the thread id).
     """
 
     name: str
     identity: tuple[str, ...]
     naming: str
+    sealed: tuple[str, ...]
+
+    def seal(
+        self,
+        digest: bytes,
+        namespace: str,
+        agent_id: str,
+        thread_id: str,
+        *columns: str | int | None,
+    ) -> bytes:
+        """The digest to store for a row: `digest` bound to the row's identity."""
+        if len(columns) != len(self.sealed):
+            raise ValueError(f"{self.name} rows seal {self.sealed}, got {len(columns)} columns")
+        return seal(digest, self.name, namespace, agent_id, thread_id, *columns)
+
+    def unsealed(
+        self,
+        alias: str,
+        scope: str = "s.namespace, s.agent_id",
+        thread: str = "t.thread_id",
+        digest: str | None = None,
+    ) -> str:
+        """SQL for the row's body digest: its stored digest with the identity removed.
+
+        `scope` and `thread` are the SQL giving the namespace, agent id and thread id
+        the row must belong to (by default from `threads t` and `scopes s` joined).
+        Applied to an unsealed `digest` expression instead, it seals that digest (the
+        XOR is its own inverse): how a row is bound to another thread without decoding.
+        """
+        columns = "".join(f", {alias}.{column}" for column in self.sealed)
+        source = digest or f"{alias}.digest"
+        return f"{SQL_FUNCTION}({source}, '{self.name}', {scope}, {thread}{columns})"
+
+    def rebound(self, alias: str, scope: str, old_thread: str, new_thread: str) -> str:
+        """SQL for the digest of a copy of row `alias` in another thread of the scope."""
+        return self.unsealed(alias, scope, new_thread, self.unsealed(alias, scope, old_thread))
 
     def name_row(self, row: dict[str, Any]) -> str:
         """How an error names `row` (a mapping of column names to values)."""
@@ -56,15 +100,21 @@ def register(table: BodyTable) -> BodyTable:
     return table
 
 
-VALS = register(BodyTable("vals", ("ref",), "value {ref}"))
+VALS = register(BodyTable("vals", ("ref",), "value {ref}", ("ref",)))
 CHECKPOINT_ROWS = register(
-    BodyTable("checkpoints", ("checkpoint_ns", "checkpoint_id"), "checkpoint {checkpoint_id}")
+    BodyTable(
+        "checkpoints",
+        ("checkpoint_ns", "checkpoint_id"),
+        "checkpoint {checkpoint_id}",
+        ("checkpoint_ns", "checkpoint_id", "parent_id", "schema", "keyed"),
+    )
 )
 WRITE_ROWS = register(
     BodyTable(
         "writes",
         ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
         "pending write {task_id}/{idx}",
+        ("checkpoint_ns", "checkpoint_id", "task_id", "idx", "task_path", "channel", "schema"),
     )
 )
 
@@ -119,9 +169,15 @@ class CheckpointRow(NamedTuple):
     keyed: int
 
 
+#: Thread and scope of a body row `x` (the identity its seal is checked against).
+OWNERS: Final = " JOIN threads t ON t.id = x.thread JOIN scopes s ON s.id = t.scope"
+#: The same, keeping rows whose thread or scope is missing (their seal then fails).
+LEFT_OWNERS: Final = " LEFT JOIN threads t ON t.id = x.thread LEFT JOIN scopes s ON s.id = t.scope"
+
 SELECT_CHECKPOINT: Final = (
     "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
-    "c.body, c.digest, c.keyed FROM checkpoints c JOIN threads t ON c.thread = t.id"
+    f"c.body, {CHECKPOINT_ROWS.unsealed('c')}, c.keyed FROM checkpoints c "
+    "JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope"
 )
 
 
@@ -138,9 +194,10 @@ class PendingRow(NamedTuple):
 
 
 SELECT_PENDING: Final = (
-    "SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.body, w.digest "
+    f"SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.body, {WRITE_ROWS.unsealed('w')} "
     "FROM checkpoints c JOIN writes w ON w.thread = c.thread AND "
     "w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
+    "JOIN threads t ON t.id = c.thread JOIN scopes s ON s.id = t.scope "
     "WHERE c.id IN carray(?)"
 )
 

@@ -23,6 +23,7 @@ from threadloom.engine.blocks import (
 )
 from threadloom.engine.codec import Dictionary, check, digest, frame_block, unframe
 from threadloom.engine.sql import fetchall
+from threadloom.engine.tables import LEFT_OWNERS
 
 
 class Training(BlockStore):
@@ -107,16 +108,20 @@ class Training(BlockStore):
         """
         for table, described in self.tables.items():
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
-            at_body, at_digest, at_blocks = (columns.index(c) for c in ("body", "digest", "blocks"))
+            at_body, at_blocks = (columns.index(c) for c in ("body", "blocks"))
             # Key order (rowid for checkpoints, the primary key for the others), so the
             # rows go back densely.
-            rows = fetchall(conn, f"SELECT * FROM {table} WHERE blocks = 0")
+            rows = fetchall(
+                conn,
+                f"SELECT x.*, {described.unsealed('x')} FROM {table} x{LEFT_OWNERS} "
+                "WHERE x.blocks = 0",
+            )
             chunked: list[Packed] = []
             again = []
-            for row in rows:
+            for *row, expected in rows:
                 name = described.name_row(dict(zip(columns, row, strict=True)))
                 raw = unframe(row[at_body], lambda ident: self.dictionary(conn, ident), name)
-                check(raw, row[at_digest], name)
+                check(raw, expected, name)
                 packed = self.pack_raw(raw)
                 if packed.keys:
                     chunked.append(packed)

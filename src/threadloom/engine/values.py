@@ -14,7 +14,7 @@ import apsw
 
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetchall, ids
-from threadloom.engine.tables import CheckpointRow
+from threadloom.engine.tables import OWNERS, VALS, CheckpointRow
 from threadloom.errors import MissingDocumentsError
 from threadloom.protocol import raw_value, references
 
@@ -39,7 +39,8 @@ class Values:
             return found
         rows = fetchall(
             conn,
-            "SELECT ref, body, digest FROM vals WHERE thread = ? AND ref IN carray(?)",
+            f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
+            "WHERE x.thread = ? AND x.ref IN carray(?)",
             (thread, ids(missing)),
         )
         decoded = self.scope.content.unpack_many(

@@ -23,13 +23,16 @@ from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.store import Packed
 from threadloom.engine.tables import (
     CHECKPOINT_BODY,
+    CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
     INSERT_CHECKPOINT,
     INSERT_KEY,
     INSERT_VALUE,
     INSERT_WRITE,
     REPLACE_WRITE,
+    VALS,
     WRITE_KEY,
+    WRITE_ROWS,
 )
 from threadloom.errors import CheckpointConflictError, ProtocolError
 from threadloom.protocol import WRITES, Known, Put, configurable, raw_value, read_entries
@@ -105,7 +108,7 @@ class Writer:
         now = time.time()
         with scope.file.write() as conn:
             thread, seq = scope.reserve(conn, thread_id, len(encoded) + 1, now, packs)
-            self.insert_values(conn, thread, encoded, seq, now)
+            self.insert_values(conn, thread, thread_id, encoded, seq, now)
             rows = fetchall(
                 conn,
                 INSERT_CHECKPOINT + " RETURNING id",
@@ -117,7 +120,16 @@ class Writer:
                     2,
                     seq + len(encoded),
                     head.body,
-                    head.digest,
+                    scope.seal(
+                        CHECKPOINT_ROWS,
+                        head.digest,
+                        thread_id,
+                        ns,
+                        document.data["checkpoint_id"],
+                        parent_id,
+                        2,
+                        int(listed is not None),
+                    ),
                     now,
                     len(head.keys),
                     int(listed is not None),
@@ -175,11 +187,12 @@ class Writer:
         now = time.time()
         with scope.file.write() as conn:
             thread, seq = scope.reserve(conn, thread_id, len(encoded) + len(rows), now, everything)
-            self.insert_values(conn, thread, encoded, seq, now)
+            self.insert_values(conn, thread, thread_id, encoded, seq, now)
             seq += len(encoded)
             for offset, (put, packed) in enumerate(rows):
                 data = put.data
                 key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
+                sealed = (*key[1:], data["index"], data["task_path"], data["channel"], 2)
                 args = (
                     *key,
                     data["index"],
@@ -188,7 +201,7 @@ class Writer:
                     2,
                     seq + offset,
                     packed.body,
-                    packed.digest,
+                    scope.seal(WRITE_ROWS, packed.digest, thread_id, *sealed),
                     now,
                     len(packed.keys),
                 )
@@ -209,15 +222,21 @@ class Writer:
         self,
         conn: apsw.Connection,
         thread: int,
+        thread_id: str,
         encoded: Sequence[tuple[str, Packed]],
         seq: int,
         now: float,
     ) -> None:
         """Insert value rows (insert-only), counting the blocks of the chunked ones."""
+        scope = self.scope
+
+        def sealed(ref: str, packed: Packed) -> bytes:
+            return scope.seal(VALS, packed.digest, thread_id, ref)
+
         conn.executemany(
             INSERT_VALUE,
             [
-                (thread, ref, seq + i, packed.body, packed.digest, now, 0)
+                (thread, ref, seq + i, packed.body, sealed(ref, packed), now, 0)
                 for i, (ref, packed) in enumerate(encoded)
                 if not packed.keys
             ],
@@ -227,7 +246,7 @@ class Writer:
                 # One at a time: a row already stored must not count its blocks twice.
                 conn.execute(
                     INSERT_VALUE,
-                    (thread, ref, seq + i, packed.body, packed.digest, now, len(packed.keys)),
+                    (thread, ref, seq + i, packed.body, sealed(ref, packed), now, len(packed.keys)),
                 )
                 if conn.changes():
                     self.scope.content.link(conn, [packed], now)
@@ -274,7 +293,8 @@ class Writer:
         with scope.file.read() as conn:
             rows = fetchall(
                 conn,
-                "SELECT c.body, c.digest FROM checkpoints c JOIN threads t ON c.thread = t.id "
+                f"SELECT c.body, {CHECKPOINT_ROWS.unsealed('c')} FROM checkpoints c "
+                "JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope "
                 "WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ? AND "
                 "c.checkpoint_id = ? AND c.schema = 2",
                 (scope.id, thread_id, ns, parent_id),
@@ -298,8 +318,9 @@ def same_checkpoint(
     """
     rows = fetchall(
         conn,
-        "SELECT parent_id, schema, body, digest FROM checkpoints WHERE thread = ? "
-        "AND checkpoint_ns = ? AND checkpoint_id = ?",
+        f"SELECT c.parent_id, c.schema, c.body, {CHECKPOINT_ROWS.unsealed('c')} "
+        "FROM checkpoints c JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope "
+        "WHERE c.thread = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?",
         (thread, data["checkpoint_ns"], data["checkpoint_id"]),
     )
     parent_id, schema, stored_body, digest = rows[0]

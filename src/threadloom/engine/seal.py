@@ -1,0 +1,67 @@
+"""Row seals: the digest stored beside each body also binds the row's identity (format 4).
+
+Engine layer, pure functions (no SQL). A body row's `digest` column holds
+
+    blake3(msgpack)[:16]  XOR  blake3(identity)[:16]
+
+where the identity is the table, the scope (namespace, agent id), the thread id and
+the row's own identifying and linking columns (`tables.BodyTable.sealed`). A read
+recomputes the identity from the columns it found (and the scope and thread it asked
+for) and removes it from the stored digest; what is left must be the blake3 of the
+decoded msgpack, which the content store checks. So damage to a body, to the digest,
+or to any sealed column (a thread id, a namespace, a parent id, a write's channel or
+index) fails the same check, and a row is never read as another row.
+
+XOR keeps the seal movable without decoding: re-binding a row to another identity
+(copying a thread, re-keying an agent) is `seal(seal(d, old), new)`; the SQL function
+`tl_seal` (registered on every connection of a `File`) does that in bulk.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import blake3
+
+from threadloom.engine.codec import DIGEST_SIZE
+
+#: Name of the SQL function: `tl_seal(digest, table, namespace, agent_id, thread_id, ...)`.
+SQL_FUNCTION: Final = "tl_seal"
+
+_NULL: Final = b"\xff"
+
+
+def identity(*parts: str | int | None) -> bytes:
+    """The digest of a row's identity: each part typed and length-prefixed, so no two
+    different lists of parts encode alike."""
+    out = bytearray()
+    for part in parts:
+        if part is None:
+            out += _NULL
+        elif isinstance(part, str):
+            data = part.encode("utf-8", "surrogatepass")
+            out += b"s" + len(data).to_bytes(4, "big") + data
+        elif isinstance(part, int):
+            data = str(part).encode()
+            out += b"i" + len(data).to_bytes(4, "big") + data
+        else:
+            raise TypeError(f"a sealed column holds {type(part).__name__}, not text or an int")
+    return blake3.blake3(out).digest(length=DIGEST_SIZE)
+
+
+def seal(digest: bytes, *parts: str | int | None) -> bytes:
+    """Bind (or, applied again, unbind) `digest` to the identity `parts`."""
+    if len(digest) != DIGEST_SIZE:
+        raise ValueError(f"a digest has {DIGEST_SIZE} bytes, not {len(digest)}")
+    mixed = int.from_bytes(digest, "big") ^ int.from_bytes(identity(*parts), "big")
+    return mixed.to_bytes(DIGEST_SIZE, "big")
+
+
+def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | None:
+    """`tl_seal` as SQL sees it: NULL stays NULL; a wrong-sized digest or a column of an
+    unexpected type (a damaged row) yields a value that matches no body."""
+    if digest is None:
+        return None
+    if len(digest) != DIGEST_SIZE or any(isinstance(p, (bytes, float)) for p in parts):
+        return b""
+    return seal(bytes(digest), *parts)  # type: ignore[arg-type]
