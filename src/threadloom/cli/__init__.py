@@ -40,11 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     compact.add_argument("--db", required=True, help="the threadloom file")
     verify = commands.add_parser(
         "verify",
-        help="check every body's digest, every block's key and the block reference counts",
+        help="check everything a read depends on: SQLite's structure, every row's seal and "
+        "body, every reference, the block counts (exit 0 sound, 3 problems, 1 not checked)",
     )
     verify.add_argument("--db", required=True, help="the threadloom file")
     verify.add_argument(
-        "--quick", action="store_true", help="check the counts only, do not decode every body"
+        "--quick",
+        action="store_true",
+        help="SQLite's quick_check, owners and block counts only; decode no body",
     )
     verify.add_argument("--json", action="store_true", help="print JSON")
     from threadloom.cli.transfer import add_arguments, add_serve_arguments
@@ -92,7 +95,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "compact":
             return run_compact(args.db)
         if args.command == "verify":
-            return run_verify(args.db, bodies=not args.quick, as_json=args.json)
+            return run_verify(args.db, quick=args.quick, as_json=args.json)
         return run_doctor(as_json=args.json, db=args.db)
     except ThreadloomError as exc:
         report(exc)

@@ -67,35 +67,45 @@ def run_compact(db: str) -> int:
     return 0
 
 
-def run_verify(db: str, *, bodies: bool, as_json: bool) -> int:
-    """Check a file's physical store (and every body unless `bodies` is False).
+def run_verify(db: str, *, quick: bool, as_json: bool) -> int:
+    """Check a file (docs/cli.md, `verify`); print the report.
 
     Returns:
         0 when sound (leaks, blocks kept longer than needed, are reported, not failed),
         3 (`PROBLEMS_FOUND`) when a problem was found.
+
+    Raises:
+        EngineError: the file could not be checked (missing, not ours, an older format,
+            or too damaged to open); the CLI exits 1.
     """
     from threadloom.engine.file import File
+    from threadloom.engine.verify import verify
 
-    found = inspect(db)
-    if found["file_format"] != FORMAT_VERSION:
-        raise EngineError(
-            f"{db!r} has on-disk format {found['file_format']}, not {FORMAT_VERSION}: open it "
-            "with this threadloom (or run `threadloom compact --db`) to upgrade it, then verify"
-        )
-    database = File.open(db, readonly=True)
     try:
-        report = database.content.verify(bodies=bodies)
+        database = File.open(db, readonly=True)
+    except EngineError:
+        raise
+    except (apsw.Error, UnicodeDecodeError, ValueError) as exc:
+        raise EngineError(
+            f"cannot open {db!r} to check it ({type(exc).__name__}: {exc}); it is too damaged "
+            "to read: restore it from a backup"
+        ) from exc
+    try:
+        report = verify(database, quick=quick)
     finally:
         database.close()
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({"file": db, **report.as_dict()}, indent=2))
     else:
+        state = "sound" if report.sound else f"{len(report.problems) + report.omitted} problems"
         print(
-            f"{db}: {report['rows']} rows, {report['blocks']} blocks, {report['extents']} extents: "
-            + ("sound" if not report["problems"] else f"{len(report['problems'])} problems")
+            f"{db}: {report.threads} threads, {report.rows} rows, {report.blocks} blocks, "
+            f"{report.extents} extents ({', '.join(report.checks)}): {state}"
         )
-        for line in report["problems"]:
-            print(f"problem: {line}")
-        for line in report["leaks"]:
+        for problem in report.problems:
+            print(f"problem: {problem}")
+        if report.omitted:
+            print(f"problem: ... and {report.omitted} more")
+        for line in report.leaks:
             print(f"leak: {line}")
-    return PROBLEMS_FOUND if report["problems"] else 0
+    return 0 if report.sound else PROBLEMS_FOUND

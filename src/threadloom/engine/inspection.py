@@ -6,14 +6,14 @@ Read-only: one read transaction each; nothing here changes the file.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import apsw
 
 from threadloom.engine.blocks import BlockStore
-from threadloom.engine.codec import BLOCK_LIST, BLOCKS, unframe
+from threadloom.engine.codec import BLOCK_LIST, BLOCKS, KEY_SIZE, unframe
 from threadloom.engine.sql import fetchall
 from threadloom.errors import CorruptionError, MissingDocumentsError
 
@@ -74,16 +74,16 @@ class Inspection(BlockStore):
             dictionary=self.current.ident if self.current else None,
         )
 
-    def verify(self, *, bodies: bool = True) -> dict[str, Any]:
-        """Check the physical store in one read transaction; return a report.
+    def verify(self) -> dict[str, Any]:
+        """Check the block store in one read transaction; return a report.
 
         Checks that every block a row lists exists and that `blocks.refs` equals the
         references the rows hold (a lower count could lose data, a higher one only keeps
-        a block too long); that every extent's `live` matches its blocks; with `bodies`,
-        that every body decodes and matches its digest (every block its key).
+        a block too long), and that every extent's `live` matches its blocks. Bodies and
+        row seals are checked by `engine/verify.py`, which calls this.
 
         Returns:
-            `{"rows", "blocks", "extents", "problems": [...], "leaks": [...]}`; the file is
+            `{"rows", "blocks", "extents", "problems": [...], "leaks": [...]}`; the store is
             sound when `problems` is empty.
         """
         problems: list[str] = []
@@ -95,12 +95,18 @@ class Inspection(BlockStore):
             for table, described in self.tables.items():
                 columns = self._columns(conn, table)
                 names = list(columns)
-                batch: list[tuple[bytes, bytes, str]] = []
                 for row in conn.execute(f"SELECT * FROM {table}"):
                     rows += 1
                     body = row[columns["body"]]
                     name = described.name_row(dict(zip(names, row, strict=True)))
-                    if body[:1] in (bytes((BLOCKS,)), bytes((BLOCK_LIST,))):
+                    listed = row[columns["blocks"]]
+                    chunked = body[:1] in (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
+                    keys = (len(body) - 1) // KEY_SIZE if body[:1] == bytes((BLOCKS,)) else listed
+                    if chunked != (listed > 0) or keys != listed:
+                        problems.append(
+                            f"{name}: its blocks column says {listed}, its body lists otherwise"
+                        )
+                    if chunked:
                         if body[0] == BLOCK_LIST and bytes(body[1:]) not in stored:
                             problems.append(
                                 f"{name}: its block list {bytes(body[1:]).hex()[:16]} is missing"
@@ -111,13 +117,6 @@ class Inspection(BlockStore):
                         except (CorruptionError, MissingDocumentsError) as exc:
                             problems.append(f"{name}: {exc}")
                             continue
-                    if bodies:
-                        batch.append((body, row[columns["digest"]], name))
-                        if len(batch) >= 256:
-                            self._check_bodies(conn, batch, problems)
-                            batch = []
-                if bodies and batch:
-                    self._check_bodies(conn, batch, problems)
             for key, count in expected.items():
                 have = stored.get(key)
                 if have is None:
@@ -160,18 +159,6 @@ class Inspection(BlockStore):
     @staticmethod
     def _columns(conn: apsw.Connection, table: str) -> dict[str, int]:
         return {r[1]: r[0] for r in conn.execute(f"PRAGMA table_info({table})")}
-
-    def _check_bodies(
-        self, conn: apsw.Connection, batch: Sequence[tuple[bytes, bytes, str]], problems: list[str]
-    ) -> None:
-        try:
-            self.raw_many(conn, batch)
-        except (CorruptionError, MissingDocumentsError):
-            for item in batch:  # name each damaged body
-                try:
-                    self.raw_many(conn, [item])
-                except (CorruptionError, MissingDocumentsError) as exc:
-                    problems.append(str(exc))
 
     def payloads(self) -> Iterator[bytes]:
         """Yield every physical payload, decompressed: each inline body's msgpack, each block.

@@ -1,0 +1,172 @@
+"""Row seals (format 4): every body row's digest binds its identity; `verify` finds what
+reads depend on. The damage suite in tests/integrity/ measures the same on many copies."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import apsw
+import ormsgpack
+import pytest
+import zstandard
+
+from threadloom import Saver
+from threadloom.engine.file import File
+from threadloom.engine.schema import FORMAT_VERSION
+from threadloom.engine.seal import identity, seal, sql_seal
+from threadloom.engine.verify import verify
+from threadloom.errors import CorruptionError
+
+FORMAT3 = Path(__file__).resolve().parents[1] / "data" / "format3"
+ALPHA = {"configurable": {"thread_id": "alpha", "checkpoint_ns": ""}}
+
+
+def test_a_seal_is_its_own_inverse_and_binds_every_part() -> None:
+    digest = bytes(range(16))
+    sealed = seal(digest, "vals", "ns", "agent", "t0", "b-1")
+    assert sealed != digest and seal(sealed, "vals", "ns", "agent", "t0", "b-1") == digest
+    variants = [
+        ("vals", "ns", "agent", "t0", "b-2"),
+        ("vals", "ns", "agent", "t1", "b-1"),
+        ("vals", "nt", "agent", "t0", "b-1"),
+        ("writes", "ns", "agent", "t0", "b-1"),
+        ("vals", "ns", "agent", "t0b-1", ""),  # no two part lists encode alike
+        ("vals", "ns", "agent", "t0", None),
+    ]
+    base = identity("vals", "ns", "agent", "t0", "b-1")
+    assert len({identity(*v) for v in variants} | {base}) == 7
+    assert identity("c", 0) != identity("c", "0") != identity("c", None)
+
+
+def test_the_sql_function_turns_damaged_types_into_a_failing_digest() -> None:
+    assert sql_seal(None, "vals") is None
+    assert sql_seal(b"short", "vals") == b""
+    assert sql_seal(bytes(16), "vals", b"bytes where text was") == b""
+    assert sql_seal(bytes(16), "vals", 1.5) == b""
+
+
+def _upgraded(tmp_path: Path, *, upgrade: bool = True) -> Path:
+    path = tmp_path / "old.db"
+    shutil.copy(FORMAT3 / "format3.db", path)
+    if upgrade:
+        Saver(path).close()
+    return path
+
+
+def test_a_format_3_file_upgrades_reads_back_equal_and_verifies_sound(tmp_path: Path) -> None:
+    """A format-3 file holding real threads (messages, special writes, an interrupt, a
+    subgraph) is sealed by the upgrade without decoding: same documents, sound verify."""
+    path = _upgraded(tmp_path, upgrade=False)
+    raw = zstandard.ZstdDecompressor().decompress((FORMAT3 / "documents.msgpack.zst").read_bytes())
+    with Saver.from_conn_string(str(path)) as saver:
+        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(
+            ormsgpack.unpackb(raw)
+        )
+        head = saver.get_tuple(ALPHA)
+        assert head is not None and len(head.checkpoint["channel_values"]["messages"]) == 25
+        assert {w[1] for w in head.pending_writes} == {"messages", "__error__", "__interrupt__"}
+        assert [w[2] for w in head.pending_writes if w[1] == "__error__"] == ["boom again"]
+        assert len(list(saver.list(ALPHA, filter={"user": "ada"}))) == 12
+        report = verify(saver.db)
+        assert report.problems == [] and report.sound
+        assert report.checks == ["sqlite", "owners", "rows", "blocks"]
+        assert report.threads == 2 and report.rows > 50
+    assert apsw.Connection(str(path)).execute("PRAGMA user_version").fetchall() == [
+        (FORMAT_VERSION,)
+    ]
+
+
+EDITS = [
+    ("checkpoints", "parent_id = substr(parent_id, 1, 35) || 'f'", "parent_id IS NOT NULL"),
+    ("checkpoints", "checkpoint_ns = 'sub:2'", "checkpoint_ns = 'sub:1'"),
+    ("checkpoints", "schema = 1", "1"),
+    ("checkpoints", "keyed = 1 - keyed", "1"),
+    ("writes", "channel = 'messagez'", "channel = 'messages'"),
+    ("writes", "idx = idx + 7", "1"),
+    ("writes", "task_path = 'elsewhere'", "1"),
+    ("writes", "task_id = task_id || 'x'", "1"),
+    ("vals", "ref = ref || 'x'", "1"),
+    ("threads", "thread_id = 'gamma'", "thread_id = 'beta'"),
+    ("scopes", "agent_id = 'other'", "1"),
+]
+
+
+@pytest.mark.parametrize(("table", "change", "where"), EDITS, ids=[e[1] for e in EDITS])
+def test_a_changed_identity_column_never_reads_as_another_row(
+    tmp_path: Path, table: str, change: str, where: str
+) -> None:
+    """Every row of `table` matching `where` gets `change`: each read of the changed rows
+    raises (or finds nothing under the old identity), and verify names the damage."""
+    path = _upgraded(tmp_path)
+    with Saver.from_conn_string(str(path)) as saver:
+        before = {
+            t: [
+                (c.config, c.parent_config, c.checkpoint, c.metadata, c.pending_writes)
+                for c in saver.list({"configurable": {"thread_id": t}})
+            ]
+            for t in ("alpha", "beta")
+        }
+    conn = apsw.Connection(str(path))
+    key = "ref" if table == "vals" else "task_id, idx" if table == "writes" else "rowid"
+    first = conn.execute(
+        f"SELECT {key} FROM {table} WHERE {where} ORDER BY {key} LIMIT 1"
+    ).fetchall()
+    assert first
+    names = key.split(", ")
+    conn.execute(
+        f"UPDATE {table} SET {change} WHERE " + " AND ".join(f"{n} = ?" for n in names),
+        first[0],
+    )
+    conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        for thread, wanted in before.items():
+            try:
+                got = [
+                    (c.config, c.parent_config, c.checkpoint, c.metadata, c.pending_writes)
+                    for c in saver.list({"configurable": {"thread_id": thread}})
+                ]
+            except CorruptionError:
+                continue
+            except Exception as exc:  # a missing value names itself
+                assert "missing" in str(exc)
+                continue
+            # a row moved away from its identity reads as absent there, never as other data
+            assert all(item in wanted for item in got), thread
+        assert not verify(saver.db).sound
+    found = subprocess.run(
+        [sys.executable, "-m", "threadloom", "verify", "--db", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert found.returncode == 3, found.stderr
+    assert "problem: [rows]" in found.stdout and "Traceback" not in found.stderr
+
+
+def test_reads_of_a_file_sqlite_finds_damaged_raise_corruption_error(tmp_path: Path) -> None:
+    """A damaged page reached by a read raises CorruptionError naming the file, not a raw
+    SQLite error."""
+    path = _upgraded(tmp_path)
+    conn = apsw.Connection(str(path))
+    (page,) = conn.execute(
+        "SELECT pageno FROM dbstat WHERE name = 'checkpoints' AND pagetype = 'leaf' LIMIT 1"
+    ).fetchone()
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    conn.close()
+    data = bytearray(path.read_bytes())
+    data[(page - 1) * size : (page - 1) * size + 8] = b"\xff" * 8  # the b-tree page header
+    path.write_bytes(bytes(data))
+    with (
+        pytest.raises(CorruptionError, match="threadloom verify"),
+        Saver.from_conn_string(str(path)) as saver,
+    ):
+        list(saver.list(ALPHA))
+    db = File(path, readonly=True)
+    try:
+        report = verify(db)
+    finally:
+        db.close()
+    assert any(p.check == "sqlite" for p in report.problems)
