@@ -72,7 +72,7 @@ def test_a_format_3_file_upgrades_reads_back_equal_and_verifies_sound(tmp_path: 
         assert len(list(saver.list(ALPHA, filter={"user": "ada"}))) == 12
         report = verify(saver.db)
         assert report.problems == [] and report.sound
-        assert report.checks == ["sqlite", "owners", "rows", "blocks"]
+        assert report.checks == ["sqlite", "owners", "heads", "rows", "blocks"]
         assert report.threads == 2 and report.rows > 50
     assert apsw.Connection(str(path)).execute("PRAGMA user_version").fetchall() == [
         (FORMAT_VERSION,)
@@ -170,3 +170,48 @@ def test_reads_of_a_file_sqlite_finds_damaged_raise_corruption_error(tmp_path: P
     finally:
         db.close()
     assert any(p.check == "sqlite" for p in report.problems)
+
+
+@pytest.mark.parametrize("newest", [True, False], ids=["newest", "older"])
+def test_a_checkpoint_moved_away_from_its_id_is_not_read_as_absent(
+    tmp_path: Path, newest: bool
+) -> None:
+    """A checkpoint whose id changed (to sort below every other id) is missed by the
+    lookups of its old id; the namespace's head and census turn both misses into
+    CorruptionError, and verify reports the head row."""
+    path = _upgraded(tmp_path)
+    with Saver.from_conn_string(str(path)) as saver:
+        ids = [c.config["configurable"]["checkpoint_id"] for c in saver.list(ALPHA)]
+    victim = ids[0] if newest else ids[5]
+    conn = apsw.Connection(str(path))
+    conn.execute(
+        "UPDATE checkpoints SET checkpoint_id = '0' || substr(checkpoint_id, 2) "
+        "WHERE checkpoint_id = ? AND checkpoint_ns = ''",
+        (victim,),
+    )
+    conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        named = {"configurable": {**ALPHA["configurable"], "checkpoint_id": victim}}
+        with pytest.raises(CorruptionError, match="census"):
+            saver.get_tuple(named)
+        if newest:
+            with pytest.raises(CorruptionError, match="head"):
+                saver.get_tuple(ALPHA)
+        else:
+            assert saver.get_tuple(ALPHA) is not None
+        with pytest.raises(CorruptionError):
+            list(saver.list(ALPHA))
+        checks = {p.check for p in verify(saver.db).problems}
+    assert checks == ({"heads", "rows"} if newest else {"heads", "rows"})
+
+
+def test_a_missing_checkpoint_id_reads_as_absent_on_a_sound_file(tmp_path: Path) -> None:
+    path = _upgraded(tmp_path)
+    with Saver.from_conn_string(str(path)) as saver:
+        missing = {"configurable": {**ALPHA["configurable"], "checkpoint_id": "1f0d-none"}}
+        assert saver.get_tuple(missing) is None
+        assert saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
+        saver.delete_thread("beta")
+        saver.prune(["alpha"])
+        assert verify(saver.db).sound
+        assert len(list(saver.list(ALPHA))) == 1

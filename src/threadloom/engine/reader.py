@@ -15,10 +15,12 @@ from typing import Any, NamedTuple
 
 import apsw
 
-from threadloom.engine import keys
+from threadloom.engine import heads, keys
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
+    CHECKPOINT_COLUMNS,
+    CHECKPOINT_FROM,
     CHECKPOINT_ROWS,
     OWNERS,
     SELECT_CHECKPOINT,
@@ -28,7 +30,7 @@ from threadloom.engine.tables import (
     PendingRow,
 )
 from threadloom.engine.values import Values, reached
-from threadloom.errors import MissingDocumentsError
+from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol import Restored, configurable, read_entries, references, restore
 from threadloom.protocol.restore import RawChannel, channel_values, raw_channels
 
@@ -64,24 +66,41 @@ class Reader:
         """Return the checkpoint `config` names, or the latest of its thread and namespace."""
         conf = configurable(config)
         ns = conf.get("checkpoint_ns") or ""
-        checkpoint_id = conf.get("checkpoint_id")
-        sql = SELECT_CHECKPOINT + " WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ?"
-        args: list[Any] = [self.scope.id, conf["thread_id"], ns]
+        checkpoint_id = conf.get("checkpoint_id") or None
+        thread_id = conf["thread_id"]
+        # The latest read also fetches its namespace's head, to check it found it.
+        columns = CHECKPOINT_COLUMNS + ("" if checkpoint_id else ", " + heads.HEAD_COLUMN)
+        sql = (
+            f"SELECT {columns}{CHECKPOINT_FROM} WHERE t.scope = ? AND t.thread_id = ? "
+            "AND c.checkpoint_ns = ?"
+        )
+        args: list[Any] = [self.scope.id, thread_id, ns]
         if checkpoint_id:
             sql += " AND c.checkpoint_id = ?"
             args.append(checkpoint_id)
         sql += " ORDER BY c.checkpoint_id DESC LIMIT 1"
+
+        def get(conn: apsw.Connection) -> Restored | None:
+            found = fetchall(conn, sql, args)
+            if not found:
+                heads.check_absent(conn, self.scope.id, thread_id, ns, checkpoint_id)
+                return None
+            if checkpoint_id:
+                row = CheckpointRow(*found[0])
+            else:
+                row = CheckpointRow(*found[0][:-1])
+                heads.check_latest(thread_id, ns, row.checkpoint_id, found[0][-1])
+            return self.load(conn, [row])[0].tuple
+
         # Every row read here is immutable or append-only, so the statements need no
         # shared snapshot; a thread deleted between them surfaces as missing values,
         # and the read is then repeated in one transaction to answer consistently.
         try:
             with self.scope.file.connection() as conn:
-                rows = fetch(conn, CheckpointRow, sql, args)
-                return self.load(conn, rows)[0].tuple if rows else None
-        except MissingDocumentsError:
+                return get(conn)
+        except (MissingDocumentsError, CorruptionError):
             with self.scope.file.read() as conn:
-                rows = fetch(conn, CheckpointRow, sql, args)
-                return self.load(conn, rows)[0].tuple if rows else None
+                return get(conn)
 
     def list(
         self,

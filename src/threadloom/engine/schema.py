@@ -203,8 +203,39 @@ UPDATE writes SET digest = tl_seal(digest, 'writes', s.namespace, s.agent_id, t.
         writes.checkpoint_ns, writes.checkpoint_id, writes.task_id, writes.idx,
         writes.task_path, writes.channel, writes.schema)
     FROM threads t JOIN scopes s ON s.id = t.scope WHERE t.id = writes.thread;
+
+CREATE TABLE heads(
+    thread INTEGER NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    checkpoints INTEGER NOT NULL,
+    census BLOB NOT NULL,
+    PRIMARY KEY(thread, checkpoint_ns)
+) STRICT, WITHOUT ROWID;
+INSERT INTO heads(thread, checkpoint_ns, checkpoint_id, checkpoints, census)
+    SELECT thread, checkpoint_ns, max(checkpoint_id), count(*), tl_census(checkpoint_id)
+    FROM checkpoints GROUP BY thread, checkpoint_ns;
+
+CREATE TRIGGER heads_insert AFTER INSERT ON checkpoints BEGIN
+    INSERT INTO heads(thread, checkpoint_ns, checkpoint_id, checkpoints, census)
+        VALUES(new.thread, new.checkpoint_ns, new.checkpoint_id, 1,
+            tl_seal(zeroblob(16), 'census', new.checkpoint_id))
+        ON CONFLICT DO UPDATE SET checkpoint_id = max(checkpoint_id, excluded.checkpoint_id),
+            checkpoints = checkpoints + 1,
+            census = tl_seal(census, 'census', excluded.checkpoint_id);
+END;
+
+CREATE TRIGGER heads_delete AFTER DELETE ON checkpoints BEGIN
+    UPDATE heads SET checkpoints = checkpoints - 1,
+            census = tl_seal(census, 'census', old.checkpoint_id),
+            checkpoint_id = coalesce((SELECT max(c.checkpoint_id) FROM checkpoints c
+                WHERE c.thread = old.thread AND c.checkpoint_ns = old.checkpoint_ns), '')
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns;
+    DELETE FROM heads
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns AND checkpoints <= 0;
+END;
 """
-"""Format 4: row seals (engine/seal.py).
+"""Format 4: row seals (engine/seal.py) and namespace heads (engine/heads.py).
 
 The `digest` of every body row becomes the blake3 of its msgpack XOR the blake3 of its
 identity: the table, scope namespace and agent id, thread id and the row's identifying
@@ -212,6 +243,12 @@ and linking columns (`tables.BodyTable.sealed`). Nothing is decoded: the migrati
 XORs each stored digest with its row's identity (`tl_seal`, registered on every
 connection). A row whose thread or scope is missing keeps its old digest, which then
 fails its check.
+
+`heads`: per thread and checkpoint namespace, the newest checkpoint id, how many
+checkpoints it holds and their census (`seal.census`), kept by triggers on every insert
+and delete of a checkpoint. A read of the latest checkpoint checks it found the head; a
+read that finds no checkpoint checks the namespace's ids against the census, so a row
+hidden by a damaged index or a changed id raises instead of reading as absent.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

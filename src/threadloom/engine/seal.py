@@ -19,6 +19,7 @@ XOR keeps the seal movable without decoding: re-binding a row to another identit
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Final
 
 import blake3
@@ -27,6 +28,10 @@ from threadloom.engine.codec import DIGEST_SIZE
 
 #: Name of the SQL function: `tl_seal(digest, table, namespace, agent_id, thread_id, ...)`.
 SQL_FUNCTION: Final = "tl_seal"
+#: Name of the SQL aggregate `tl_census(checkpoint_id)`: the census of a set of ids.
+SQL_CENSUS: Final = "tl_census"
+#: The census of no checkpoint.
+EMPTY: Final = bytes(DIGEST_SIZE)
 
 _NULL: Final = b"\xff"
 
@@ -65,3 +70,25 @@ def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | 
     if len(digest) != DIGEST_SIZE or any(isinstance(p, (bytes, float)) for p in parts):
         return b""
     return seal(bytes(digest), *parts)  # type: ignore[arg-type]
+
+
+def census(checkpoint_ids: Iterable[str]) -> bytes:
+    """The census of a namespace's checkpoint ids: the XOR of `identity("census", id)`
+    over the set, so adding or removing one id is one XOR (`heads.census`, format 4)."""
+    total = 0
+    for checkpoint_id in checkpoint_ids:
+        total ^= int.from_bytes(identity("census", checkpoint_id), "big")
+    return total.to_bytes(DIGEST_SIZE, "big")
+
+
+class Census:
+    """`tl_census` as apsw's aggregate protocol wants it (one object per group)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+
+    def step(self, checkpoint_id: object) -> None:
+        self.ids.append(checkpoint_id if isinstance(checkpoint_id, str) else repr(checkpoint_id))
+
+    def final(self) -> bytes:
+        return census(self.ids)

@@ -174,11 +174,16 @@ OWNERS: Final = " JOIN threads t ON t.id = x.thread JOIN scopes s ON s.id = t.sc
 #: The same, keeping rows whose thread or scope is missing (their seal then fails).
 LEFT_OWNERS: Final = " LEFT JOIN threads t ON t.id = x.thread LEFT JOIN scopes s ON s.id = t.scope"
 
-SELECT_CHECKPOINT: Final = (
-    "SELECT c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
-    f"c.body, {CHECKPOINT_ROWS.unsealed('c')}, c.keyed FROM checkpoints c "
-    "JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope"
+#: The columns of a `CheckpointRow` (`c` = checkpoints, `t` = threads, `s` = scopes).
+CHECKPOINT_COLUMNS: Final = (
+    "c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
+    f"c.body, {CHECKPOINT_ROWS.unsealed('c')}, c.keyed"
 )
+#: Where a `CheckpointRow` is read from.
+CHECKPOINT_FROM: Final = (
+    " FROM checkpoints c JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope"
+)
+SELECT_CHECKPOINT: Final = "SELECT " + CHECKPOINT_COLUMNS + CHECKPOINT_FROM
 
 
 class PendingRow(NamedTuple):

@@ -7,13 +7,16 @@ Checks, in order (`--quick` runs those marked q):
 2. `owners` (q): every body row belongs to a thread of the file, every thread to a
    scope, every metadata key row to a checkpoint; no row is newer than its thread's
    put counter (`threads.seq`).
-3. `rows`: every body row of every thread decodes and its seal holds: the body's blake3
+3. `heads` (q): every namespace's head row (newest id, count, census of its ids) is what
+   its checkpoints say (`heads.py`): a checkpoint hidden from reads, or a thread whose
+   rows moved away, shows here.
+4. `rows`: every body row of every thread decodes and its seal holds: the body's blake3
    after the row's identity (scope, thread id, the sealed columns) is removed from the
    stored digest (`seal.py`). A changed thread id, namespace, parent id, channel or
    index fails here, naming the thread and checkpoint.
-4. `references`: every value a checkpoint, a pending write or another value names is
+5. `references`: every value a checkpoint, a pending write or another value names is
    stored in its thread.
-5. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
+6. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
    rows hold, every extent's `live` equals its blocks (a count above what the rows
    hold is a `leak`: kept too long, never data lost).
 
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import apsw
 
+from threadloom.engine import heads
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.values import children
@@ -110,6 +114,7 @@ def verify(db: File, *, quick: bool = False) -> Report:
     checks: list[tuple[str, Callable[[apsw.Connection, Report], None]]] = [
         ("sqlite", lambda conn, rep: _structure(conn, rep, quick)),
         ("owners", lambda conn, rep: _owners(db, conn, rep)),
+        ("heads", _heads),
     ]
     if not quick:
         checks.append(("rows", lambda conn, rep: _rows(db, conn, rep)))
@@ -178,6 +183,11 @@ def _owners(db: File, conn: apsw.Connection, report: Report) -> None:
     )[0][0]
     if orphans:
         report.add(Problem("owners", f"{orphans} metadata key rows belong to no checkpoint"))
+
+
+def _heads(conn: apsw.Connection, report: Report) -> None:
+    for thread_id, ns, what in heads.mismatches(conn):
+        report.add(Problem("heads", f"namespace {ns!r}: {what}", thread=str(thread_id)))
 
 
 def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
