@@ -23,19 +23,13 @@ Where it differs from the engine's service, on purpose (the file's invariants):
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
-import hmac
-import json
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-import jwt
 import nats
 import nats.errors
 from nats.aio.client import Client as NatsConnection
@@ -45,7 +39,10 @@ from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
 from threadloom.engine.file import File
 from threadloom.engine.scope import agent_ids, namespaces
 from threadloom.errors import CheckpointConflictError, ThreadloomError
+from threadloom.nats import query
+from threadloom.nats.access import PLATFORM, authenticate
 from threadloom.nats.client import SUBJECT
+from threadloom.nats.codes import NOT_PLATFORM, ServiceError
 from threadloom.nats.transfer import COLLECTIONS
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
 from threadloom.protocol.refs import key_of
@@ -80,56 +77,6 @@ _REQUESTS = {
     "count": (pb.CountRequest, pb.CountResponse),
     "namespaces": (pb.NamespacesRequest, pb.NamespacesResponse),
 }
-FIRST_PARTY = frozenset({"api", "engine", "dagster"})
-PLATFORM = frozenset({"api", "engine"})
-OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists"})
-MAX_PAGE = 1000
-DEFAULT_PAGE = 100
-MAX_IN_VALUES = 500
-#: Per-item overhead of the page budget estimate (the SQL backend's DOCUMENT_OVERHEAD).
-ITEM_OVERHEAD = 64
-UNAUTHENTICATED = "missing or invalid auth token"
-
-
-class ServiceError(Exception):
-    """An error reply: `code` and `message` go into the response's CallError."""
-
-    def __init__(self, code: str, message: str | None = None) -> None:
-        super().__init__(message or code)
-        self.code = code
-        self.message = message or code
-
-
-def authenticate(token: str | None, secret: str) -> str:
-    """Return the identity (`sub`) of a valid HS256 service or module token.
-
-    Raises:
-        ServiceError: UNAUTHENTICATED for anything else (SPEC §7.3).
-    """
-    if not token:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-    try:
-        header = jwt.get_unverified_header(token)
-        key = secret
-        if header.get("kid") == "module":
-            claimed = jwt.decode(token, options={"verify_signature": False}).get("sub")
-            if not isinstance(claimed, str) or not claimed or claimed in FIRST_PARTY:
-                raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-            digest = hmac.new(
-                secret.encode(), f"abi.module-key.v1:{claimed}".encode(), hashlib.sha256
-            ).digest()
-            key = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        claims = jwt.decode(
-            token,
-            key,
-            algorithms=["HS256"],
-            options={"require": ["sub", "exp", "iat"], "verify_aud": False},
-        )
-    except jwt.PyJWTError:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED) from None
-    if "aud" in claims or not isinstance(claims.get("sub"), str) or not claims["sub"]:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-    return str(claims["sub"])
 
 
 class FileDocumentService:
@@ -217,9 +164,7 @@ class FileDocumentService:
         """Answer one decoded request (runs on a worker thread)."""
         if op == "namespaces":
             if identity not in PLATFORM:
-                raise ServiceError(
-                    "PERMISSION_DENIED", "namespaces needs a platform service identity"
-                )
+                raise ServiceError("PERMISSION_DENIED", NOT_PLATFORM)
             return pb.NamespacesResponse(namespaces=self._namespaces())
         namespace = request.namespace
         if not namespace or "\0" in namespace:
@@ -227,7 +172,10 @@ class FileDocumentService:
                 "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
             )
         with self._lock:
-            return getattr(self, "_" + op)(namespace, request)
+            try:
+                return getattr(self, "_" + op)(namespace, request)
+            except query.QueryError as exc:
+                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _ensure_collection(self, namespace: str, request: Any) -> Any:
         name = request.spec.name
@@ -337,51 +285,26 @@ class FileDocumentService:
     def _find(self, namespace: str, request: Any) -> Any:
         collection = self._collection(namespace, request.collection)
         where = _predicates(request.where)
-        limit = request.limit if request.HasField("limit") else DEFAULT_PAGE
-        if not 1 <= limit <= MAX_PAGE:
-            raise ServiceError(
-                "INVALID_ARGUMENT", "Page size must be an integer between 1 and 1000"
-            )
+        limit = query.page_size(request.limit if request.HasField("limit") else None)
         order = (
-            (request.order_by.field, request.order_by.direction or "asc")
+            query.ordering(request.order_by.field, request.order_by.direction)
             if request.HasField("order_by")
             else None
         )
-        if order is not None and order[1] not in ("asc", "desc"):
-            raise ServiceError("INVALID_ARGUMENT", "Order direction must be asc or desc")
-        fingerprint = _fingerprint(namespace, collection, where, order)
-        items = self._matching(namespace, collection, where)
-        keyed = sorted(
-            ((_order_key(d.data, order), d) for d in items),
-            key=lambda pair: (pair[0], pair[1].key),
-            reverse=order is not None and order[1] == "desc",
-        )
-        start = 0
-        if request.HasField("cursor"):
-            after = _read_cursor(request.cursor, fingerprint)
-            start = next(
-                (
-                    i
-                    for i, (k, d) in enumerate(keyed)
-                    if _after((k, d.key), after, order is not None and order[1] == "desc")
-                ),
-                len(keyed),
-            )
         budget = self.max_payload // 4
         if request.HasField("max_bytes") and request.max_bytes > 0:
             budget = min(budget, request.max_bytes)
-        page: list[tuple[Any, StoredDocument]] = []
-        used = 0
-        for pair in keyed[start:]:
-            size = _estimate(pair[1])
-            if page and (len(page) >= limit or used + size > budget):
-                break
-            page.append(pair)
-            used += size
-        response = pb.FindResponse(items=[_document(d) for _, d in page])
-        if start + len(page) < len(keyed):
-            last_key, last = page[-1]
-            response.cursor = _write_cursor((last_key, last.key), fingerprint)
+        items, cursor = query.page(
+            self._matching(namespace, collection, where),
+            order,
+            limit=limit,
+            budget=budget,
+            bound=query.fingerprint(namespace, collection, where, order),
+            cursor=request.cursor if request.HasField("cursor") else None,
+        )
+        response = pb.FindResponse(items=[_document(d) for d in items])
+        if cursor is not None:
+            response.cursor = cursor
         return response
 
     def _count(self, namespace: str, request: Any) -> Any:
@@ -493,7 +416,7 @@ class FileDocumentService:
         found: list[StoredDocument] = []
         for agent_id in agents:
             for item in self._store(namespace, agent_id).find_documents(collection, **narrow):
-                if all(_matches(item.data, p) for p in where):
+                if query.matches_all(item.data, where):
                     found.append(item)
         return found
 
@@ -512,170 +435,16 @@ def _document(found: StoredDocument) -> Any:
     )
 
 
-def _predicates(where: Sequence[Any]) -> list[tuple[str, str, Any]]:
-    out = []
+def _predicates(where: Sequence[Any]) -> list[query.Predicate]:
+    """The decoded predicates of a request (SPEC §7.5 values), checked."""
+    decoded = []
     for predicate in where:
-        if predicate.operator not in OPERATORS:
-            raise ServiceError(
-                "INVALID_ARGUMENT", f"Unsupported predicate operator: {predicate.operator}"
-            )
         try:
             value = decode_value(predicate.value)
         except ValueError as exc:
             raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
-        if predicate.operator in ("in", "nin") and (
-            not isinstance(value, list) or len(value) > MAX_IN_VALUES
-        ):
-            raise ServiceError(
-                "INVALID_ARGUMENT", f"{predicate.operator} needs a list of at most 500 values"
-            )
-        if predicate.operator == "exists" and not isinstance(value, bool):
-            raise ServiceError("INVALID_ARGUMENT", "exists needs a boolean")
-        out.append((predicate.field, predicate.operator, value))
-    return out
-
-
-_MISSING = object()
-
-
-def _kind(value: Any) -> int:
-    """Type rank of SPEC §7.7: null/missing < bool < number < string < datetime < bytes <
-    array < object."""
-    if value is None or value is _MISSING:
-        return 0
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, (int, float)):
-        return 2
-    if isinstance(value, str):
-        return 3
-    if isinstance(value, datetime):
-        return 4
-    if isinstance(value, bytes):
-        return 5
-    if isinstance(value, list):
-        return 6
-    return 7
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Structural equality: 1 == 1.0, a bool is not a number."""
-    if _kind(a) != _kind(b):
-        return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return bool(a == b)
-
-
-def _matches(data: Mapping[str, Any], predicate: tuple[str, str, Any]) -> bool:
-    field, op, value = predicate
-    present = field in data
-    found = data.get(field, _MISSING)
-    if op == "exists":
-        return present is value
-    if op == "eq":
-        return present and _same(found, value)
-    if op == "ne":
-        return present and not _same(found, value)
-    if op == "in":
-        return present and any(_same(found, v) for v in value)
-    if op == "nin":
-        return present and not any(_same(found, v) for v in value)
-    if op == "contains":
-        return isinstance(found, list) and any(_same(item, value) for item in found)
-    if not present or found is None or value is None or _kind(found) != _kind(value):
-        return False
-    if _kind(found) not in (2, 3, 4, 5):
-        return False
-    left, right = _comparable(found), _comparable(value)
-    return bool(
-        {
-            "lt": left < right,
-            "lte": left <= right,
-            "gt": left > right,
-            "gte": left >= right,
-        }[op]
-    )
-
-
-def _comparable(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode()  # binary (UTF-8 byte) order
-    return value
-
-
-def _order_key(data: Mapping[str, Any], order: tuple[str, str] | None) -> tuple[Any, ...]:
-    if order is None:
-        return ()
-    value = data.get(order[0], _MISSING)
-    kind = _kind(value)
-    if kind == 1 or kind == 2:
-        return (kind, float(value), "")
-    if kind == 3:
-        return (kind, 0.0, value.encode().hex())
-    if kind == 4:
-        return (kind, value.timestamp(), "")
-    if kind == 5:
-        return (kind, 0.0, value.hex())
-    if kind in (6, 7):
-        return (kind, 0.0, json.dumps(value, sort_keys=True, default=str))
-    return (kind, 0.0, "")
-
-
-def _after(position: tuple[Any, str], cursor: tuple[Any, str], descending: bool) -> bool:
-    return position < cursor if descending else position > cursor
-
-
-def _fingerprint(
-    namespace: str, collection: str, where: Sequence[tuple[str, str, Any]], order: Any
-) -> str:
-    predicates = sorted(json.dumps([f, o, _json(v)], sort_keys=True) for f, o, v in where)
-    text = json.dumps([namespace, collection, predicates, order], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {"bytes": value.hex()}
-    if isinstance(value, datetime):
-        return {"datetime": value.isoformat()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _write_cursor(position: tuple[Any, str], fingerprint: str) -> str:
-    text = json.dumps({"key": [list(position[0]), position[1]], "q": fingerprint, "v": 1})
-    return base64.urlsafe_b64encode(text.encode()).decode()
-
-
-def _read_cursor(cursor: str, fingerprint: str) -> tuple[Any, str]:
-    try:
-        found = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if found.get("q") != fingerprint or found.get("v") != 1:
-            raise ValueError("foreign cursor")
-        key, last = found["key"]
-        return tuple(key), str(last)
-    except (ValueError, KeyError, TypeError):
-        raise ServiceError("INVALID_ARGUMENT", "Invalid cursor for this query") from None
-
-
-def _estimate(found: StoredDocument) -> int:
-    """The page budget's estimate: canonical JSON of the data (bytes as base64) + id + 64."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, bytes):
-            return base64.b64encode(value).decode()
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-
-    text = json.dumps(plain(found.data), sort_keys=True, separators=(",", ":"))
-    return len(text) + len(found.key) + ITEM_OVERHEAD
+        decoded.append((predicate.field, predicate.operator, value))
+    return query.predicates(decoded)
 
 
 async def serve(
