@@ -10,6 +10,8 @@ from __future__ import annotations
 UNAUTHENTICATED = "missing or invalid auth token"
 #: The fixed text of the engine's `namespaces` refusal (SPEC §7.3).
 NOT_PLATFORM = "namespaces needs a platform service identity"
+#: The fixed text of a call outside the caller's grants (threadloom serve only).
+NOT_GRANTED = "this identity is not granted this namespace (threadloom serve --grant)"
 
 
 class ServiceError(Exception):

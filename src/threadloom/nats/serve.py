@@ -27,6 +27,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -35,14 +36,22 @@ import nats.errors
 from nats.aio.client import Client as NatsConnection
 from nats.aio.msg import Msg
 
+from threadloom.core.lru import Lru
 from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
 from threadloom.engine.file import File
 from threadloom.engine.scope import agent_ids, namespaces
 from threadloom.errors import CheckpointConflictError, ThreadloomError
 from threadloom.nats import query
-from threadloom.nats.access import PLATFORM, authenticate
+from threadloom.nats.access import (
+    MAX_NAMESPACE_BYTES,
+    MAX_TOKEN_LIFETIME,
+    PLATFORM,
+    Grants,
+    authenticate,
+)
 from threadloom.nats.client import SUBJECT
-from threadloom.nats.codes import NOT_PLATFORM, ServiceError
+from threadloom.nats.codes import NOT_GRANTED, NOT_PLATFORM, ServiceError
+from threadloom.nats.index import IdIndex
 from threadloom.nats.transfer import COLLECTIONS
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
 from threadloom.protocol.refs import key_of
@@ -79,25 +88,66 @@ _REQUESTS = {
 }
 
 
+@dataclass(frozen=True)
+class Limits:
+    """What bounds the service's memory whatever its callers send (docs/cli.md, serve)."""
+
+    #: Longest namespace name, in UTF-8 bytes (longer: INVALID_ARGUMENT).
+    namespace_bytes: int = MAX_NAMESPACE_BYTES
+    #: Namespaces ensured but not yet holding a document, remembered at once (more:
+    #: INVALID_ARGUMENT until documents go into them).
+    empty_namespaces: int = 1024
+    #: Scopes (namespace + agent id) held open at once (least recently used closed).
+    stores: int = 64
+    #: Document keys held in the id indexes of all namespaces (about 500 bytes each; the
+    #: index in use is kept whatever its size).
+    index_keys: int = 200_000
+
+
 class FileDocumentService:
     """The document service of one threadloom file.
 
     Args:
         db: the open file.
         secret: the JWT secret tokens must be signed with (the project's `nats.jwt_secret`).
+        grants: which identities may use which namespaces (default: `Grants.platform()`).
+        max_token_lifetime: most seconds between a token's `iat` and `exp`.
+        limits: the memory bounds.
+
+    Close it (`close`) before the file.
     """
 
-    def __init__(self, db: File, secret: str) -> None:
+    def __init__(
+        self,
+        db: File,
+        secret: str,
+        *,
+        grants: Grants | None = None,
+        max_token_lifetime: int = MAX_TOKEN_LIFETIME,
+        limits: Limits | None = None,
+    ) -> None:
         if not secret:
             raise ServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
+        if max_token_lifetime <= 0:
+            raise ServiceError("INVALID_ARGUMENT", "the maximum token lifetime must be positive")
         self.db = db
         self.secret = secret
+        self.grants = grants if grants is not None else Grants.platform()
+        self.max_token_lifetime = max_token_lifetime
+        self.limits = limits or Limits()
         self.max_payload = 1024 * 1024
-        self._stores: dict[tuple[str, str], CheckpointStore] = {}
-        self._ensured: set[str] = set()
-        self._keys: dict[str, dict[str, tuple[str, str, dict[str, Any]]]] = {}
+        self._stores: Lru[tuple[str, str], CheckpointStore] = Lru(self.limits.stores)
+        #: Namespaces ensured before the file held a scope of them, oldest first.
+        self._ensured: dict[str, None] = {}
+        self.ids = IdIndex(db, self._store, self.limits.index_keys)
         self._lock = threading.RLock()
         self._subscriptions: list[Any] = []
+
+    def close(self) -> None:
+        """Release what the service holds of the file (before closing the file)."""
+        with self._lock:
+            self.ids.close()
+            self._stores.clear()
 
     # -- NATS ------------------------------------------------------------------------------
 
@@ -124,7 +174,11 @@ class FileDocumentService:
             if not message.reply:
                 return
             try:
-                identity = authenticate((message.headers or {}).get("Nats-Auth-Token"), self.secret)
+                identity = authenticate(
+                    (message.headers or {}).get("Nats-Auth-Token"),
+                    self.secret,
+                    self.max_token_lifetime,
+                )
                 request = request_type()
                 try:
                     request.ParseFromString(message.data)
@@ -161,16 +215,32 @@ class FileDocumentService:
     # -- operations ------------------------------------------------------------------------
 
     def dispatch(self, op: str, request: Any, identity: str) -> Any:
-        """Answer one decoded request (runs on a worker thread)."""
+        """Answer one decoded request of an authenticated `identity` (on a worker thread).
+
+        Raises:
+            ServiceError: PERMISSION_DENIED outside the identity's grants, INVALID_ARGUMENT
+                for a bad name or query, and the codes of each operation.
+        """
         if op == "namespaces":
             if identity not in PLATFORM:
                 raise ServiceError("PERMISSION_DENIED", NOT_PLATFORM)
-            return pb.NamespacesResponse(namespaces=self._namespaces())
+            if not self.grants.holds(identity):
+                raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
+            with self._lock:
+                found = [n for n in self._namespaces() if self.grants.allows(identity, n)]
+            return pb.NamespacesResponse(namespaces=found)
         namespace = request.namespace
         if not namespace or "\0" in namespace:
             raise ServiceError(
                 "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
             )
+        if len(namespace.encode()) > self.limits.namespace_bytes:
+            raise ServiceError(
+                "INVALID_ARGUMENT",
+                f"namespace names are at most {self.limits.namespace_bytes} bytes (UTF-8)",
+            )
+        if not self.grants.allows(identity, namespace):
+            raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
         with self._lock:
             try:
                 return getattr(self, "_" + op)(namespace, request)
@@ -189,7 +259,18 @@ class FileDocumentService:
                 raise ServiceError(
                     "INVALID_ARGUMENT", f"field {spec.name!r} of {name} is a string field"
                 )
-        self._ensured.add(namespace)
+        if namespace not in self._ensured and not self._in_file(namespace):
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                # Those that received documents meanwhile are the file's now.
+                for held in [n for n in self._ensured if self._in_file(n)]:
+                    del self._ensured[held]
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                raise ServiceError(
+                    "INVALID_ARGUMENT",
+                    f"{self.limits.empty_namespaces} namespaces are ensured but hold no "
+                    "document yet; put documents into them first (or restart the service)",
+                )
+            self._ensured[namespace] = None
         return pb.EnsureCollectionResponse()
 
     def _drop_collection(self, namespace: str, request: Any) -> Any:
@@ -239,7 +320,7 @@ class FileDocumentService:
                 store.import_documents([(collection, data)])
             except CheckpointConflictError:
                 raise ServiceError("VERSION_CONFLICT") from None
-            self._remember(namespace, key, agent_id, collection, data)
+            self.ids.remember(namespace, key, agent_id, collection, data)
             # What was just stored, without reading it back.
             stored = StoredDocument(collection, key, data, time.time(), 1)
         else:
@@ -279,7 +360,7 @@ class FileDocumentService:
             raise ServiceError("VERSION_CONFLICT")
         store = self._store(namespace, found.data["agent_id"])
         store.delete_document(request.collection, found.data)
-        self._keys.get(namespace, {}).pop(request.id, None)
+        self.ids.forget(namespace, request.id)
         return pb.DeleteResponse()
 
     def _find(self, namespace: str, request: Any) -> Any:
@@ -315,10 +396,13 @@ class FileDocumentService:
     # -- the file --------------------------------------------------------------------------
 
     def _namespaces(self) -> list[str]:
-        return sorted(set(namespaces(self.db)) | self._ensured)
+        return sorted(set(namespaces(self.db)) | set(self._ensured))
+
+    def _in_file(self, namespace: str) -> bool:
+        return bool(agent_ids(self.db, namespace))
 
     def _exists(self, namespace: str) -> bool:
-        return namespace in self._ensured or namespace in self._namespaces()
+        return namespace in self._ensured or self._in_file(namespace)
 
     def _collection(self, namespace: str, name: str) -> str:
         if name not in COLLECTIONS or not self._exists(namespace):
@@ -328,8 +412,9 @@ class FileDocumentService:
     def _store(self, namespace: str, agent_id: str) -> CheckpointStore:
         store = self._stores.get((namespace, agent_id))
         if store is None:
-            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id)
-            self._stores[(namespace, agent_id)] = store
+            # The service never reads through the decoded-value cache: no cache.
+            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id, cache_bytes=0)
+            self._stores.put((namespace, agent_id), store)
         return store
 
     def _agents(self, namespace: str) -> list[str]:
@@ -353,41 +438,19 @@ class FileDocumentService:
         return next((d for d in found if d.key == key), None)
 
     def _by_id(self, namespace: str, collection: str, id: str) -> StoredDocument | None:
-        for attempt in range(2):
-            index = self._keys.get(namespace)
-            if index is None or attempt == 1:
-                index = self._index(namespace)
-            entry = index.get(id)
-            if entry is not None:
-                agent_id, where, fields = entry
-                if where != collection:
-                    return None
-                found = self._find_one(
-                    self._store(namespace, agent_id),
-                    collection,
-                    {"agent_id": agent_id, **fields},
-                )
-                if found is not None:
-                    return found
-        return None
-
-    def _index(self, namespace: str) -> dict[str, tuple[str, str, dict[str, Any]]]:
-        """Key -> (agent id, collection, fields) of the namespace, read from key columns."""
-        index: dict[str, tuple[str, str, dict[str, Any]]] = {}
-        for agent_id in self._agents(namespace):
-            for key, (collection, fields) in self._store(namespace, agent_id).keys().items():
-                index[key] = (agent_id, collection, fields)
-        self._keys[namespace] = index
-        return index
-
-    def _remember(
-        self, namespace: str, key: str, agent_id: str, collection: str, data: Mapping[str, Any]
-    ) -> None:
-        index = self._keys.get(namespace)
-        if index is not None:
-            names = ("thread_id", "ref", "checkpoint_ns", "checkpoint_id", "task_id", "index")
-            fields = {k: data[k] for k in names if k in data}
-            index[key] = (agent_id, collection, fields)
+        """The document `id` of the collection, found through the id index."""
+        entry = self.ids.lookup(namespace, id)
+        if entry is None or entry.collection != collection:
+            return None
+        found = self._find_one(
+            self._store(namespace, entry.agent_id),
+            collection,
+            {"agent_id": entry.agent_id, **entry.fields},
+        )
+        if found is None:
+            # Deleted since it was indexed (deletions do not move thread seqs).
+            self.ids.forget(namespace, id)
+        return found
 
     def _matching(
         self, namespace: str, collection: str, where: Sequence[tuple[str, str, Any]]
@@ -448,11 +511,31 @@ def _predicates(where: Sequence[Any]) -> list[query.Predicate]:
 
 
 async def serve(
-    path: str, url: str, secret: str, *, ready: Callable[[], None] | None = None
+    path: str,
+    url: str,
+    secret: str,
+    *,
+    grants: Grants | None = None,
+    max_token_lifetime: int = MAX_TOKEN_LIFETIME,
+    limits: Limits | None = None,
+    ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve the file at `path` on the broker at `url` until cancelled (SIGINT/SIGTERM)."""
+    """Serve the file at `path` on the broker at `url` until cancelled (SIGINT/SIGTERM).
+
+    See `FileDocumentService` for `grants`, `max_token_lifetime` and `limits`.
+    """
     database = File.open(path)
-    service = FileDocumentService(database, secret)
+    try:
+        service = FileDocumentService(
+            database,
+            secret,
+            grants=grants,
+            max_token_lifetime=max_token_lifetime,
+            limits=limits,
+        )
+    except BaseException:
+        database.close()
+        raise
     connection = await nats.connect(url, allow_reconnect=True, max_reconnect_attempts=-1)
     try:
         await service.start(connection)
@@ -463,4 +546,5 @@ async def serve(
         await service.stop()
         with contextlib.suppress(nats.errors.Error):
             await connection.drain()
+        service.close()
         database.close()
