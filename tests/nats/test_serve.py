@@ -9,6 +9,7 @@ its own: the session's broker already has naas's document service on the same su
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ from threadloom.errors import (
     UnauthenticatedError,
     VersionConflictError,
 )
-from threadloom.nats import Credentials, DocumentClient
+from threadloom.nats import Credentials, DocumentClient, issue_token
 from threadloom.nats.transfer import COLLECTIONS, prepare
 from threadloom.protocol import BLOBS, CHECKPOINTS
 
@@ -48,8 +49,9 @@ class Served:
         self.env = {"NAAS_NATS_URL": url, "NAAS_JWT_SECRET": SECRET}
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
+@contextlib.contextmanager
+def serving(tmp_path: Path, *options: str) -> Iterator[Served]:
+    """`threadloom serve` (with `options`) on a nats-server of its own."""
     binary = require(nats_server_binary)
     with run_nats_server(binary, tmp_path / "nats") as server:
         path = tmp_path / "served.db"
@@ -65,6 +67,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
                 server.url,
                 "--jwt-secret",
                 SECRET,
+                *options,
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -82,6 +85,12 @@ def served(tmp_path: Path) -> Iterator[Served]:
             except subprocess.TimeoutExpired:
                 process.kill()
         assert process.returncode == 0
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    with serving(tmp_path) as found:
+        yield found
 
 
 def run(served: Served, body: Any, credentials: Credentials | None = None, ns: str = "ns") -> Any:
@@ -227,3 +236,77 @@ def test_a_langgraph_agent_on_the_sdk_saver_runs_on_the_file(
     assert len(messages) == 5 * 4 and len(seen["history"]) == 5 * 5
     with Saver.from_conn_string(str(served.path), namespace="ns", agent_id="agent.v1") as saver:
         assert read(saver, "g") == seen
+
+
+def test_grants_and_token_lifetime_over_nats(tmp_path: Path) -> None:
+    """With `--grant`, identity b can neither read, overwrite, delete, find nor count a's
+    documents; a 100-year token and, under `--max-token-lifetime 600`, the default
+    one-hour token are refused."""
+    from threadloom.protocol.refs import key_of
+
+    data = {
+        "agent_id": "a",
+        "thread_id": "t",
+        "ref": "b-" + "0" * 64,
+        "_schema": 2,
+        "value": {"kind": "msgpack", "payload": b"mine"},
+    }
+    key = key_of(BLOBS, data)
+    options = ("--grant", "a=ns-a", "--grant", "b=ns-b", "--max-token-lifetime", "600")
+    with serving(tmp_path, *options) as served:
+        a = Credentials(secret=SECRET, identity="a", ttl=600)
+        b = Credentials(secret=SECRET, identity="b", ttl=600)
+
+        async def store(client: DocumentClient) -> None:
+            await prepare(client)
+            await client.put(BLOBS, key, data, if_version=0)
+
+        run(served, store, a, ns="ns-a")
+        attempts = [
+            lambda c: c.get(BLOBS, key),
+            lambda c: c.put(BLOBS, key, {**data, "value": {"kind": "msgpack", "payload": b"x"}}),
+            lambda c: c.delete(BLOBS, key),
+            lambda c: c.find_page(BLOBS, [("thread_id", "eq", "t")]),
+            lambda c: c.count(BLOBS),
+        ]
+        refused = 0
+        for attempt in attempts:
+            with pytest.raises(PermissionDeniedError):
+                run(served, attempt, b, ns="ns-a")
+            refused += 1
+        assert refused == 5
+        got = run(served, lambda c: c.get(BLOBS, key), a, ns="ns-a")
+        assert got.data == data
+        century = issue_token(SECRET, "a", ttl=100 * 365 * 24 * 3600)
+        with pytest.raises(UnauthenticatedError):
+            run(served, lambda c: c.count(BLOBS), Credentials(token=century), ns="ns-a")
+        with pytest.raises(UnauthenticatedError):
+            run(served, lambda c: c.count(BLOBS), Credentials(secret=SECRET, identity="a"), "ns-a")
+
+
+def test_bad_serve_options_are_refused_before_serving(tmp_path: Path) -> None:
+    """A malformed grant or a non-positive lifetime: exit 1 with an error that says how."""
+    for options, said in [
+        (["--grant", "nobody"], "IDENTITY=NAMESPACE"),
+        (["--max-token-lifetime", "0"], "positive"),
+        (["--grants", str(tmp_path / "missing")], "cannot read the grants file"),
+    ]:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "from threadloom.cli import run; run()",
+                "serve",
+                "--db",
+                str(tmp_path / "x.db"),
+                "--nats",
+                "nats://127.0.0.1:1",
+                "--jwt-secret",
+                SECRET,
+                *options,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 1 and said in done.stderr, done.stderr

@@ -150,9 +150,9 @@ class CheckpointStore:
         """See `Documents.find`."""
         return self.view.find(collection, **fields)
 
-    def keys(self) -> dict[str, tuple[str, dict[str, Any]]]:
+    def keys(self, thread_id: str | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
         """See `Documents.keys`."""
-        return self.view.keys()
+        return self.view.keys(thread_id)
 
     def delete_document(self, collection: str, fields: Mapping[str, Any]) -> bool:
         """See `Documents.delete`."""

@@ -252,8 +252,9 @@ class Documents:
             row.version,
         )
 
-    def keys(self) -> dict[str, tuple[str, dict[str, Any]]]:
-        """Every document key of the scope -> (collection, identifying fields).
+    def keys(self, thread_id: str | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Every document key of the scope (or of one thread) -> (collection, identifying
+        fields).
 
         Read from the key columns only (no body is decoded): what the document service
         needs to answer `get` and `delete` by id.
@@ -261,11 +262,12 @@ class Documents:
         scope = self.scope
         key = scope.planner.key
         out: dict[str, tuple[str, dict[str, Any]]] = {}
+        where = "WHERE t.scope = ?" + ("" if thread_id is None else " AND t.thread_id = ?")
+        args = (scope.id,) if thread_id is None else (scope.id, thread_id)
         with scope.file.read() as conn:
             for thread_id, ref in conn.execute(
-                "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id "
-                "WHERE t.scope = ?",
-                (scope.id,),
+                "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id " + where,
+                args,
             ):
                 out[key(thread_id, ref)] = (
                     collection_of(ref),
@@ -273,8 +275,8 @@ class Documents:
                 )
             for thread_id, ns, cid, schema in conn.execute(
                 "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.schema FROM checkpoints x "
-                "JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
-                (scope.id,),
+                "JOIN threads t ON x.thread = t.id " + where,
+                args,
             ):
                 out[key(thread_id, ns, cid)] = (
                     CHECKPOINTS if schema == 2 else CHECKPOINTS_V1,
@@ -282,8 +284,8 @@ class Documents:
                 )
             for thread_id, ns, cid, task_id, idx, schema in conn.execute(
                 "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.schema "
-                "FROM writes x JOIN threads t ON x.thread = t.id WHERE t.scope = ?",
-                (scope.id,),
+                "FROM writes x JOIN threads t ON x.thread = t.id " + where,
+                args,
             ):
                 out[key(thread_id, ns, cid, task_id, idx)] = (
                     WRITES if schema == 2 else WRITES_V1,

@@ -113,8 +113,9 @@ class Maintenance:
             if origin is None:
                 return
             copy = scope.ensure_thread(conn, target, now)
+            # The seq moves even when the target was ahead: readers detect new rows by it.
             conn.execute(
-                "UPDATE threads SET seq = max(seq, (SELECT seq FROM threads WHERE id = ?1)) "
+                "UPDATE threads SET seq = max(seq, (SELECT seq FROM threads WHERE id = ?1)) + 1 "
                 "WHERE id = ?2",
                 (origin, copy),
             )

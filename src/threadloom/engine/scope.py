@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import apsw
 
@@ -262,3 +262,54 @@ def agent_ids(file: File, namespace: str) -> list[str]:
     with file.read() as conn:
         rows = fetchall(conn, "SELECT agent_id FROM scopes WHERE namespace = ?", (namespace,))
     return [r[0] for r in rows]
+
+
+class ThreadSeq(NamedTuple):
+    """A thread of a namespace and its sequence number (moves on every insert into it)."""
+
+    thread: int
+    agent_id: str
+    thread_id: str
+    seq: int
+
+
+def thread_seqs(file: File, namespace: str) -> list[ThreadSeq]:
+    """Every thread of the scopes in `namespace` with its `seq`, by row id.
+
+    A thread's `seq` grows with every document stored in it (values, checkpoints, pending
+    writes, copies), and row ids are never reused: a reader that remembers the seqs sees
+    which threads gained documents without reading their documents.
+    """
+    with file.read() as conn:
+        rows = fetchall(
+            conn,
+            "SELECT t.id, s.agent_id, t.thread_id, t.seq FROM threads t "
+            "JOIN scopes s ON t.scope = s.id WHERE s.namespace = ? ORDER BY t.id",
+            (namespace,),
+        )
+    return [ThreadSeq(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in rows]
+
+
+class Changes:
+    """Tells in O(1) whether anything was committed to a file since the last look.
+
+    `PRAGMA data_version` on a connection of its own that never writes nor holds a
+    transaction: SQLite changes the value whenever another connection (of this process,
+    through the pool, or of another process) commits. Close it before the file.
+    """
+
+    def __init__(self, file: File) -> None:
+        # Its own connection, outside the pool: the value is per connection, and a pooled
+        # one would not see the commits made through it.
+        self._conn: apsw.Connection | None = file._open()
+
+    def version(self) -> int:
+        """The file's data version as this watcher sees it (changes on every commit)."""
+        if self._conn is None:
+            raise EngineError("the change watcher is closed")
+        return int(fetchall(self._conn, "PRAGMA data_version")[0][0])
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

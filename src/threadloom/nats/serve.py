@@ -23,29 +23,35 @@ Where it differs from the engine's service, on purpose (the file's invariants):
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
-import hmac
-import json
-import math
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import jwt
 import nats
 import nats.errors
 from nats.aio.client import Client as NatsConnection
 from nats.aio.msg import Msg
 
+from threadloom.core.lru import Lru
 from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
 from threadloom.engine.file import File
 from threadloom.engine.scope import agent_ids, namespaces
 from threadloom.errors import CheckpointConflictError, ThreadloomError
+from threadloom.nats import query
+from threadloom.nats.access import (
+    MAX_NAMESPACE_BYTES,
+    MAX_TOKEN_LIFETIME,
+    PLATFORM,
+    Grants,
+    authenticate,
+)
 from threadloom.nats.client import SUBJECT
+from threadloom.nats.codes import NOT_GRANTED, NOT_PLATFORM, ServiceError
+from threadloom.nats.index import IdIndex
 from threadloom.nats.transfer import COLLECTIONS
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
 from threadloom.protocol.refs import key_of
@@ -80,56 +86,22 @@ _REQUESTS = {
     "count": (pb.CountRequest, pb.CountResponse),
     "namespaces": (pb.NamespacesRequest, pb.NamespacesResponse),
 }
-FIRST_PARTY = frozenset({"api", "engine", "dagster"})
-PLATFORM = frozenset({"api", "engine"})
-OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists"})
-MAX_PAGE = 1000
-DEFAULT_PAGE = 100
-MAX_IN_VALUES = 500
-#: Per-item overhead of the page budget estimate (the SQL backend's DOCUMENT_OVERHEAD).
-ITEM_OVERHEAD = 64
-UNAUTHENTICATED = "missing or invalid auth token"
 
 
-class ServiceError(Exception):
-    """An error reply: `code` and `message` go into the response's CallError."""
+@dataclass(frozen=True)
+class Limits:
+    """What bounds the service's memory whatever its callers send (docs/cli.md, serve)."""
 
-    def __init__(self, code: str, message: str | None = None) -> None:
-        super().__init__(message or code)
-        self.code = code
-        self.message = message or code
-
-
-def authenticate(token: str | None, secret: str) -> str:
-    """Return the identity (`sub`) of a valid HS256 service or module token.
-
-    Raises:
-        ServiceError: UNAUTHENTICATED for anything else (SPEC §7.3).
-    """
-    if not token:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-    try:
-        header = jwt.get_unverified_header(token)
-        key = secret
-        if header.get("kid") == "module":
-            claimed = jwt.decode(token, options={"verify_signature": False}).get("sub")
-            if not isinstance(claimed, str) or not claimed or claimed in FIRST_PARTY:
-                raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-            digest = hmac.new(
-                secret.encode(), f"abi.module-key.v1:{claimed}".encode(), hashlib.sha256
-            ).digest()
-            key = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-        claims = jwt.decode(
-            token,
-            key,
-            algorithms=["HS256"],
-            options={"require": ["sub", "exp", "iat"], "verify_aud": False},
-        )
-    except jwt.PyJWTError:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED) from None
-    if "aud" in claims or not isinstance(claims.get("sub"), str) or not claims["sub"]:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
-    return str(claims["sub"])
+    #: Longest namespace name, in UTF-8 bytes (longer: INVALID_ARGUMENT).
+    namespace_bytes: int = MAX_NAMESPACE_BYTES
+    #: Namespaces ensured but not yet holding a document, remembered at once (more:
+    #: INVALID_ARGUMENT until documents go into them).
+    empty_namespaces: int = 1024
+    #: Scopes (namespace + agent id) held open at once (least recently used closed).
+    stores: int = 64
+    #: Document keys held in the id indexes of all namespaces (about 500 bytes each; the
+    #: index in use is kept whatever its size).
+    index_keys: int = 200_000
 
 
 class FileDocumentService:
@@ -138,19 +110,44 @@ class FileDocumentService:
     Args:
         db: the open file.
         secret: the JWT secret tokens must be signed with (the project's `nats.jwt_secret`).
+        grants: which identities may use which namespaces (default: `Grants.platform()`).
+        max_token_lifetime: most seconds between a token's `iat` and `exp`.
+        limits: the memory bounds.
+
+    Close it (`close`) before the file.
     """
 
-    def __init__(self, db: File, secret: str) -> None:
+    def __init__(
+        self,
+        db: File,
+        secret: str,
+        *,
+        grants: Grants | None = None,
+        max_token_lifetime: int = MAX_TOKEN_LIFETIME,
+        limits: Limits | None = None,
+    ) -> None:
         if not secret:
             raise ServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
+        if max_token_lifetime <= 0:
+            raise ServiceError("INVALID_ARGUMENT", "the maximum token lifetime must be positive")
         self.db = db
         self.secret = secret
+        self.grants = grants if grants is not None else Grants.platform()
+        self.max_token_lifetime = max_token_lifetime
+        self.limits = limits or Limits()
         self.max_payload = 1024 * 1024
-        self._stores: dict[tuple[str, str], CheckpointStore] = {}
-        self._ensured: set[str] = set()
-        self._keys: dict[str, dict[str, tuple[str, str, dict[str, Any]]]] = {}
+        self._stores: Lru[tuple[str, str], CheckpointStore] = Lru(self.limits.stores)
+        #: Namespaces ensured before the file held a scope of them, oldest first.
+        self._ensured: dict[str, None] = {}
+        self.ids = IdIndex(db, self._store, self.limits.index_keys)
         self._lock = threading.RLock()
         self._subscriptions: list[Any] = []
+
+    def close(self) -> None:
+        """Release what the service holds of the file (before closing the file)."""
+        with self._lock:
+            self.ids.close()
+            self._stores.clear()
 
     # -- NATS ------------------------------------------------------------------------------
 
@@ -177,7 +174,11 @@ class FileDocumentService:
             if not message.reply:
                 return
             try:
-                identity = authenticate((message.headers or {}).get("Nats-Auth-Token"), self.secret)
+                identity = authenticate(
+                    (message.headers or {}).get("Nats-Auth-Token"),
+                    self.secret,
+                    self.max_token_lifetime,
+                )
                 request = request_type()
                 try:
                     request.ParseFromString(message.data)
@@ -214,20 +215,37 @@ class FileDocumentService:
     # -- operations ------------------------------------------------------------------------
 
     def dispatch(self, op: str, request: Any, identity: str) -> Any:
-        """Answer one decoded request (runs on a worker thread)."""
+        """Answer one decoded request of an authenticated `identity` (on a worker thread).
+
+        Raises:
+            ServiceError: PERMISSION_DENIED outside the identity's grants, INVALID_ARGUMENT
+                for a bad name or query, and the codes of each operation.
+        """
         if op == "namespaces":
             if identity not in PLATFORM:
-                raise ServiceError(
-                    "PERMISSION_DENIED", "namespaces needs a platform service identity"
-                )
-            return pb.NamespacesResponse(namespaces=self._namespaces())
+                raise ServiceError("PERMISSION_DENIED", NOT_PLATFORM)
+            if not self.grants.holds(identity):
+                raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
+            with self._lock:
+                found = [n for n in self._namespaces() if self.grants.allows(identity, n)]
+            return pb.NamespacesResponse(namespaces=found)
         namespace = request.namespace
         if not namespace or "\0" in namespace:
             raise ServiceError(
                 "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
             )
+        if len(namespace.encode()) > self.limits.namespace_bytes:
+            raise ServiceError(
+                "INVALID_ARGUMENT",
+                f"namespace names are at most {self.limits.namespace_bytes} bytes (UTF-8)",
+            )
+        if not self.grants.allows(identity, namespace):
+            raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
         with self._lock:
-            return getattr(self, "_" + op)(namespace, request)
+            try:
+                return getattr(self, "_" + op)(namespace, request)
+            except query.QueryError as exc:
+                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _ensure_collection(self, namespace: str, request: Any) -> Any:
         name = request.spec.name
@@ -241,7 +259,18 @@ class FileDocumentService:
                 raise ServiceError(
                     "INVALID_ARGUMENT", f"field {spec.name!r} of {name} is a string field"
                 )
-        self._ensured.add(namespace)
+        if namespace not in self._ensured and not self._in_file(namespace):
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                # Those that received documents meanwhile are the file's now.
+                for held in [n for n in self._ensured if self._in_file(n)]:
+                    del self._ensured[held]
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                raise ServiceError(
+                    "INVALID_ARGUMENT",
+                    f"{self.limits.empty_namespaces} namespaces are ensured but hold no "
+                    "document yet; put documents into them first (or restart the service)",
+                )
+            self._ensured[namespace] = None
         return pb.EnsureCollectionResponse()
 
     def _drop_collection(self, namespace: str, request: Any) -> Any:
@@ -291,7 +320,7 @@ class FileDocumentService:
                 store.import_documents([(collection, data)])
             except CheckpointConflictError:
                 raise ServiceError("VERSION_CONFLICT") from None
-            self._remember(namespace, key, agent_id, collection, data)
+            self.ids.remember(namespace, key, agent_id, collection, data)
             # What was just stored, without reading it back.
             stored = StoredDocument(collection, key, data, time.time(), 1)
         else:
@@ -331,57 +360,32 @@ class FileDocumentService:
             raise ServiceError("VERSION_CONFLICT")
         store = self._store(namespace, found.data["agent_id"])
         store.delete_document(request.collection, found.data)
-        self._keys.get(namespace, {}).pop(request.id, None)
+        self.ids.forget(namespace, request.id)
         return pb.DeleteResponse()
 
     def _find(self, namespace: str, request: Any) -> Any:
         collection = self._collection(namespace, request.collection)
         where = _predicates(request.where)
-        limit = request.limit if request.HasField("limit") else DEFAULT_PAGE
-        if not 1 <= limit <= MAX_PAGE:
-            raise ServiceError(
-                "INVALID_ARGUMENT", "Page size must be an integer between 1 and 1000"
-            )
+        limit = query.page_size(request.limit if request.HasField("limit") else None)
         order = (
-            (request.order_by.field, request.order_by.direction or "asc")
+            query.ordering(request.order_by.field, request.order_by.direction)
             if request.HasField("order_by")
             else None
         )
-        if order is not None and order[1] not in ("asc", "desc"):
-            raise ServiceError("INVALID_ARGUMENT", "Order direction must be asc or desc")
-        fingerprint = _fingerprint(namespace, collection, where, order)
-        items = self._matching(namespace, collection, where)
-        keyed = sorted(
-            ((_order_key(d.data, order), d) for d in items),
-            key=lambda pair: (pair[0], pair[1].key),
-            reverse=order is not None and order[1] == "desc",
-        )
-        start = 0
-        if request.HasField("cursor"):
-            after = _read_cursor(request.cursor, fingerprint)
-            start = next(
-                (
-                    i
-                    for i, (k, d) in enumerate(keyed)
-                    if _after((k, d.key), after, order is not None and order[1] == "desc")
-                ),
-                len(keyed),
-            )
         budget = self.max_payload // 4
         if request.HasField("max_bytes") and request.max_bytes > 0:
             budget = min(budget, request.max_bytes)
-        page: list[tuple[Any, StoredDocument]] = []
-        used = 0
-        for pair in keyed[start:]:
-            size = _estimate(pair[1])
-            if page and (len(page) >= limit or used + size > budget):
-                break
-            page.append(pair)
-            used += size
-        response = pb.FindResponse(items=[_document(d) for _, d in page])
-        if start + len(page) < len(keyed):
-            last_key, last = page[-1]
-            response.cursor = _write_cursor((last_key, last.key), fingerprint)
+        items, cursor = query.page(
+            self._matching(namespace, collection, where),
+            order,
+            limit=limit,
+            budget=budget,
+            bound=query.fingerprint(namespace, collection, where, order),
+            cursor=request.cursor if request.HasField("cursor") else None,
+        )
+        response = pb.FindResponse(items=[_document(d) for d in items])
+        if cursor is not None:
+            response.cursor = cursor
         return response
 
     def _count(self, namespace: str, request: Any) -> Any:
@@ -392,10 +396,13 @@ class FileDocumentService:
     # -- the file --------------------------------------------------------------------------
 
     def _namespaces(self) -> list[str]:
-        return sorted(set(namespaces(self.db)) | self._ensured)
+        return sorted(set(namespaces(self.db)) | set(self._ensured))
+
+    def _in_file(self, namespace: str) -> bool:
+        return bool(agent_ids(self.db, namespace))
 
     def _exists(self, namespace: str) -> bool:
-        return namespace in self._ensured or namespace in self._namespaces()
+        return namespace in self._ensured or self._in_file(namespace)
 
     def _collection(self, namespace: str, name: str) -> str:
         if name not in COLLECTIONS or not self._exists(namespace):
@@ -405,8 +412,9 @@ class FileDocumentService:
     def _store(self, namespace: str, agent_id: str) -> CheckpointStore:
         store = self._stores.get((namespace, agent_id))
         if store is None:
-            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id)
-            self._stores[(namespace, agent_id)] = store
+            # The service never reads through the decoded-value cache: no cache.
+            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id, cache_bytes=0)
+            self._stores.put((namespace, agent_id), store)
         return store
 
     def _agents(self, namespace: str) -> list[str]:
@@ -430,41 +438,19 @@ class FileDocumentService:
         return next((d for d in found if d.key == key), None)
 
     def _by_id(self, namespace: str, collection: str, id: str) -> StoredDocument | None:
-        for attempt in range(2):
-            index = self._keys.get(namespace)
-            if index is None or attempt == 1:
-                index = self._index(namespace)
-            entry = index.get(id)
-            if entry is not None:
-                agent_id, where, fields = entry
-                if where != collection:
-                    return None
-                found = self._find_one(
-                    self._store(namespace, agent_id),
-                    collection,
-                    {"agent_id": agent_id, **fields},
-                )
-                if found is not None:
-                    return found
-        return None
-
-    def _index(self, namespace: str) -> dict[str, tuple[str, str, dict[str, Any]]]:
-        """Key -> (agent id, collection, fields) of the namespace, read from key columns."""
-        index: dict[str, tuple[str, str, dict[str, Any]]] = {}
-        for agent_id in self._agents(namespace):
-            for key, (collection, fields) in self._store(namespace, agent_id).keys().items():
-                index[key] = (agent_id, collection, fields)
-        self._keys[namespace] = index
-        return index
-
-    def _remember(
-        self, namespace: str, key: str, agent_id: str, collection: str, data: Mapping[str, Any]
-    ) -> None:
-        index = self._keys.get(namespace)
-        if index is not None:
-            names = ("thread_id", "ref", "checkpoint_ns", "checkpoint_id", "task_id", "index")
-            fields = {k: data[k] for k in names if k in data}
-            index[key] = (agent_id, collection, fields)
+        """The document `id` of the collection, found through the id index."""
+        entry = self.ids.lookup(namespace, id)
+        if entry is None or entry.collection != collection:
+            return None
+        found = self._find_one(
+            self._store(namespace, entry.agent_id),
+            collection,
+            {"agent_id": entry.agent_id, **entry.fields},
+        )
+        if found is None:
+            # Deleted since it was indexed (deletions do not move thread seqs).
+            self.ids.forget(namespace, id)
+        return found
 
     def _matching(
         self, namespace: str, collection: str, where: Sequence[tuple[str, str, Any]]
@@ -493,7 +479,7 @@ class FileDocumentService:
         found: list[StoredDocument] = []
         for agent_id in agents:
             for item in self._store(namespace, agent_id).find_documents(collection, **narrow):
-                if all(_matches(item.data, p) for p in where):
+                if query.matches_all(item.data, where):
                     found.append(item)
         return found
 
@@ -512,178 +498,44 @@ def _document(found: StoredDocument) -> Any:
     )
 
 
-def _predicates(where: Sequence[Any]) -> list[tuple[str, str, Any]]:
-    out = []
+def _predicates(where: Sequence[Any]) -> list[query.Predicate]:
+    """The decoded predicates of a request (SPEC §7.5 values), checked."""
+    decoded = []
     for predicate in where:
-        if predicate.operator not in OPERATORS:
-            raise ServiceError(
-                "INVALID_ARGUMENT", f"Unsupported predicate operator: {predicate.operator}"
-            )
         try:
             value = decode_value(predicate.value)
         except ValueError as exc:
             raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
-        if predicate.operator in ("in", "nin") and (
-            not isinstance(value, list) or len(value) > MAX_IN_VALUES
-        ):
-            raise ServiceError(
-                "INVALID_ARGUMENT", f"{predicate.operator} needs a list of at most 500 values"
-            )
-        if predicate.operator == "exists" and not isinstance(value, bool):
-            raise ServiceError("INVALID_ARGUMENT", "exists needs a boolean")
-        out.append((predicate.field, predicate.operator, value))
-    return out
-
-
-_MISSING = object()
-
-
-def _kind(value: Any) -> int:
-    """Type rank of SPEC §7.7: null/missing < bool < number < string < datetime < bytes <
-    array < object."""
-    if value is None or value is _MISSING:
-        return 0
-    if isinstance(value, bool):
-        return 1
-    if isinstance(value, (int, float)):
-        return 2
-    if isinstance(value, str):
-        return 3
-    if isinstance(value, datetime):
-        return 4
-    if isinstance(value, bytes):
-        return 5
-    if isinstance(value, list):
-        return 6
-    return 7
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Structural equality: 1 == 1.0, a bool is not a number."""
-    if _kind(a) != _kind(b):
-        return False
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    return bool(a == b)
-
-
-def _matches(data: Mapping[str, Any], predicate: tuple[str, str, Any]) -> bool:
-    field, op, value = predicate
-    present = field in data
-    found = data.get(field, _MISSING)
-    if op == "exists":
-        return present is value
-    if op == "eq":
-        return present and _same(found, value)
-    if op == "ne":
-        return present and not _same(found, value)
-    if op == "in":
-        return present and any(_same(found, v) for v in value)
-    if op == "nin":
-        return present and not any(_same(found, v) for v in value)
-    if op == "contains":
-        return isinstance(found, list) and any(_same(item, value) for item in found)
-    if not present or found is None or value is None or _kind(found) != _kind(value):
-        return False
-    if _kind(found) not in (2, 3, 4, 5):
-        return False
-    left, right = _comparable(found), _comparable(value)
-    return bool(
-        {
-            "lt": left < right,
-            "lte": left <= right,
-            "gt": left > right,
-            "gte": left >= right,
-        }[op]
-    )
-
-
-def _comparable(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode()  # binary (UTF-8 byte) order
-    return value
-
-
-def _order_key(data: Mapping[str, Any], order: tuple[str, str] | None) -> tuple[Any, ...]:
-    if order is None:
-        return ()
-    value = data.get(order[0], _MISSING)
-    kind = _kind(value)
-    if kind == 1 or kind == 2:
-        return (kind, float(value), "")
-    if kind == 3:
-        return (kind, 0.0, value.encode().hex())
-    if kind == 4:
-        return (kind, value.timestamp(), "")
-    if kind == 5:
-        return (kind, 0.0, value.hex())
-    if kind in (6, 7):
-        return (kind, 0.0, json.dumps(value, sort_keys=True, default=str))
-    return (kind, 0.0, "")
-
-
-def _after(position: tuple[Any, str], cursor: tuple[Any, str], descending: bool) -> bool:
-    return position < cursor if descending else position > cursor
-
-
-def _fingerprint(
-    namespace: str, collection: str, where: Sequence[tuple[str, str, Any]], order: Any
-) -> str:
-    predicates = sorted(json.dumps([f, o, _json(v)], sort_keys=True) for f, o, v in where)
-    text = json.dumps([namespace, collection, predicates, order], sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _json(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return {"bytes": value.hex()}
-    if isinstance(value, datetime):
-        return {"datetime": value.isoformat()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _write_cursor(position: tuple[Any, str], fingerprint: str) -> str:
-    text = json.dumps({"key": [list(position[0]), position[1]], "q": fingerprint, "v": 1})
-    return base64.urlsafe_b64encode(text.encode()).decode()
-
-
-def _read_cursor(cursor: str, fingerprint: str) -> tuple[Any, str]:
-    try:
-        found = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-        if found.get("q") != fingerprint or found.get("v") != 1:
-            raise ValueError("foreign cursor")
-        key, last = found["key"]
-        return tuple(key), str(last)
-    except (ValueError, KeyError, TypeError):
-        raise ServiceError("INVALID_ARGUMENT", "Invalid cursor for this query") from None
-
-
-def _estimate(found: StoredDocument) -> int:
-    """The page budget's estimate: canonical JSON of the data (bytes as base64) + id + 64."""
-
-    def plain(value: Any) -> Any:
-        if isinstance(value, bytes):
-            return base64.b64encode(value).decode()
-        if isinstance(value, dict):
-            return {k: plain(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [plain(v) for v in value]
-        return value
-
-    text = json.dumps(plain(found.data), sort_keys=True, separators=(",", ":"))
-    return len(text) + len(found.key) + ITEM_OVERHEAD
+        decoded.append((predicate.field, predicate.operator, value))
+    return query.predicates(decoded)
 
 
 async def serve(
-    path: str, url: str, secret: str, *, ready: Callable[[], None] | None = None
+    path: str,
+    url: str,
+    secret: str,
+    *,
+    grants: Grants | None = None,
+    max_token_lifetime: int = MAX_TOKEN_LIFETIME,
+    limits: Limits | None = None,
+    ready: Callable[[], None] | None = None,
 ) -> None:
-    """Serve the file at `path` on the broker at `url` until cancelled (SIGINT/SIGTERM)."""
+    """Serve the file at `path` on the broker at `url` until cancelled (SIGINT/SIGTERM).
+
+    See `FileDocumentService` for `grants`, `max_token_lifetime` and `limits`.
+    """
     database = File.open(path)
-    service = FileDocumentService(database, secret)
+    try:
+        service = FileDocumentService(
+            database,
+            secret,
+            grants=grants,
+            max_token_lifetime=max_token_lifetime,
+            limits=limits,
+        )
+    except BaseException:
+        database.close()
+        raise
     connection = await nats.connect(url, allow_reconnect=True, max_reconnect_attempts=-1)
     try:
         await service.start(connection)
@@ -694,4 +546,5 @@ async def serve(
         await service.stop()
         with contextlib.suppress(nats.errors.Error):
             await connection.drain()
+        service.close()
         database.close()
