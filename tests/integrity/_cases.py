@@ -202,7 +202,10 @@ def _edit(table: str, column: str) -> Callable[[Path], None]:
                     (row[column],),
                 )
             ]
-            for value in [*others, _changed(row[column])]:
+            values = [*others, _changed(row[column])]
+            if isinstance(row[column], int):  # every nearby id is taken: one no row uses
+                values.append(conn.execute(f"SELECT max({column}) + 1 FROM {table}").fetchone()[0])
+            for value in values:
                 try:
                     conn.execute(
                         f"UPDATE {table} SET {column} = ? WHERE {where}",
