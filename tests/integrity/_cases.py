@@ -39,7 +39,15 @@ IDENTITY: dict[str, tuple[str, ...]] = {
     "threads": ("id", "scope", "thread_id"),
     "scopes": ("id", "namespace", "agent_id"),
     "checkpoints": ("thread", "checkpoint_ns", "checkpoint_id", "parent_id", "schema"),
-    "writes": ("thread", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "task_path", "channel"),
+    "writes": (
+        "thread",
+        "checkpoint_ns",
+        "checkpoint_id",
+        "task_id",
+        "idx",
+        "task_path",
+        "channel",
+    ),
     "vals": ("thread", "ref"),
     "blocks": ("key", "refs"),
     "checkpoint_keys": ("checkpoint", "key", "value"),
@@ -105,12 +113,15 @@ def random_flips(path: Path, count: int) -> list[Case]:
 
 
 def truncations(path: Path, count: int) -> list[Case]:
-    """`count` truncations spread over the file, half on page boundaries, half inside pages."""
+    """`count` truncations spread over the file, half on page boundaries, half inside pages.
+
+    Never to 0 bytes: an empty file is a new file (docs/FORMAT.md), not a damaged one.
+    """
     rng = random.Random(SEED + 1)
     size, page = path.stat().st_size, _page_size(path)
     points = []
     for i in range(count):
-        at = size * i // count
+        at = size * (i + 1) // (count + 1)
         points.append(at - at % page if i % 2 == 0 else max(1, at + rng.randrange(1, page)))
     return [Case("truncate", f"truncate-{i:02d}@{n}", _truncate(n)) for i, n in enumerate(points)]
 
@@ -233,7 +244,7 @@ def _row(conn: apsw.Connection, table: str, column: str) -> tuple[dict[str, Any]
     order = ", ".join(key)
     rows = conn.execute(f"SELECT {select} FROM {table} WHERE {where} ORDER BY {order}").fetchall()
     assert rows, f"the fixture has no {table} row to edit for {column}"
-    return dict(zip(names, rows[len(rows) // 2])), key
+    return dict(zip(names, rows[len(rows) // 2], strict=True)), key
 
 
 def _names(path: Path, table: str, column: str) -> tuple[str, ...]:
@@ -278,6 +289,24 @@ def identity_edits(path: Path) -> list[Case]:
         for table, wanted in IDENTITY.items()
         for column in wanted
     ]
+
+
+#: The damage kinds in report order, with the suite's counts: flips over the whole file,
+#: truncation points, flips per b-tree (the identity edits are one per column).
+KINDS = ("flip", "truncate", "btree", "edit")
+FLIPS, TRUNCATIONS, PER_TREE = 160, 20, 3
+
+
+def cases(path: Path, kind: str, *, flips: int = FLIPS, per_tree: int = PER_TREE) -> list[Case]:
+    """The cases of one damage kind, derived from the fixture file at `path`."""
+    if kind == "flip":
+        return random_flips(path, flips)
+    if kind == "truncate":
+        return truncations(path, TRUNCATIONS)
+    if kind == "btree":
+        return btree_flips(path, per_tree)
+    assert kind == "edit", kind
+    return identity_edits(path)
 
 
 # -- running a case --------------------------------------------------------------------

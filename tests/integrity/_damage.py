@@ -207,7 +207,9 @@ def reads(saver: Saver, scope: Scope, inv: Inventory) -> Iterator[tuple[str, Cal
             flt = {"run_id": run}
             yield (
                 f"{where} list(filter={run})",
-                lambda b=base, f=flt: [_plain(t) for t in saver.list({"configurable": b}, filter=f)],
+                lambda b=base, f=flt: [
+                    _plain(t) for t in saver.list({"configurable": b}, filter=f)
+                ],
             )
 
 

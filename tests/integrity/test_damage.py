@@ -22,9 +22,6 @@ from tests.integrity import _cases
 from tests.integrity._cases import Case
 from tests.integrity._damage import Original, original, verify
 
-#: Seeded flips over the whole file, truncation points, flips per b-tree.
-FLIPS, TRUNCATIONS, PER_TREE = 160, 20, 3
-
 
 @functools.cache
 def fixture() -> Original:
@@ -35,15 +32,8 @@ def fixture() -> Original:
 
 
 def cases(kind: str) -> list[Case]:
-    """The cases of one damage kind, derived from the fixture file."""
-    path = fixture().path
-    if kind == "flip":
-        return _cases.random_flips(path, FLIPS)
-    if kind == "truncate":
-        return _cases.truncations(path, TRUNCATIONS)
-    if kind == "btree":
-        return _cases.btree_flips(path, PER_TREE)
-    return _cases.identity_edits(path)
+    """The cases of one damage kind (counts in `_cases`: FLIPS, TRUNCATIONS, PER_TREE)."""
+    return _cases.cases(fixture().path, kind)
 
 
 def check(case: Case, tmp_path: Path) -> None:
