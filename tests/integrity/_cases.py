@@ -339,7 +339,10 @@ def failures(result: Result) -> list[str]:
     if verdict.traceback:
         found.append(f"verify printed a traceback: {verdict.stderr[-600:]}")
     if outcome.kind != IDENTICAL and verdict.codes != (3, 3):
-        found.append(f"reads {outcome.kind} but verify exited {verdict.codes}, not (3, 3)")
+        said = " | ".join(verdict.stderr.strip().splitlines()[-2:])
+        found.append(
+            f"reads {outcome.kind} but verify exited {verdict.codes}, not (3, 3); stderr: {said}"
+        )
     if verdict.codes[0] == 3 and verdict.report is None:
         found.append(f"verify --json found problems but printed no JSON: {verdict.json_out[:200]}")
     missing = [name for name in result.case.names if name not in verdict.json_out]
