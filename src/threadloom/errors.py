@@ -112,6 +112,10 @@ class NotSQLiteError(NotOurFileError):
     """The path holds a file that is not an SQLite database."""
 
 
+class DamagedDatabaseError(NotSQLiteError):
+    """The path starts like an SQLite database but SQLite cannot read its schema."""
+
+
 class LangGraphFileError(NotOurFileError):
     """The path holds a LangGraph SqliteSaver database, not a threadloom file."""
 

@@ -214,8 +214,18 @@ def reads(saver: Saver, scope: Scope, inv: Inventory) -> Iterator[tuple[str, Cal
 
 
 RAISED, RAISED_OTHER, WRONG, IDENTICAL = "raised", "raised-other", "wrong", "identical"
+#: A whole thread (or scope) reads as absent: its `threads` or `scopes` row, or their
+#: unique index, was damaged, so its name leads nowhere. docs/FORMAT.md: reads cannot
+#: tell this from a thread never written without scanning every thread; `verify` must
+#: report it (its rows' seals name another identity, integrity_check the index).
+UNREACHABLE = "unreachable"
+#: Only filtered lists differ: `list(filter=...)` decides on the `checkpoint_keys` rows
+#: in SQL and trusts them as SQLite's own indexes are trusted (docs/FORMAT.md, format
+#: 4: checking them on each read would cost what deciding filters in SQL saves);
+#: `verify` must report it (its `keys` check compares them with the metadata).
+FILTER_INDEX = "filter-index"
 #: Worst first: a copy's outcome is the worst outcome of any of its reads.
-SEVERITY = (WRONG, RAISED_OTHER, RAISED, IDENTICAL)
+SEVERITY = (WRONG, RAISED_OTHER, FILTER_INDEX, UNREACHABLE, RAISED, IDENTICAL)
 
 
 @dataclass
@@ -265,13 +275,47 @@ def judge(original: Snapshot, damaged: Snapshot) -> Outcome:
     for label, exc in damaged.errors.items():
         kind = RAISED if isinstance(exc, ThreadloomError) else RAISED_OTHER
         found[kind].append(f"{label}: {type(exc).__module__}.{type(exc).__name__}: {exc}"[:300])
+    gone = _unreachable(original, damaged)
     for label, result in damaged.results.items():
-        if result != original.results[label]:
+        if result == original.results[label]:
+            continue
+        tag, _, rest = label.partition(" ")
+        thread = rest.split(" ", 1)[0]
+        if (tag, thread) in gone or (
+            rest == "list(None)"
+            and result
+            == [
+                t
+                for t in original.results[label]
+                if (tag, t["config"]["configurable"]["thread_id"]) not in gone
+            ]
+        ):
+            found[UNREACHABLE].append(f"{label} reads as absent")
+        elif " list(filter=" in label:
+            found[FILTER_INDEX].append(f"{label} returned {_describe(result)} without raising")
+        else:
             found[WRONG].append(f"{label} returned {_describe(result)} without raising")
     for kind in SEVERITY:
         if found[kind]:
             return Outcome(kind, found[kind])
     return Outcome(IDENTICAL, [])
+
+
+def _unreachable(original: Snapshot, damaged: Snapshot) -> set[tuple[str, str]]:
+    """(scope tag, thread id) of every thread all of whose reads returned absent."""
+    reads: dict[tuple[str, str], list[Any]] = {}
+    for label in original.results:
+        tag, _, rest = label.partition(" ")
+        if rest != "list(None)":
+            reads.setdefault((tag, rest.split(" ", 1)[0]), []).append(label)
+    return {
+        key
+        for key, labels in reads.items()
+        if all(
+            label in damaged.results and damaged.results[label] in (None, []) for label in labels
+        )
+        and any(original.results[label] not in (None, []) for label in labels)
+    }
 
 
 def _describe(result: Any) -> str:

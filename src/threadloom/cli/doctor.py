@@ -12,7 +12,7 @@ import apsw
 from threadloom import __version__, core
 from threadloom.engine.figures import figures
 from threadloom.engine.schema import FORMAT_VERSION
-from threadloom.errors import EngineError
+from threadloom.errors import CorruptionError, DamagedDatabaseError, EngineError
 
 #: Exit status of `verify` when it found problems (docs/cli.md).
 PROBLEMS_FOUND = 3
@@ -75,25 +75,24 @@ def run_verify(db: str, *, quick: bool, as_json: bool) -> int:
         3 (`PROBLEMS_FOUND`) when a problem was found.
 
     Raises:
-        EngineError: the file could not be checked (missing, not ours, an older format,
-            or too damaged to open); the CLI exits 1.
+        EngineError: the file could not be checked (missing, not an SQLite file, another
+            application's, an older format); the CLI exits 1. An SQLite file too damaged
+            to open is a problem found (3).
     """
     from threadloom.engine.file import File
-    from threadloom.engine.verify import verify
+    from threadloom.engine.verify import Problem, Report, verify
 
     try:
         database = File.open(db, readonly=True)
-    except EngineError:
-        raise
-    except (apsw.Error, UnicodeDecodeError, ValueError) as exc:
-        raise EngineError(
-            f"cannot open {db!r} to check it ({type(exc).__name__}: {exc}); it is too damaged "
-            "to read: restore it from a backup"
-        ) from exc
-    try:
-        report = verify(database, quick=quick)
-    finally:
-        database.close()
+    except (DamagedDatabaseError, CorruptionError, apsw.Error, UnicodeDecodeError) as exc:
+        # An SQLite file SQLite cannot even open: that is what verify found.
+        report = Report(quick=quick, checks=["sqlite"])
+        report.add(Problem("sqlite", f"the file cannot be opened: {exc}"))
+    else:
+        try:
+            report = verify(database, quick=quick)
+        finally:
+            database.close()
     if as_json:
         print(json.dumps({"file": db, **report.as_dict()}, indent=2))
     else:

@@ -193,7 +193,7 @@ class File:
             -1,
             deterministic=True,
         )
-        conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census, 1)  # type: ignore[arg-type]
+        conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not self.readonly:

@@ -17,13 +17,13 @@ only when a named checkpoint is not found.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 import apsw
 
-from threadloom.engine.seal import census
-from threadloom.engine.sql import fetchall
+from threadloom.engine.seal import EMPTY, census
+from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 
 #: The head of the row's namespace, as a column joined into a checkpoint query (`c`).
@@ -68,7 +68,7 @@ def check_absent(
             (thread, ns),
         )
     ]
-    if len(ids) != count or census(ids) != bytes(stored):
+    if len(ids) != count or census(("census", i) for i in ids) != bytes(stored):
         raise CorruptionError(
             f"thread {thread_id!r} namespace {ns!r}: checkpoint {wanted} is not found, and "
             f"the namespace's {len(ids)} checkpoints do not match its census ({count} "
@@ -77,29 +77,125 @@ def check_absent(
         )
 
 
+def check_listed(
+    conn: apsw.Connection, scope: int | None, thread_id: str | None, ns: str | None
+) -> None:
+    """Raise unless every namespace a complete listing covered (the scope's, or one
+    thread's, or one namespace's) holds exactly the checkpoints its head row counts."""
+    where = "t.scope = ?"
+    args: list[Any] = [scope]
+    if thread_id is not None:
+        where += " AND t.thread_id = ?"
+        args.append(thread_id)
+    for thread_name, namespace, what in _compare(conn, where, args, ns):
+        raise CorruptionError(
+            f"thread {thread_name!r} namespace {namespace!r}: {what}; a checkpoint was "
+            "hidden or moved by damage (run `threadloom verify`) - restore the file from a "
+            "backup"
+        )
+
+
+def check_pending(
+    conn: apsw.Connection,
+    owners: Mapping[int, tuple[str, str, str]],
+    found: Mapping[int, Sequence[tuple[str, int]]],
+) -> None:
+    """Raise unless the pending writes read for each checkpoint row (`found`: row id ->
+    (task id, index) of each write) are what its `pending` row counts.
+
+    `owners`: row id -> (thread id, namespace, checkpoint id), to name the damage.
+    """
+    recorded = {
+        owner: (count, bytes(value))
+        for owner, count, value in conn.execute(
+            "SELECT c.id, p.writes, p.census FROM checkpoints c JOIN pending p "
+            "ON p.thread = c.thread AND p.checkpoint_ns = c.checkpoint_ns "
+            "AND p.checkpoint_id = c.checkpoint_id WHERE c.id IN carray(?)",
+            (ids(owners),),
+        )
+    }
+    for owner, writes in found.items():
+        want = recorded.get(owner, (0, EMPTY))
+        have = (len(writes), census(("pending", t, i) for t, i in writes) if writes else EMPTY)
+        if have != want:
+            thread_id, ns, checkpoint_id = owners[owner]
+            raise CorruptionError(
+                f"checkpoint {checkpoint_id} of thread {thread_id!r} namespace {ns!r}: "
+                f"{len(writes)} pending writes found, {want[0]} recorded (or other ones); a "
+                "write was moved or hidden by damage (run `threadloom verify`) - restore the "
+                "file from a backup"
+            )
+
+
 def mismatches(conn: apsw.Connection) -> Sequence[tuple[Any, ...]]:
-    """(thread id, namespace, what differs) for every namespace whose head row is not
-    what its checkpoints say (for `verify`)."""
-    found: list[tuple[Any, ...]] = []
+    """(thread id, namespace, what differs) for every namespace of the file whose head row
+    is not what its checkpoints say, and every checkpoint whose pending row is not what its
+    writes say (for `verify`)."""
+    found = _compare(conn, "1", [], None)
     actual = {
-        (thread, ns): (head, count, bytes(value))
-        for thread, ns, head, count, value in conn.execute(
-            "SELECT thread, checkpoint_ns, max(checkpoint_id), count(*), tl_census(checkpoint_id) "
-            "FROM checkpoints GROUP BY thread, checkpoint_ns"
+        key[:3]: (key[3], bytes(key[4]))
+        for key in conn.execute(
+            "SELECT thread, checkpoint_ns, checkpoint_id, count(*), "
+            "tl_census('pending', task_id, idx) FROM writes "
+            "GROUP BY thread, checkpoint_ns, checkpoint_id"
         )
     }
     recorded = {
-        (thread, ns): (head, count, bytes(value))
-        for thread, ns, head, count, value in conn.execute(
-            "SELECT thread, checkpoint_ns, checkpoint_id, checkpoints, census FROM heads"
+        key[:3]: (key[3], bytes(key[4]))
+        for key in conn.execute(
+            "SELECT thread, checkpoint_ns, checkpoint_id, writes, census FROM pending"
         )
     }
+    if actual != recorded:
+        names: dict[int, str] = dict(fetchall(conn, "SELECT id, thread_id FROM threads"))
+        for key in sorted(actual.keys() | recorded.keys(), key=repr):
+            have, want = actual.get(key), recorded.get(key)
+            if have != want:
+                found.append(
+                    (
+                        names.get(key[0], f"row {key[0]}"),
+                        key[1],
+                        f"checkpoint {key[2]} holds {have[0] if have else 0} pending writes, "
+                        f"its pending row counts {want[0] if want else 0} (or other ones)",
+                    )
+                )
+    return found
+
+
+def _compare(
+    conn: apsw.Connection, where: str, args: Sequence[Any], ns: str | None
+) -> list[tuple[Any, ...]]:
+    """Head rows against the checkpoints of the threads `where` selects (`t` = threads)."""
+    narrow = " AND c.checkpoint_ns = ?" if ns is not None else ""
+    extra = [ns] if ns is not None else []
+    actual = {
+        (thread, namespace): (head, count, bytes(value))
+        for thread, namespace, head, count, value in conn.execute(
+            "SELECT c.thread, c.checkpoint_ns, max(c.checkpoint_id), count(*), "
+            "tl_census('census', c.checkpoint_id) FROM checkpoints c "
+            f"LEFT JOIN threads t ON t.id = c.thread WHERE ({where}){narrow} "
+            "GROUP BY c.thread, c.checkpoint_ns",
+            (*args, *extra),
+        )
+    }
+    recorded = {
+        (thread, namespace): (head, count, bytes(value))
+        for thread, namespace, head, count, value in conn.execute(
+            "SELECT h.thread, h.checkpoint_ns, h.checkpoint_id, h.checkpoints, h.census "
+            f"FROM heads h LEFT JOIN threads t ON t.id = h.thread WHERE ({where})"
+            + narrow.replace("c.", "h."),
+            (*args, *extra),
+        )
+    }
+    found: list[tuple[Any, ...]] = []
+    if actual == recorded:
+        return found
     names: dict[int, str] = dict(fetchall(conn, "SELECT id, thread_id FROM threads"))
     for key in sorted(actual.keys() | recorded.keys(), key=repr):
         have, want = actual.get(key), recorded.get(key)
         if have == want:
             continue
-        thread, ns = key
+        thread, namespace = key
         if want is None:
             what = "its checkpoints have no head row"
         elif have is None:
@@ -108,5 +204,5 @@ def mismatches(conn: apsw.Connection) -> Sequence[tuple[Any, ...]]:
             what = f"its head row says {want[0]}, the newest checkpoint is {have[0]}"
         else:
             what = f"its head row counts {want[1]} checkpoints with another census, found {have[1]}"
-        found.append((names.get(thread, f"row {thread}"), ns, what))
+        found.append((names.get(thread, f"row {thread}"), namespace, what))
     return found

@@ -160,6 +160,11 @@ class Reader:
                     if remaining <= 0:
                         return
             if read < size:
+                # Complete: check that no checkpoint of what it covered was hidden.
+                with self.scope.file.read() as conn:
+                    heads.check_listed(
+                        conn, self.scope.id, conf.get("thread_id"), conf.get("checkpoint_ns")
+                    )
                 return
             size = min(size * 2, PAGE)
             if remaining is not None:
@@ -202,6 +207,11 @@ class Reader:
                 channel=pending.channel,
             )
             writes[pending.owner].append(data)
+        heads.check_pending(
+            conn,
+            {r.id: (r.thread_id, r.checkpoint_ns, r.checkpoint_id) for r in rows},
+            {owner: [(w["task_id"], w["index"]) for w in found] for owner, found in writes.items()},
+        )
         misses = [i for i, closure in enumerate(closures) if closure is None]
         if misses:
             resolved = self.values.resolve(

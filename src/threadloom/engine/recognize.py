@@ -16,6 +16,7 @@ from pathlib import Path
 import apsw
 
 from threadloom.errors import (
+    DamagedDatabaseError,
     EngineError,
     ForeignDatabaseError,
     LangGraphFileError,
@@ -98,8 +99,8 @@ def recognize(path: str) -> Kind:
             )
         finally:
             conn.close()
-    except apsw.Error as exc:
-        raise NotSQLiteError(
+    except (apsw.Error, UnicodeDecodeError) as exc:
+        raise DamagedDatabaseError(
             f"{path!r} starts like an SQLite database but cannot be read as one ({exc}); "
             "it was left untouched: restore it from a backup or give another path"
         ) from None

@@ -213,7 +213,8 @@ CREATE TABLE heads(
     PRIMARY KEY(thread, checkpoint_ns)
 ) STRICT, WITHOUT ROWID;
 INSERT INTO heads(thread, checkpoint_ns, checkpoint_id, checkpoints, census)
-    SELECT thread, checkpoint_ns, max(checkpoint_id), count(*), tl_census(checkpoint_id)
+    SELECT thread, checkpoint_ns, max(checkpoint_id), count(*),
+        tl_census('census', checkpoint_id)
     FROM checkpoints GROUP BY thread, checkpoint_ns;
 
 CREATE TRIGGER heads_insert AFTER INSERT ON checkpoints BEGIN
@@ -234,6 +235,35 @@ CREATE TRIGGER heads_delete AFTER DELETE ON checkpoints BEGIN
     DELETE FROM heads
         WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns AND checkpoints <= 0;
 END;
+
+CREATE TABLE pending(
+    thread INTEGER NOT NULL,
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    writes INTEGER NOT NULL,
+    census BLOB NOT NULL,
+    PRIMARY KEY(thread, checkpoint_ns, checkpoint_id)
+) STRICT, WITHOUT ROWID;
+INSERT INTO pending(thread, checkpoint_ns, checkpoint_id, writes, census)
+    SELECT thread, checkpoint_ns, checkpoint_id, count(*), tl_census('pending', task_id, idx)
+    FROM writes GROUP BY thread, checkpoint_ns, checkpoint_id;
+
+CREATE TRIGGER pending_insert AFTER INSERT ON writes BEGIN
+    INSERT INTO pending(thread, checkpoint_ns, checkpoint_id, writes, census)
+        VALUES(new.thread, new.checkpoint_ns, new.checkpoint_id, 1,
+            tl_seal(zeroblob(16), 'pending', new.task_id, new.idx))
+        ON CONFLICT DO UPDATE SET writes = writes + 1,
+            census = tl_seal(census, 'pending', new.task_id, new.idx);
+END;
+
+CREATE TRIGGER pending_delete AFTER DELETE ON writes BEGIN
+    UPDATE pending SET writes = writes - 1,
+            census = tl_seal(census, 'pending', old.task_id, old.idx)
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
+            AND checkpoint_id = old.checkpoint_id;
+    DELETE FROM pending WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
+        AND checkpoint_id = old.checkpoint_id AND writes <= 0;
+END;
 """
 """Format 4: row seals (engine/seal.py) and namespace heads (engine/heads.py).
 
@@ -249,6 +279,11 @@ checkpoints it holds and their census (`seal.census`), kept by triggers on every
 and delete of a checkpoint. A read of the latest checkpoint checks it found the head; a
 read that finds no checkpoint checks the namespace's ids against the census, so a row
 hidden by a damaged index or a changed id raises instead of reading as absent.
+
+`pending`: per checkpoint, how many pending writes it holds and their census (of
+`(task_id, idx)`), kept by triggers on `writes`; every read of a checkpoint's pending
+writes checks them against it, so a write moved to another checkpoint or hidden by
+damage raises instead of silently changing what the checkpoint's tuple holds.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

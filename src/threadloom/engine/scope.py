@@ -95,17 +95,20 @@ class Scope:
                 self._epoch = self.read_epoch(conn)
             return
         with file.write() as conn:
-            conn.execute(
-                "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?) ON CONFLICT DO NOTHING",
-                (namespace, agent_id),
-            )
             self.id = self._find(conn)
+            if self.id is None:
+                conn.execute(
+                    "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?)", (namespace, agent_id)
+                )
+                self.id = self._find(conn)
             self._epoch = self.read_epoch(conn)
 
     def _find(self, conn: apsw.Connection) -> int | None:
+        # A file holds a handful of scopes: scanning them keeps a damaged unique index
+        # from hiding one (the insert beside it would then make a second, empty scope).
         rows = fetchall(
             conn,
-            "SELECT id FROM scopes WHERE namespace = ? AND agent_id = ?",
+            "SELECT id FROM scopes NOT INDEXED WHERE namespace = ? AND agent_id = ?",
             (self.namespace, self.agent_id),
         )
         return int(rows[0][0]) if rows else None

@@ -28,7 +28,7 @@ from threadloom.engine.codec import DIGEST_SIZE
 
 #: Name of the SQL function: `tl_seal(digest, table, namespace, agent_id, thread_id, ...)`.
 SQL_FUNCTION: Final = "tl_seal"
-#: Name of the SQL aggregate `tl_census(checkpoint_id)`: the census of a set of ids.
+#: Name of the SQL aggregate `tl_census(tag, part, ...)`: the census of a set.
 SQL_CENSUS: Final = "tl_census"
 #: The census of no checkpoint.
 EMPTY: Final = bytes(DIGEST_SIZE)
@@ -72,23 +72,25 @@ def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | 
     return seal(bytes(digest), *parts)  # type: ignore[arg-type]
 
 
-def census(checkpoint_ids: Iterable[str]) -> bytes:
-    """The census of a namespace's checkpoint ids: the XOR of `identity("census", id)`
-    over the set, so adding or removing one id is one XOR (`heads.census`, format 4)."""
+def census(items: Iterable[tuple[str | int | None, ...]]) -> bytes:
+    """The census of a set: the XOR of `identity(*item)` over its items, so adding or
+    removing one is one XOR (`heads.census`, `pending.census`, format 4)."""
     total = 0
-    for checkpoint_id in checkpoint_ids:
-        total ^= int.from_bytes(identity("census", checkpoint_id), "big")
+    for item in items:
+        total ^= int.from_bytes(identity(*item), "big")
     return total.to_bytes(DIGEST_SIZE, "big")
 
 
 class Census:
-    """`tl_census` as apsw's aggregate protocol wants it (one object per group)."""
+    """`tl_census(tag, part, ...)` as apsw's aggregate protocol wants it (one per group)."""
 
     def __init__(self) -> None:
-        self.ids: list[str] = []
+        self.total = 0
 
-    def step(self, checkpoint_id: object) -> None:
-        self.ids.append(checkpoint_id if isinstance(checkpoint_id, str) else repr(checkpoint_id))
+    def step(self, *parts: object) -> None:
+        usable = all(p is None or isinstance(p, (str, int)) for p in parts)
+        item = parts if usable else ("damaged", repr(parts))
+        self.total ^= int.from_bytes(identity(*item), "big")  # type: ignore[arg-type]
 
     def final(self) -> bytes:
-        return census(self.ids)
+        return self.total.to_bytes(DIGEST_SIZE, "big")

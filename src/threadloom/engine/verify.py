@@ -14,9 +14,11 @@ Checks, in order (`--quick` runs those marked q):
    after the row's identity (scope, thread id, the sealed columns) is removed from the
    stored digest (`seal.py`). A changed thread id, namespace, parent id, channel or
    index fails here, naming the thread and checkpoint.
-5. `references`: every value a checkpoint, a pending write or another value names is
+5. `keys`: every metadata key row of a checkpoint is what its plain metadata holds (the
+   rows `list(filter=...)` decides on).
+6. `references`: every value a checkpoint, a pending write or another value names is
    stored in its thread.
-6. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
+7. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
    rows hold, every extent's `live` equals its blocks (a count above what the rows
    hold is a `leak`: kept too long, never data lost).
 
@@ -26,13 +28,15 @@ still run. Nothing here writes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import apsw
+import ormsgpack
 
-from threadloom.engine import heads
+from threadloom.engine import heads, keys
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.values import children
@@ -209,6 +213,8 @@ def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
                     continue
                 checkpoint = row.get("checkpoint_id")
                 name = described.name_row(row)
+                if table == "checkpoints" and row.get("keyed"):
+                    _check_keys(conn, row, data, report, where)
                 if table == "vals":
                     stored.add(row["ref"])
                     named = children(data)
@@ -225,6 +231,56 @@ def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
                         **where,
                     )
                 )
+
+
+class _Unknown:
+    """A metadata value of an extension type: verify cannot rebuild its key row."""
+
+
+def _check_keys(
+    conn: apsw.Connection,
+    row: dict[str, Any],
+    data: dict[str, Any],
+    report: Report,
+    where: dict[str, str],
+) -> None:
+    """Compare a keyed checkpoint's metadata key rows with its stored metadata.
+
+    Plain metadata (msgpack or JSON, inline) is decoded without the serializer: an
+    extension-typed value cannot be rebuilt and is skipped; anything else must match.
+    """
+    stored = data.get("metadata") or {}
+    if "payload" not in stored or stored.get("kind") not in keys.PLAIN_KINDS:
+        return  # split metadata: its parts are checked as values
+    payload = bytes(stored["payload"])
+    if stored["kind"] == "json":
+        metadata = json.loads(payload)
+    else:
+        metadata = ormsgpack.unpackb(payload, ext_hook=lambda _code, _data: _Unknown())
+    expected = dict(keys.rows_of(metadata))
+    found: dict[str, Any] = dict(
+        fetchall(conn, "SELECT key, value FROM checkpoint_keys WHERE checkpoint = ?", (row["id"],))
+    )
+    wrong = sorted(
+        key
+        for key in expected.keys() | found.keys()
+        if not isinstance(metadata.get(key), _Unknown)
+        and (key not in found or key not in expected or not _same(expected[key], found[key]))
+    )
+    if wrong:
+        report.add(
+            Problem(
+                "keys",
+                f"its metadata key rows {wrong} differ from its metadata (filters would "
+                "decide on them)",
+                checkpoint=str(row["checkpoint_id"]),
+                **where,
+            )
+        )
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b if not isinstance(a, bytes) else bytes(b) == a
 
 
 def _decoded(
