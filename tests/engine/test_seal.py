@@ -215,3 +215,13 @@ def test_a_missing_checkpoint_id_reads_as_absent_on_a_sound_file(tmp_path: Path)
         saver.prune(["alpha"])
         assert verify(saver.db).sound
         assert len(list(saver.list(ALPHA))) == 1
+
+
+def test_the_scope_sealer_encodes_exactly_as_seal() -> None:
+    from threadloom.engine.seal import Sealer
+
+    digest = bytes(range(16))
+    parts = ("t\u00e9", "", "1f0d", None, 2, -1, "x\x1fy")
+    assert Sealer("ns", "agent").seal("writes", digest, *parts) == seal(
+        digest, "writes", "ns", "agent", *parts
+    )

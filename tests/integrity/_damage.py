@@ -302,7 +302,8 @@ def judge(original: Snapshot, damaged: Snapshot) -> Outcome:
 
 
 def _unreachable(original: Snapshot, damaged: Snapshot) -> set[tuple[str, str]]:
-    """(scope tag, thread id) of every thread all of whose reads returned absent."""
+    """(scope tag, thread id) of every thread whose reads each returned absent or raised
+    (at least one absent): its name leads nowhere, or to damage."""
     reads: dict[tuple[str, str], list[Any]] = {}
     for label in original.results:
         tag, _, rest = label.partition(" ")
@@ -312,8 +313,9 @@ def _unreachable(original: Snapshot, damaged: Snapshot) -> set[tuple[str, str]]:
         key
         for key, labels in reads.items()
         if all(
-            label in damaged.results and damaged.results[label] in (None, []) for label in labels
+            label in damaged.errors or damaged.results.get(label) in (None, []) for label in labels
         )
+        and any(damaged.results.get(label, 0) in (None, []) for label in labels)
         and any(original.results[label] not in (None, []) for label in labels)
     }
 

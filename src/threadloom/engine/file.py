@@ -194,6 +194,13 @@ class File:
             deterministic=True,
         )
         conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
+        conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
+        conn.create_scalar_function(
+            seal.SQL_XOR,
+            seal.sql_xor,  # type: ignore[arg-type]
+            2,
+            deterministic=True,
+        )
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         if not self.readonly:

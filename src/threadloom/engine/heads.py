@@ -22,8 +22,9 @@ from typing import Any, Final
 
 import apsw
 
-from threadloom.engine.seal import EMPTY, census
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.seal import EMPTY, census, mix
+from threadloom.engine.sql import fetchall
+from threadloom.engine.tables import CheckpointRow
 from threadloom.errors import CorruptionError
 
 #: The head of the row's namespace, as a column joined into a checkpoint query (`c`).
@@ -87,7 +88,10 @@ def check_listed(
     if thread_id is not None:
         where += " AND t.thread_id = ?"
         args.append(thread_id)
-    for thread_name, namespace, what in _compare(conn, where, args, ns):
+    # Counts and heads suffice here: every row the listing covered was read, and its seal
+    # proved its identity; a row moved out or in changes a count. (A miss has no row to
+    # prove, so `check_absent` recomputes the census.)
+    for thread_name, namespace, what in _compare(conn, where, args, ns, census=False):
         raise CorruptionError(
             f"thread {thread_name!r} namespace {namespace!r}: {what}; a checkpoint was "
             "hidden or moved by damage (run `threadloom verify`) - restore the file from a "
@@ -95,35 +99,17 @@ def check_listed(
         )
 
 
-def check_pending(
-    conn: apsw.Connection,
-    owners: Mapping[int, tuple[str, str, str]],
-    found: Mapping[int, Sequence[tuple[str, int]]],
-) -> None:
+def check_pending(rows: Sequence[CheckpointRow], found: Mapping[int, Sequence[bytes]]) -> None:
     """Raise unless the pending writes read for each checkpoint row (`found`: row id ->
-    (task id, index) of each write) are what its `pending` row counts.
-
-    `owners`: row id -> (thread id, namespace, checkpoint id), to name the damage.
-    """
-    recorded = {
-        owner: (count, bytes(value))
-        for owner, count, value in conn.execute(
-            "SELECT c.id, p.writes, p.census FROM checkpoints c JOIN pending p "
-            "ON p.thread = c.thread AND p.checkpoint_ns = c.checkpoint_ns "
-            "AND p.checkpoint_id = c.checkpoint_id WHERE c.id IN carray(?)",
-            (ids(owners),),
-        )
-    }
-    for owner, writes in found.items():
-        want = recorded.get(owner, (0, EMPTY))
-        have = (len(writes), census(("pending", t, i) for t, i in writes) if writes else EMPTY)
-        if have != want:
-            thread_id, ns, checkpoint_id = owners[owner]
+    the stored digests of its writes) are what its `writes` and `census` columns count."""
+    for row in rows:
+        digests = found.get(row.id, ())
+        if (len(digests), mix(digests)) != (row.writes, bytes(row.census)):
             raise CorruptionError(
-                f"checkpoint {checkpoint_id} of thread {thread_id!r} namespace {ns!r}: "
-                f"{len(writes)} pending writes found, {want[0]} recorded (or other ones); a "
-                "write was moved or hidden by damage (run `threadloom verify`) - restore the "
-                "file from a backup"
+                f"checkpoint {row.checkpoint_id} of thread {row.thread_id!r} namespace "
+                f"{row.checkpoint_ns!r}: {len(digests)} pending writes found, {row.writes} "
+                "recorded (or other ones); a write was moved or hidden by damage (run "
+                "`threadloom verify`) - restore the file from a backup"
             )
 
 
@@ -132,47 +118,46 @@ def mismatches(conn: apsw.Connection) -> Sequence[tuple[Any, ...]]:
     is not what its checkpoints say, and every checkpoint whose pending row is not what its
     writes say (for `verify`)."""
     found = _compare(conn, "1", [], None)
-    actual = {
-        key[:3]: (key[3], bytes(key[4]))
-        for key in conn.execute(
-            "SELECT thread, checkpoint_ns, checkpoint_id, count(*), "
-            "tl_census('pending', task_id, idx) FROM writes "
-            "GROUP BY thread, checkpoint_ns, checkpoint_id"
+    wrong = conn.execute(
+        "SELECT t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.writes, "
+        "coalesce(w.n, 0) FROM checkpoints c JOIN threads t ON t.id = c.thread "
+        "LEFT JOIN (SELECT thread, checkpoint_ns, checkpoint_id, count(*) AS n, "
+        "tl_mix(digest) AS mixed FROM writes GROUP BY thread, checkpoint_ns, checkpoint_id) w "
+        "ON w.thread = c.thread AND w.checkpoint_ns = c.checkpoint_ns "
+        "AND w.checkpoint_id = c.checkpoint_id "
+        "WHERE c.writes != coalesce(w.n, 0) OR c.census != coalesce(w.mixed, ?)",
+        (EMPTY,),
+    ).fetchall()
+    for thread_id, ns, checkpoint_id, recorded, held in wrong:
+        found.append(
+            (
+                thread_id,
+                ns,
+                f"checkpoint {checkpoint_id} holds {held} pending writes, its census counts "
+                f"{recorded} (or other ones)",
+            )
         )
-    }
-    recorded = {
-        key[:3]: (key[3], bytes(key[4]))
-        for key in conn.execute(
-            "SELECT thread, checkpoint_ns, checkpoint_id, writes, census FROM pending"
-        )
-    }
-    if actual != recorded:
-        names: dict[int, str] = dict(fetchall(conn, "SELECT id, thread_id FROM threads"))
-        for key in sorted(actual.keys() | recorded.keys(), key=repr):
-            have, want = actual.get(key), recorded.get(key)
-            if have != want:
-                found.append(
-                    (
-                        names.get(key[0], f"row {key[0]}"),
-                        key[1],
-                        f"checkpoint {key[2]} holds {have[0] if have else 0} pending writes, "
-                        f"its pending row counts {want[0] if want else 0} (or other ones)",
-                    )
-                )
     return found
 
 
 def _compare(
-    conn: apsw.Connection, where: str, args: Sequence[Any], ns: str | None
+    conn: apsw.Connection,
+    where: str,
+    args: Sequence[Any],
+    ns: str | None,
+    *,
+    census: bool = True,
 ) -> list[tuple[Any, ...]]:
-    """Head rows against the checkpoints of the threads `where` selects (`t` = threads)."""
+    """Head rows against the checkpoints of the threads `where` selects (`t` = threads);
+    without `census`, only heads and counts."""
     narrow = " AND c.checkpoint_ns = ?" if ns is not None else ""
     extra = [ns] if ns is not None else []
+    mixed = "tl_census('census', c.checkpoint_id)" if census else "x''"
     actual = {
         (thread, namespace): (head, count, bytes(value))
         for thread, namespace, head, count, value in conn.execute(
             "SELECT c.thread, c.checkpoint_ns, max(c.checkpoint_id), count(*), "
-            "tl_census('census', c.checkpoint_id) FROM checkpoints c "
+            f"{mixed} FROM checkpoints c "
             f"LEFT JOIN threads t ON t.id = c.thread WHERE ({where}){narrow} "
             "GROUP BY c.thread, c.checkpoint_ns",
             (*args, *extra),
@@ -181,7 +166,8 @@ def _compare(
     recorded = {
         (thread, namespace): (head, count, bytes(value))
         for thread, namespace, head, count, value in conn.execute(
-            "SELECT h.thread, h.checkpoint_ns, h.checkpoint_id, h.checkpoints, h.census "
+            f"SELECT h.thread, h.checkpoint_ns, h.checkpoint_id, h.checkpoints, "
+            f"{'h.census' if census else mixed} "
             f"FROM heads h LEFT JOIN threads t ON t.id = h.thread WHERE ({where})"
             + narrow.replace("c.", "h."),
             (*args, *extra),

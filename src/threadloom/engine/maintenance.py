@@ -92,7 +92,7 @@ class Maintenance:
                 (scope.id,),
             ):
                 stored = scope.content.unpack(
-                    conn, row.body, row.digest, f"checkpoint {row.checkpoint_id}"
+                    conn, row.body, scope.body_digest(row), f"checkpoint {row.checkpoint_id}"
                 )
                 metadata = self.values.metadata(conn, row.thread, stored["metadata"])
                 if metadata.get("run_id") in wanted:

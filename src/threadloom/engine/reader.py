@@ -180,7 +180,7 @@ class Reader:
         if decided is not None and row.keyed:
             return True  # SQL decided
         stored = self.scope.content.unpack(
-            conn, row.body, row.digest, f"checkpoint {row.checkpoint_id}"
+            conn, row.body, self.scope.body_digest(row), f"checkpoint {row.checkpoint_id}"
         )
         metadata = self.values.metadata(conn, row.thread, stored["metadata"])
         return all(metadata.get(k) == v for k, v in wanted.items())
@@ -197,7 +197,8 @@ class Reader:
         writes: dict[int, list[dict[str, Any]]] = {row.id: [] for row in rows}
         found = fetch(conn, PendingRow, SELECT_PENDING, (ids(writes),))
         bodies = scope.content.unpack_many(
-            conn, [(r.body, r.digest, f"pending write {r.task_id}/{r.idx}") for r in found]
+            conn,
+            [(r.body, scope.body_digest(r), f"pending write {r.task_id}/{r.idx}") for r in found],
         )
         for pending, data in zip(found, bodies, strict=True):
             data.update(
@@ -207,11 +208,10 @@ class Reader:
                 channel=pending.channel,
             )
             writes[pending.owner].append(data)
-        heads.check_pending(
-            conn,
-            {r.id: (r.thread_id, r.checkpoint_ns, r.checkpoint_id) for r in rows},
-            {owner: [(w["task_id"], w["index"]) for w in found] for owner, found in writes.items()},
-        )
+        stored: dict[int, list[bytes]] = {row.id: [] for row in rows}
+        for pending in found:
+            stored[pending.owner].append(bytes(pending.digest))
+        heads.check_pending(rows, stored)
         misses = [i for i, closure in enumerate(closures) if closure is None]
         if misses:
             resolved = self.values.resolve(
@@ -256,7 +256,7 @@ class Reader:
         data: dict[str, Any] = self.scope.content.unpack(
             conn,
             row.body,
-            row.digest,
+            self.scope.body_digest(row),
             f"checkpoint {row.checkpoint_id} of thread {row.thread_id!r}",
         )
         data.update(
@@ -389,5 +389,15 @@ def _after(cursor: tuple[str, str, str]) -> tuple[str, ...]:
 
 
 def _closure_key(row: CheckpointRow) -> tuple[Any, ...]:
-    """Identity of a checkpoint row's content: thread, namespace, id and body digest."""
-    return (row.thread, row.checkpoint_ns, row.checkpoint_id, bytes(row.digest))
+    """Identity of a checkpoint row's content: its columns and stored (sealed) digest, so
+    a row changed in any way misses and is decoded and checked again."""
+    return (
+        row.thread,
+        row.thread_id,
+        row.checkpoint_ns,
+        row.checkpoint_id,
+        row.parent_id,
+        row.schema,
+        row.keyed,
+        bytes(row.digest),
+    )

@@ -236,33 +236,43 @@ CREATE TRIGGER heads_delete AFTER DELETE ON checkpoints BEGIN
         WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns AND checkpoints <= 0;
 END;
 
-CREATE TABLE pending(
-    thread INTEGER NOT NULL,
-    checkpoint_ns TEXT NOT NULL,
-    checkpoint_id TEXT NOT NULL,
-    writes INTEGER NOT NULL,
-    census BLOB NOT NULL,
-    PRIMARY KEY(thread, checkpoint_ns, checkpoint_id)
-) STRICT, WITHOUT ROWID;
-INSERT INTO pending(thread, checkpoint_ns, checkpoint_id, writes, census)
-    SELECT thread, checkpoint_ns, checkpoint_id, count(*), tl_census('pending', task_id, idx)
-    FROM writes GROUP BY thread, checkpoint_ns, checkpoint_id;
+ALTER TABLE checkpoints ADD COLUMN writes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE checkpoints ADD COLUMN census BLOB NOT NULL
+    DEFAULT x'00000000000000000000000000000000';
+UPDATE checkpoints SET writes = w.n, census = w.mixed
+    FROM (SELECT thread, checkpoint_ns, checkpoint_id, count(*) AS n, tl_mix(digest) AS mixed
+          FROM writes GROUP BY thread, checkpoint_ns, checkpoint_id) AS w
+    WHERE w.thread = checkpoints.thread AND w.checkpoint_ns = checkpoints.checkpoint_ns
+        AND w.checkpoint_id = checkpoints.checkpoint_id;
 
 CREATE TRIGGER pending_insert AFTER INSERT ON writes BEGIN
-    INSERT INTO pending(thread, checkpoint_ns, checkpoint_id, writes, census)
-        VALUES(new.thread, new.checkpoint_ns, new.checkpoint_id, 1,
-            tl_seal(zeroblob(16), 'pending', new.task_id, new.idx))
-        ON CONFLICT DO UPDATE SET writes = writes + 1,
-            census = tl_seal(census, 'pending', new.task_id, new.idx);
+    UPDATE checkpoints SET writes = writes + 1, census = tl_xor(census, new.digest)
+        WHERE thread = new.thread AND checkpoint_ns = new.checkpoint_ns
+            AND checkpoint_id = new.checkpoint_id;
+END;
+
+CREATE TRIGGER pending_update AFTER UPDATE OF digest ON writes BEGIN
+    UPDATE checkpoints SET census = tl_xor(tl_xor(census, old.digest), new.digest)
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
+            AND checkpoint_id = old.checkpoint_id;
 END;
 
 CREATE TRIGGER pending_delete AFTER DELETE ON writes BEGIN
-    UPDATE pending SET writes = writes - 1,
-            census = tl_seal(census, 'pending', old.task_id, old.idx)
+    UPDATE checkpoints SET writes = writes - 1, census = tl_xor(census, old.digest)
         WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
             AND checkpoint_id = old.checkpoint_id;
-    DELETE FROM pending WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
-        AND checkpoint_id = old.checkpoint_id AND writes <= 0;
+END;
+
+CREATE TRIGGER pending_counted AFTER INSERT ON checkpoints
+    WHEN EXISTS (SELECT 1 FROM writes w WHERE w.thread = new.thread
+        AND w.checkpoint_ns = new.checkpoint_ns AND w.checkpoint_id = new.checkpoint_id)
+BEGIN
+    UPDATE checkpoints SET
+        writes = (SELECT count(*) FROM writes w WHERE w.thread = new.thread
+            AND w.checkpoint_ns = new.checkpoint_ns AND w.checkpoint_id = new.checkpoint_id),
+        census = (SELECT tl_mix(w.digest) FROM writes w WHERE w.thread = new.thread
+            AND w.checkpoint_ns = new.checkpoint_ns AND w.checkpoint_id = new.checkpoint_id)
+        WHERE id = new.id;
 END;
 """
 """Format 4: row seals (engine/seal.py) and namespace heads (engine/heads.py).
@@ -280,10 +290,11 @@ and delete of a checkpoint. A read of the latest checkpoint checks it found the 
 read that finds no checkpoint checks the namespace's ids against the census, so a row
 hidden by a damaged index or a changed id raises instead of reading as absent.
 
-`pending`: per checkpoint, how many pending writes it holds and their census (of
-`(task_id, idx)`), kept by triggers on `writes`; every read of a checkpoint's pending
-writes checks them against it, so a write moved to another checkpoint or hidden by
-damage raises instead of silently changing what the checkpoint's tuple holds.
+`checkpoints.writes` and `checkpoints.census`: how many pending writes the checkpoint
+holds and the XOR of their sealed digests (which bind each write's identity), kept by
+triggers on `writes` (and on a checkpoint inserted after its writes); every read of a
+checkpoint's pending writes checks them against it, so a write moved to another
+checkpoint or hidden by damage raises instead of changing the checkpoint's tuple.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

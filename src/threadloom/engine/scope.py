@@ -21,9 +21,16 @@ import apsw
 from threadloom.core.lru import Lru
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
 from threadloom.engine.file import File
+from threadloom.engine.seal import Sealer
 from threadloom.engine.sql import fetchall
 from threadloom.engine.store import Packed
-from threadloom.engine.tables import BodyTable
+from threadloom.engine.tables import (
+    CHECKPOINT_ROWS,
+    WRITE_ROWS,
+    BodyTable,
+    CheckpointRow,
+    PendingRow,
+)
 from threadloom.errors import EngineError, ProtocolError
 from threadloom.protocol import KnownReferences, Planner, Serialization
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
@@ -78,6 +85,7 @@ class Scope:
         self.content = file.content
         self.namespace = namespace
         self.agent_id = agent_id
+        self._sealer = Sealer(namespace, agent_id)
         self.serialization = serialization
         self.planner = Planner(agent_id, serialization, memo_bytes=LIST_MEMO_BYTES)
         self.memory = KnownReferences(MEMORY_REFS)
@@ -140,7 +148,32 @@ class Scope:
         self, table: BodyTable, digest: bytes, thread_id: str, *columns: str | int | None
     ) -> bytes:
         """The digest to store for a row of `table` in thread `thread_id` of this scope."""
-        return table.seal(digest, self.namespace, self.agent_id, thread_id, *columns)
+        if len(columns) != len(table.sealed):
+            raise ValueError(f"{table.name} rows seal {table.sealed}, got {len(columns)} columns")
+        return self._sealer.seal(table.name, digest, thread_id, *columns)
+
+    def body_digest(self, row: CheckpointRow | PendingRow) -> bytes:
+        """The body digest a checkpoint or pending-write row must decode to: its stored
+        digest with this scope's identity of the row removed (`seal.py`)."""
+        if isinstance(row, CheckpointRow):
+            columns: tuple[str | int | None, ...] = (
+                row.checkpoint_ns,
+                row.checkpoint_id,
+                row.parent_id,
+                row.schema,
+                row.keyed,
+            )
+            return self.seal(CHECKPOINT_ROWS, bytes(row.digest), row.thread_id, *columns)
+        columns = (
+            row.checkpoint_ns,
+            row.checkpoint_id,
+            row.task_id,
+            row.idx,
+            row.task_path,
+            row.channel,
+            row.schema,
+        )
+        return self.seal(WRITE_ROWS, bytes(row.digest), row.thread_id, *columns)
 
     def thread_name(self, conn: apsw.Connection, thread: int) -> str:
         """The thread id of row `thread`."""

@@ -30,6 +30,9 @@ from threadloom.engine.codec import DIGEST_SIZE
 SQL_FUNCTION: Final = "tl_seal"
 #: Name of the SQL aggregate `tl_census(tag, part, ...)`: the census of a set.
 SQL_CENSUS: Final = "tl_census"
+#: Names of the SQL function `tl_xor(a, b)` and aggregate `tl_mix(digest)`.
+SQL_XOR: Final = "tl_xor"
+SQL_MIX: Final = "tl_mix"
 #: The census of no checkpoint.
 EMPTY: Final = bytes(DIGEST_SIZE)
 
@@ -37,29 +40,65 @@ _NULL: Final = b"\xff"
 
 
 def identity(*parts: str | int | None) -> bytes:
-    """The digest of a row's identity: each part typed and length-prefixed, so no two
-    different lists of parts encode alike."""
-    out = bytearray()
-    for part in parts:
-        if part is None:
-            out += _NULL
-        elif isinstance(part, str):
-            data = part.encode("utf-8", "surrogatepass")
-            out += b"s" + len(data).to_bytes(4, "big") + data
-        elif isinstance(part, int):
-            data = str(part).encode()
-            out += b"i" + len(data).to_bytes(4, "big") + data
-        else:
-            raise TypeError(f"a sealed column holds {type(part).__name__}, not text or an int")
-    return blake3.blake3(out).digest(length=DIGEST_SIZE)
+    """The digest of a row's identity. Each part is typed, and text is length-prefixed,
+    so no two different lists of parts encode alike: `s<length>:<text>`, `i<int>` or
+    `n` (None), joined by U+001F."""
+    encoded = "\x1f".join(
+        [
+            f"s{len(part)}:{part}"
+            if type(part) is str
+            else "n"
+            if part is None
+            else f"i{_integer(part)}"
+            for part in parts
+        ]
+    )
+    return blake3.blake3(encoded.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
+
+
+def _part(part: str | int | None) -> str:
+    if type(part) is str:
+        return f"s{len(part)}:{part}"
+    return "n" if part is None else f"i{_integer(part)}"
+
+
+class Sealer:
+    """`seal` for the rows of one scope, with the scope's part of every identity encoded
+    once (the hot path of reads: one call per checkpoint and pending write decoded)."""
+
+    def __init__(self, namespace: str, agent_id: str) -> None:
+        self._prefix = {}
+        for table in ("vals", "checkpoints", "writes"):
+            self._prefix[table] = "\x1f".join(map(_part, (table, namespace, agent_id))) + "\x1f"
+
+    def seal(self, table: str, digest: bytes, *parts: str | int | None) -> bytes:
+        """`seal(digest, table, namespace, agent_id, *parts)`."""
+        prefix = self._prefix.get(table)
+        if prefix is None or len(digest) != DIGEST_SIZE:
+            raise ValueError(f"cannot seal a {table} row with a {len(digest)}-byte digest")
+        text = prefix + "\x1f".join([_part(part) for part in parts])
+        bound = blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
+        mixed = int.from_bytes(digest, "big") ^ int.from_bytes(bound, "big")
+        return mixed.to_bytes(DIGEST_SIZE, "big")
+
+
+def _integer(part: object) -> int:
+    if isinstance(part, int):
+        return int(part)
+    raise TypeError(f"a sealed column holds {type(part).__name__}, not text or an int")
+
+
+def xor(a: bytes, b: bytes) -> bytes:
+    """The XOR of two digests."""
+    mixed = int.from_bytes(a, "big") ^ int.from_bytes(b, "big")
+    return mixed.to_bytes(DIGEST_SIZE, "big")
 
 
 def seal(digest: bytes, *parts: str | int | None) -> bytes:
     """Bind (or, applied again, unbind) `digest` to the identity `parts`."""
     if len(digest) != DIGEST_SIZE:
         raise ValueError(f"a digest has {DIGEST_SIZE} bytes, not {len(digest)}")
-    mixed = int.from_bytes(digest, "big") ^ int.from_bytes(identity(*parts), "big")
-    return mixed.to_bytes(DIGEST_SIZE, "big")
+    return xor(digest, identity(*parts))
 
 
 def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | None:
@@ -94,3 +133,35 @@ class Census:
 
     def final(self) -> bytes:
         return self.total.to_bytes(DIGEST_SIZE, "big")
+
+
+def sql_xor(a: bytes | None, b: bytes | None) -> bytes:
+    """`tl_xor(a, b)` as SQL sees it (a NULL or wrong-sized side counts as damage)."""
+    if a is None or b is None or len(a) != DIGEST_SIZE or len(b) != DIGEST_SIZE:
+        return b""
+    return xor(bytes(a), bytes(b))
+
+
+class Mix:
+    """`tl_mix(digest)`: the XOR of a group's digests (`pending.census`, format 4)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def step(self, *parts: object) -> None:
+        digest = parts[0] if len(parts) == 1 else parts
+        if isinstance(digest, bytes) and len(digest) == DIGEST_SIZE:
+            self.total ^= int.from_bytes(digest, "big")
+        else:
+            self.total ^= int.from_bytes(identity("damaged", repr(digest)), "big")
+
+    def final(self) -> bytes:
+        return self.total.to_bytes(DIGEST_SIZE, "big")
+
+
+def mix(digests: Iterable[bytes]) -> bytes:
+    """`tl_mix` in Python."""
+    total = 0
+    for digest in digests:
+        total ^= int.from_bytes(digest, "big")
+    return total.to_bytes(DIGEST_SIZE, "big")

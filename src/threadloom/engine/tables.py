@@ -155,7 +155,8 @@ CHECKPOINT_BODY: Final = ("checkpoint", "metadata", "channels")
 
 
 class CheckpointRow(NamedTuple):
-    """A checkpoint row with its thread id (`SELECT_CHECKPOINT`)."""
+    """A checkpoint row with its thread id (`SELECT_CHECKPOINT`); `digest` is as stored
+    (sealed: `Scope.body_digest` removes the identity)."""
 
     id: int
     thread: int
@@ -167,6 +168,8 @@ class CheckpointRow(NamedTuple):
     body: bytes
     digest: bytes
     keyed: int
+    writes: int
+    census: bytes
 
 
 #: Thread and scope of a body row `x` (the identity its seal is checked against).
@@ -174,35 +177,37 @@ OWNERS: Final = " JOIN threads t ON t.id = x.thread JOIN scopes s ON s.id = t.sc
 #: The same, keeping rows whose thread or scope is missing (their seal then fails).
 LEFT_OWNERS: Final = " LEFT JOIN threads t ON t.id = x.thread LEFT JOIN scopes s ON s.id = t.scope"
 
-#: The columns of a `CheckpointRow` (`c` = checkpoints, `t` = threads, `s` = scopes).
+#: The columns of a `CheckpointRow` (`c` = checkpoints, `t` = threads).
 CHECKPOINT_COLUMNS: Final = (
     "c.id, c.thread, t.thread_id, c.checkpoint_ns, c.checkpoint_id, c.parent_id, c.schema, "
-    f"c.body, {CHECKPOINT_ROWS.unsealed('c')}, c.keyed"
+    "c.body, c.digest, c.keyed, c.writes, c.census"
 )
 #: Where a `CheckpointRow` is read from.
-CHECKPOINT_FROM: Final = (
-    " FROM checkpoints c JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope"
-)
+CHECKPOINT_FROM: Final = " FROM checkpoints c JOIN threads t ON c.thread = t.id"
 SELECT_CHECKPOINT: Final = "SELECT " + CHECKPOINT_COLUMNS + CHECKPOINT_FROM
 
 
 class PendingRow(NamedTuple):
-    """A pending write of a checkpoint row (`SELECT_PENDING`)."""
+    """A pending write of a checkpoint row (`SELECT_PENDING`); `digest` is as stored."""
 
     owner: int
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
     task_id: str
     idx: int
     task_path: str
     channel: str
+    schema: int
     body: bytes
     digest: bytes
 
 
 SELECT_PENDING: Final = (
-    f"SELECT c.id, w.task_id, w.idx, w.task_path, w.channel, w.body, {WRITE_ROWS.unsealed('w')} "
-    "FROM checkpoints c JOIN writes w ON w.thread = c.thread AND "
-    "w.checkpoint_ns = c.checkpoint_ns AND w.checkpoint_id = c.checkpoint_id "
-    "JOIN threads t ON t.id = c.thread JOIN scopes s ON s.id = t.scope "
+    "SELECT c.id, t.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.task_path, "
+    "w.channel, w.schema, w.body, w.digest FROM checkpoints c JOIN writes w "
+    "ON w.thread = c.thread AND w.checkpoint_ns = c.checkpoint_ns "
+    "AND w.checkpoint_id = c.checkpoint_id JOIN threads t ON t.id = c.thread "
     "WHERE c.id IN carray(?)"
 )
 
