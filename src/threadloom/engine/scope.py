@@ -40,7 +40,7 @@ log = logging.getLogger("threadloom.engine")
 RETRIES = 3
 #: Estimated bytes of resolved checkpoints (decoded document, values, raw channels) kept
 #: per scope: a get_tuple of a checkpoint read lately then reads only its pending writes.
-CLOSURE_BYTES = 8 * MiB
+CLOSURE_BYTES = 2 * MiB
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
