@@ -12,7 +12,14 @@ from threadloom.errors import ThreadloomError
 
 __version__ = "0.1.0"
 
-__all__ = ["AsyncSaver", "Saver", "ThreadloomError", "__version__"]
+__all__ = [
+    "AsyncSaver",
+    "MemoryBudget",
+    "Saver",
+    "ThreadloomError",
+    "__version__",
+    "memory_budget",
+]
 
 # The library logs through "threadloom.*" and never prints; the application decides
 # where records go.
@@ -26,6 +33,11 @@ def __getattr__(name: str) -> Any:
         from threadloom import saver
 
         return getattr(saver, name)
+    if name in {"MemoryBudget", "memory_budget"}:
+        # The byte budget every cache draws on (core.lru); importing it selects the backend.
+        from threadloom.core import lru
+
+        return lru.Budget if name == "MemoryBudget" else lru.process_budget
     raise AttributeError(f"module 'threadloom' has no attribute {name!r}")
 
 

@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadloom._langgraph import checkpoint_tuple, serialization
+from threadloom.core.lru import Budget as MemoryBudget
 from threadloom.engine import CheckpointStore, File
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
@@ -45,6 +46,11 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         readonly: open the file without writing anything (no migration; puts raise
             `ReadOnlyError`); None (default) opens read-only only where the file or its
             folder is not writable.
+        memory_budget: the bytes this saver's caches may hold. None (default): they draw
+            on the process's one budget (`threadloom.memory_budget()`, 32 MiB unless
+            THREADLOOM_MEMORY_BUDGET says otherwise), shared by every saver, store and
+            server of the process; a `MemoryBudget`: that one, shared by every saver
+            given it; an int: a budget of this saver's own.
 
     Every saver (and every other threadloom object) on one path in a process shares one
     open file: one connection pool, one write lock, one content store.
@@ -63,8 +69,10 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         serde: SerializerProtocol | None = None,
         synchronous: str = "NORMAL",
         readonly: bool | None = None,
+        memory_budget: int | MemoryBudget | None = None,
     ) -> None:
         super().__init__(serde=serde)
+        budget = _budget(memory_budget)
         self.db = File.open(path, readonly=readonly, synchronous=synchronous)
         self._closed = False
         try:
@@ -73,6 +81,7 @@ class _SaverBase(BaseCheckpointSaver[Any]):
                 namespace=namespace,
                 agent_id=agent_id,
                 serialization=serialization(self.serde),
+                budget=budget,
             )
         except BaseException:
             self.close()
@@ -97,6 +106,9 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         """Give back this saver's use of the file (the last user closes it; idempotent)."""
         if not self._closed:
             self._closed = True
+            store = getattr(self, "store", None)
+            if store is not None:
+                store.close()
             self.db.close()
 
     # -- sync ----------------------------------------------------------------------------
@@ -249,6 +261,16 @@ def _ids(values: Sequence[str], name: str) -> list[str]:
             f"{name} must be a list of ids, not one string: pass [{values!r}]"
         )
     return list(values)
+
+
+def _budget(given: int | MemoryBudget | None) -> MemoryBudget | None:
+    if given is None or isinstance(given, MemoryBudget):
+        return given
+    if isinstance(given, bool) or not isinstance(given, int):
+        raise InvalidArgumentError(
+            f"memory_budget must be a number of bytes or a MemoryBudget, not {given!r}"
+        )
+    return MemoryBudget(given)
 
 
 class Saver(_SaverBase):

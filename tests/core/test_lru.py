@@ -1,8 +1,14 @@
-"""The one LRU: bounded by weight, least recently used out first."""
+"""The one LRU: bounded by weight, least recently used out first; maps sharing a budget."""
 
 from __future__ import annotations
 
-from threadloom.core.lru import Lru
+import gc
+
+import pytest
+
+from threadloom.core import lru
+from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
+from threadloom.errors import InvalidArgumentError
 
 
 def test_the_least_recently_used_goes_first() -> None:
@@ -38,3 +44,77 @@ def test_put_many_without_replace_keeps_the_held_value() -> None:
     assert lru.get("a") == 1
     lru.drop_where(lambda key: key == "a")
     assert len(lru) == 0 and lru.weight == 0
+
+
+def test_maps_of_one_budget_hold_its_capacity_together() -> None:
+    """Two maps drawing on one budget stay within it together, least recently used out
+    first whichever map holds it."""
+    budget = Budget(10)
+    a: Lru[str, bytes] = Lru(100, len, budget=budget)
+    b: Lru[str, bytes] = Lru(100, len, budget=budget)
+    a.put("old", b"1234")
+    b.put("mid", b"1234")
+    assert a.get("old") == b"1234"  # now newer than "mid"
+    b.put("new", b"1234")
+    assert "mid" not in b and "old" in a and "new" in b
+    assert budget.used == 8 == a.weight + b.weight and len(budget) == 2
+    for n in range(100):
+        (a if n % 2 else b).put(f"k{n}", b"12")
+        assert budget.used <= budget.capacity
+    a.put("huge", b"x" * 11)  # within a's own capacity, over the budget's
+    assert "huge" not in a and budget.used <= 10
+
+
+def test_a_budget_charges_cost_and_spares_a_kept_newest_entry() -> None:
+    """`cost` is what the budget counts; a map that keeps its newest entry keeps it under
+    budget pressure too, while its older entries go."""
+    budget = Budget(100)
+    refs: Lru[str, list[str]] = Lru(
+        1000, len, keep_newest=True, budget=budget, cost=lambda v: 30 * len(v)
+    )
+    refs.put("first", ["r"])
+    refs.put("newest", ["r"] * 5)  # 150 bytes, over the whole budget
+    assert "newest" in refs and "first" not in refs and refs.weight == 5
+    other: Lru[str, bytes] = Lru(100, len, budget=budget)
+    other.put("x", b"1")
+    assert "newest" in refs and "x" not in other
+
+
+def test_a_collected_map_gives_its_bytes_back_and_resize_evicts() -> None:
+    """A map that is garbage-collected no longer counts; a smaller capacity evicts at once."""
+    budget = Budget(1000)
+    gone: Lru[str, bytes] = Lru(1000, len, budget=budget)
+    gone.put("a", b"x" * 600)
+    del gone
+    gc.collect()
+    kept: Lru[str, bytes] = Lru(1000, len, budget=budget)
+    kept.put("b", b"x" * 600)
+    assert "b" in kept and budget.used == 600 and len(budget) == 1
+    kept.put("c", b"x" * 300)
+    budget.resize(400)
+    assert budget.used == 300 and "b" not in kept and "c" in kept
+    kept.clear()
+    assert budget.used == 0 and len(budget) == 0
+
+
+def test_sizes_parse_and_the_process_budget_reads_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """THREADLOOM_MEMORY_BUDGET sets the process budget (bytes or K/M/G); nonsense is refused."""
+    assert parse_bytes("33554432") == 32 * MiB == parse_bytes("32M") == parse_bytes("32MiB")
+    assert parse_bytes("512k") == 512 * 1024 and parse_bytes("1G") == 1024 * MiB
+    with pytest.raises(InvalidArgumentError, match="not a size"):
+        parse_bytes("lots")
+    with pytest.raises(InvalidArgumentError, match="bytes >= 0"):
+        Budget(-1)
+    monkeypatch.setattr(lru, "_process_budget", None)
+    monkeypatch.setenv(lru.BUDGET_ENV, "8M")
+    assert lru.process_budget().capacity == 8 * MiB
+    assert lru.process_budget() is lru.process_budget()
+    monkeypatch.setattr(lru, "_process_budget", None)
+    monkeypatch.delenv(lru.BUDGET_ENV)
+    assert lru.process_budget().capacity == lru.DEFAULT_BUDGET
+    monkeypatch.setattr(lru, "_process_budget", None)
+    monkeypatch.setenv(lru.BUDGET_ENV, "much")
+    with pytest.raises(InvalidArgumentError):
+        lru.process_budget()

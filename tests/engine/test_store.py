@@ -262,6 +262,7 @@ def test_writers_holding_a_retired_dictionary_pack_again(db_path: Path) -> None:
             held = second.db.content.current
             assert held is not None
             assert first.db.content.train(force=True) != held.ident
+            assert list(first.db.content._dicts) == [first.db.content.current.ident]
             chat(second, "u", 3)
     held_id = held.ident
     rows = table(db_path, "SELECT body FROM vals") + table(db_path, "SELECT body FROM writes")

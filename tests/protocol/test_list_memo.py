@@ -252,7 +252,11 @@ def test_a_list_too_long_for_its_fingerprint_keeps_its_encodings(
     messages = [message(n, 300, False) for n in range(100)]
     sizing = Planner(AGENT, serialization())
     payload = sum(len(p) for _, p in sizing.dump_elements(messages, "m"))
-    planner = Planner(AGENT, serialization(), memo_bytes=2 * (payload + payload // 4))
+    sizing.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    (full,) = sizing._lists.values()
+    assert full.proof is not None
+    bare = full._replace(proof=None).size
+    planner = Planner(AGENT, serialization(), memo_bytes=2 * (bare + full.proof.size // 2))
     planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
     (memo,) = planner._lists.values()
     assert memo.proof is None and memo.total == payload

@@ -1,25 +1,30 @@
-"""A bounded LRU of decoded value documents, shared by the threads of one process.
+"""The scope's caches and how much memory each entry is estimated to take.
 
-Value documents are content-addressed and never rewritten, so a cached body is
-always the stored one; entries are dropped when this process deletes them.
-Thread-safe (built on `core.lru.Lru`).
+`ValueCache` is a bounded LRU of decoded value documents, shared by the threads of one
+process. Value documents are content-addressed and never rewritten, so a cached body
+is always the stored one; entries are dropped when this process deletes them.
+`closure_cost` estimates a resolved checkpoint (the reader's closure cache). Every
+cache is bounded by its own capacity and draws on a `core.lru.Budget`, by default the
+process's one. Thread-safe (built on `core.lru.Lru`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from threadloom.core.lru import Lru
+from threadloom.core.lru import Budget, Lru
 
 Key = tuple[int, str]
 
 #: Bytes of payload the cache holds by default (an estimate: payload bytes plus overhead).
 DEFAULT_CAPACITY = 4 * 1024 * 1024
 _OVERHEAD = 256
+#: Estimated bytes of a decoded checkpoint document beside its channels and payloads.
+_DOC_OVERHEAD = 2048
 
 
-def weight(data: dict[str, Any]) -> int:
+def weight(data: Mapping[str, Any]) -> int:
     """Estimate the memory a decoded value document takes."""
     value = data.get("value")
     if value is not None:
@@ -30,16 +35,56 @@ def weight(data: dict[str, Any]) -> int:
     return _OVERHEAD + 80 * len(data.get("elements") or data.get("chunks") or ())
 
 
+def _inline(stored: Any) -> int:
+    """Bytes of the payload a stored value carries inline (0 for a ref)."""
+    if isinstance(stored, Mapping):
+        payload = stored.get("payload")
+        if isinstance(payload, (bytes, str)):
+            return len(payload)
+    return 0
+
+
+def closure_cost(item: tuple[Mapping[str, Any], tuple[Mapping[str, Any], Any]]) -> int:
+    """Estimate the memory a resolved checkpoint takes: `(document, (fetched, raw))`.
+
+    The fetched value documents are counted in full, although the value cache may hold
+    the same objects: a closure keeps them alive after the cache lets them go.
+    """
+    doc, (fetched, raw) = item
+    channels = doc.get("channels") or {}
+    size = _DOC_OVERHEAD + _OVERHEAD * len(channels)
+    size += _inline(doc.get("checkpoint")) + _inline(doc.get("metadata"))
+    size += sum(_inline(entry.get("value")) for entry in channels.values())
+    size += sum(weight(data) for data in fetched.values())
+    for channel in (raw or {}).values():
+        if isinstance(channel, tuple) and len(channel) == 2 and isinstance(channel[1], bytes):
+            size += _OVERHEAD  # (kind, payload): the payload is a fetched or inline one
+            continue
+        items, framed = channel
+        size += 64 * len(items) + (len(framed[1]) if framed is not None else 0)
+    return size
+
+
 class ValueCache:
     """LRU of `(thread row id, ref) -> decoded body`, bounded by estimated bytes.
 
     Args:
         capacity: most estimated bytes held; 0 disables the cache.
+        budget: the byte budget it also draws on (None: `capacity` alone bounds it).
     """
 
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, budget: Budget | None = None) -> None:
         self.capacity = capacity
-        self._lru: Lru[Key, dict[str, Any]] = Lru(capacity, weight)
+        self._lru: Lru[Key, dict[str, Any]] = Lru(capacity, weight, budget=budget)
+
+    @property
+    def size(self) -> int:
+        """Estimated bytes held now."""
+        return self._lru.weight
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._lru.clear()
 
     def get_many(self, thread: int, refs: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Return the cached bodies among `refs`."""

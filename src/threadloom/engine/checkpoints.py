@@ -10,6 +10,7 @@ import builtins
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from threadloom.core.lru import Budget
 from threadloom.engine.cache import DEFAULT_CAPACITY
 from threadloom.engine.documents import Documents, ImportCount, StoredDocument
 from threadloom.engine.file import File
@@ -33,6 +34,8 @@ class CheckpointStore:
         serialization: the serializer (from the adapter); None opens the scope for its
             documents only (serve, export, import).
         cache_bytes: size of the decoded-value cache (0 disables it).
+        budget: the byte budget every cache of the scope draws on (default: the
+            process's, `core.lru.process_budget()`).
     """
 
     def __init__(
@@ -43,6 +46,7 @@ class CheckpointStore:
         agent_id: str,
         serialization: Serialization | None = None,
         cache_bytes: int = DEFAULT_CAPACITY,
+        budget: Budget | None = None,
     ) -> None:
         self.scope = Scope(
             file,
@@ -50,12 +54,17 @@ class CheckpointStore:
             agent_id=agent_id,
             serialization=serialization,
             cache_bytes=cache_bytes,
+            budget=budget,
         )
         values = Values(self.scope)
         self.writer = Writer(self.scope)
         self.reader = Reader(self.scope, values)
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
+
+    def close(self) -> None:
+        """Let go of what the scope's caches hold (the file stays open for its other users)."""
+        self.scope.release()
 
     @property
     def db(self) -> File:

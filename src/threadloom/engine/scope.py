@@ -4,6 +4,11 @@ Engine layer. Everything the writer, reader, document view and maintenance of on
 scope share: the planner, the remembered refs, the decoded-value cache, thread row
 ids, and the GC epoch that tells a writer when its memory may name deleted rows.
 
+Every cache of a scope is bounded by its own capacity (below, in estimated bytes; the
+remembered refs count refs, as the protocol does) and draws on one byte budget shared
+by every scope of the process (`core.lru.process_budget()`, THREADLOOM_MEMORY_BUDGET),
+so their total does not grow with the number of savers, threads or values.
+
 Remembered refs let a put skip values the file holds. Only a deletion of values
 (delete, prune, GC, in any process) can make that memory wrong, and each one bumps
 `meta.gc_epoch` in its transaction. A put reads the epoch inside its own write
@@ -18,8 +23,8 @@ from typing import Any, NamedTuple, TypeVar, cast
 
 import apsw
 
-from threadloom.core.lru import Lru
-from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache
+from threadloom.core.lru import Budget, Lru, MiB, process_budget
+from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
 from threadloom.engine.file import File
 from threadloom.engine.seal import Sealer
 from threadloom.engine.sql import fetchall
@@ -41,13 +46,16 @@ log = logging.getLogger("threadloom.engine")
 
 #: Attempts of a write whose memory went stale (other processes deleting meanwhile).
 RETRIES = 3
-#: Resolved checkpoints kept per scope (their decoded document and raw channels).
-CLOSURES = 16
+#: Estimated bytes of resolved checkpoints (decoded document, values, raw channels) kept
+#: per scope: a get_tuple of a checkpoint read lately then reads only its pending writes.
+CLOSURE_BYTES = 2 * MiB
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
-#: Bytes of list encodings (and fingerprints) the planner keeps per scope.
-LIST_MEMO_BYTES = 4 * 1024 * 1024
+#: Estimated bytes of list encodings (and fingerprints) the planner keeps per scope.
+LIST_MEMO_BYTES = 4 * MiB
+#: Estimated bytes of remembered thread row ids per scope (~200 bytes each).
+THREAD_ROW_BYTES = 512 * 1024
 
 
 class StaleMemory(Exception):
@@ -68,6 +76,8 @@ class Scope:
         serialization: the serializer (from the adapter); None opens the scope for its
             documents only (serve, export, import).
         cache_bytes: size of the decoded-value cache (0 disables it).
+        budget: the byte budget every cache of the scope draws on (default: the
+            process's, `core.lru.process_budget()`).
     """
 
     def __init__(
@@ -78,6 +88,7 @@ class Scope:
         agent_id: str,
         serialization: Serialization | None = None,
         cache_bytes: int = DEFAULT_CAPACITY,
+        budget: Budget | None = None,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
             raise ProtocolError("namespace must be a non-empty string without NUL")
@@ -87,13 +98,20 @@ class Scope:
         self.agent_id = agent_id
         self._sealer = Sealer(namespace, agent_id)
         self.serialization = serialization
-        self.planner = Planner(agent_id, serialization, memo_bytes=LIST_MEMO_BYTES)
-        self.memory = KnownReferences(MEMORY_REFS)
-        self.cache = ValueCache(cache_bytes)
-        self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(CLOSURES)
+        self.budget = budget if budget is not None else process_budget()
+        self.planner = Planner(
+            agent_id, serialization, memo_bytes=LIST_MEMO_BYTES, budget=self.budget
+        )
+        self.memory = KnownReferences(MEMORY_REFS, self.budget)
+        self.cache = ValueCache(cache_bytes, self.budget)
+        self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(
+            CLOSURE_BYTES, closure_cost, budget=self.budget
+        )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
-        self._thread_rows: dict[str, int] = {}
+        self._thread_rows: Lru[str, int] = Lru(
+            THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
+        )
         self._epoch = 0
         #: The scope's row id; None in a read-only file that never held this scope.
         self.id: int | None = None
@@ -141,7 +159,7 @@ class Scope:
         )
         found = self.thread(conn, thread_id)
         assert found is not None
-        self._thread_rows[thread_id] = found
+        self._thread_rows.put(thread_id, found)
         return found
 
     def seal(
@@ -182,7 +200,7 @@ class Scope:
     def forget_thread(self, thread_id: str, thread: int | None = None) -> None:
         """Forget what this process remembers of a thread (after deleting from it)."""
         self.memory.forget(thread_id)
-        self._thread_rows.pop(thread_id, None)
+        self._thread_rows.pop(thread_id)
         if thread is not None:
             self.cache.drop(thread)
 
@@ -268,11 +286,19 @@ class Scope:
 
     def refresh(self, epoch: int) -> None:
         """Forget everything remembered about the file: it may name deleted rows."""
-        self.memory = KnownReferences(self.memory.capacity)
-        self.cache = ValueCache(self.cache.capacity)
-        self.closures = Lru(self.closures.capacity)
+        self.memory.clear()
+        self.cache.clear()
+        self.closures.clear()
         self._thread_rows.clear()
         self._epoch = epoch
+
+    def release(self) -> None:
+        """Empty every cache of the scope (it is closing): their bytes go back to the budget."""
+        self.memory.clear()
+        self.cache.clear()
+        self.closures.clear()
+        self._thread_rows.clear()
+        self.planner.forget_lists()
 
     def retrying(self, attempt: Callable[[], T], what: str) -> T:
         """Run a write planned from memory, planning again while that memory went stale."""
@@ -285,6 +311,11 @@ class Scope:
                 )
                 self.refresh(stale.epoch)
         raise EngineError(f"other processes keep deleting values while {what} runs; retry it")
+
+
+def _thread_row_cost(row: int) -> int:
+    # The key (a thread id string), the int, the map's and the budget's entries.
+    return 200
 
 
 def namespaces(file: File) -> list[str]:

@@ -72,6 +72,10 @@ class Training(BlockStore):
             self.current = fresh
             self._reencode(conn, now)
             conn.execute("DELETE FROM dicts WHERE id != ?", (ident,))
+            with self._lock:
+                # The retired ones (and their pooled zstd contexts) go too; a reader of an
+                # older snapshot that still meets one loads it again from that snapshot.
+                self._dicts = {ident: fresh}
             self._set_meta(conn, dict_current=ident, dict_next=later)
             self._next_training = later
             epoch = fetchall(

@@ -3,6 +3,10 @@
 A bounded LRU keyed by `(thread_id, checkpoint_ns, checkpoint_id)`. Recalling
 a put's parent yields the refs to skip and the channel entries to reuse; its
 ancestors (`metadata["parents"]`) contribute refs only. Thread-safe.
+
+Its capacity counts refs, as the released planner's memory does (so both forget
+alike); given a `core.lru.Budget`, the memory also charges the estimated bytes of each
+remembered checkpoint to it (`known_cost`).
 """
 
 from __future__ import annotations
@@ -10,11 +14,29 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from threadloom.core.lru import Lru
+from threadloom.core.lru import Budget, Lru
 from threadloom.protocol.constants import KNOWN_REFS_CAPACITY
 from threadloom.protocol.shapes import NOTHING_KNOWN, Known
 
 CheckpointRef = tuple[str, str, str]
+
+#: Estimated bytes of a remembered checkpoint: a base, per ref (its slot in the frozen
+#: set and its share of the ref strings, which consecutive checkpoints share), and per
+#: channel entry (a small dict and its version), plus any payload an entry holds inline.
+_BASE_COST = 256
+_REF_COST = 64
+_ENTRY_COST = 320
+
+
+def known_cost(known: Known) -> int:
+    """Estimate the memory one remembered checkpoint takes."""
+    inline = 0
+    for _, entry in known.entries.values():
+        value = entry.get("value") if isinstance(entry, dict) else None
+        payload = value.get("payload") if isinstance(value, dict) else None
+        if isinstance(payload, (bytes, str)):
+            inline += len(payload)
+    return _BASE_COST + _REF_COST * len(known.refs) + _ENTRY_COST * len(known.entries) + inline
 
 
 class KnownReferences:
@@ -22,15 +44,34 @@ class KnownReferences:
 
     Args:
         capacity: most refs remembered in total, over every checkpoint.
+        budget: the byte budget the memory also draws on (None: refs alone bound it).
     """
 
-    def __init__(self, capacity: int = KNOWN_REFS_CAPACITY) -> None:
+    def __init__(self, capacity: int = KNOWN_REFS_CAPACITY, budget: Budget | None = None) -> None:
         self.capacity = capacity
         # As the released planner's memory: the newest checkpoint is kept, however many
         # refs it holds.
         self._lru: Lru[CheckpointRef, Known] = Lru(
-            capacity, lambda known: len(known.refs), keep_newest=True
+            capacity,
+            lambda known: len(known.refs),
+            keep_newest=True,
+            budget=budget,
+            cost=known_cost,
         )
+
+    @property
+    def refs(self) -> int:
+        """Refs remembered now, over every checkpoint."""
+        return self._lru.weight
+
+    @property
+    def cost(self) -> int:
+        """Estimated bytes remembered now."""
+        return self._lru.cost
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._lru.clear()
 
     def remember(
         self,

@@ -17,7 +17,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
-from threadloom.core.lru import Lru
+from threadloom.core.lru import Budget, Lru
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol._fingerprint import Fingerprint, Views, array_header, fingerprint, views
 from threadloom.protocol.constants import (
@@ -71,12 +71,18 @@ class _ListMemo(NamedTuple):
 
     @property
     def size(self) -> int:
-        """Bytes this memo holds (for LIST_MEMO_BYTES)."""
-        return self.total + (self.proof.size if self.proof is not None else 0)
+        """Estimated bytes this memo holds (for LIST_MEMO_BYTES): the encodings, each a
+        bytes object in a list with its element ref, and the fingerprint."""
+        overhead = _ELEMENT_COST * len(self.payloads) + _CHUNK_COST * len(self.refs.chunk_refs)
+        return self.total + overhead + (self.proof.size if self.proof is not None else 0)
 
 
 #: Bytes of list encodings a planner keeps to extend lists instead of redoing them.
 LIST_MEMO_BYTES = 32 * 1024 * 1024
+#: Estimated bytes per element of a memo beside its encoding (the bytes object, its list
+#: slot, its `e-` ref and chunk entry), and per chunk (its ref and entry list).
+_ELEMENT_COST = 200
+_CHUNK_COST = 160
 
 
 class _Buckets:
@@ -147,6 +153,8 @@ class Planner:
         agent_id: the `agent_id` field and key prefix of every document.
         serialization: the serializer and its traits (see `Serialization`); None plans
             keys only (every serialization raises a ProtocolError).
+        memo_bytes: most estimated bytes of list encodings kept (default LIST_MEMO_BYTES).
+        budget: the byte budget the list memo also draws on (None: `memo_bytes` alone).
     """
 
     def __init__(
@@ -155,6 +163,7 @@ class Planner:
         serialization: Serialization | None = None,
         *,
         memo_bytes: int | None = None,
+        budget: Budget | None = None,
     ) -> None:
         if not isinstance(agent_id, str) or not agent_id:
             raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
@@ -169,8 +178,17 @@ class Planner:
         #: Bytes of list encodings (and their fingerprints) kept to extend lists from.
         self.memo_bytes = LIST_MEMO_BYTES if memo_bytes is None else memo_bytes
         self._lists: Lru[tuple[str, str | None, str], _ListMemo] = Lru(
-            self.memo_bytes, lambda memo: memo.size
+            self.memo_bytes, lambda memo: memo.size, budget=budget
         )
+
+    @property
+    def memo_size(self) -> int:
+        """Estimated bytes of list encodings kept now."""
+        return self._lists.weight
+
+    def forget_lists(self) -> None:
+        """Forget every list encoding kept (plans stay exact: lists are redone in full)."""
+        self._lists.clear()
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""

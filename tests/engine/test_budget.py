@@ -1,0 +1,128 @@
+"""Every cache of the engine is bounded by bytes, and all of a process's together by one budget."""
+
+from __future__ import annotations
+
+import gc
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from threadloom import MemoryBudget, Saver, memory_budget
+from threadloom.core.lru import Lru
+from threadloom.engine import scope as scope_module
+from threadloom.engine.scope import Scope
+from threadloom.errors import InvalidArgumentError
+
+
+def _checkpoint(n: int, messages: list[str]) -> dict[str, Any]:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = f"1f0b0000-0000-6000-8000-{n:012d}"
+    checkpoint["channel_values"] = {"messages": messages, "note": f"step {n}"}
+    checkpoint["channel_versions"] = {"messages": n, "note": n}
+    return checkpoint
+
+
+def _conversations(saver: Saver, threads: int, turns: int, size: int = 600) -> None:
+    """`threads` conversations of `turns` puts each: a growing message list, a pending
+    write per put, and a get_tuple of the latest checkpoint after each put."""
+    for t in range(threads):
+        config: dict[str, Any] = {"configurable": {"thread_id": f"thread-{t}", "checkpoint_ns": ""}}
+        messages: list[str] = []
+        for n in range(1, turns + 1):
+            messages = [*messages, f"{t}/{n} " + "word " * (size // 5)]
+            config = saver.put(config, _checkpoint(t * 1000 + n, messages), {"step": n}, {})  # type: ignore[arg-type]
+            saver.put_writes(config, [("messages", f"pending {t}/{n}")], f"task-{n}")  # type: ignore[arg-type]
+            assert saver.get_tuple(config) is not None
+
+
+def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
+    return {
+        "values": scope.cache._lru,
+        "closures": scope.closures,
+        "known refs": scope.memory._lru,
+        "list memo": scope.planner._lists,
+        "thread rows": scope._thread_rows,
+    }
+
+
+def test_every_cache_stays_within_its_capacity_and_the_budget(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After many distinct threads and values, each cache's accounted weight is within its
+    own capacity and all of them together within the budget they draw on."""
+    monkeypatch.setattr(scope_module, "CLOSURE_BYTES", 64 * 1024)
+    monkeypatch.setattr(scope_module, "LIST_MEMO_BYTES", 64 * 1024)
+    monkeypatch.setattr(scope_module, "THREAD_ROW_BYTES", 20 * 200)
+    monkeypatch.setattr(scope_module, "MEMORY_REFS", 300)
+    budget = MemoryBudget(1024 * 1024)
+    with Saver.from_conn_string(str(db_path), memory_budget=budget) as saver:
+        scope = saver.store.scope
+        scope.cache._lru.capacity = 128 * 1024
+        _conversations(saver, threads=40, turns=6)
+        caches = _caches(scope)
+        for name, cache in caches.items():
+            assert 0 < cache.weight <= cache.capacity, name
+        assert 0 < len(scope._thread_rows) <= 20  # 40 threads met, at most 20 remembered
+        assert scope.memory.refs <= 300
+        assert budget.used == sum(cache.cost for cache in caches.values()) <= budget.capacity
+
+
+def test_savers_of_one_process_share_one_budget(db_path: Path, tmp_path: Path) -> None:
+    """Many savers (scopes, files) drawing on one budget hold its capacity together, the
+    least recently used entries going first whichever saver holds them; a closed saver's
+    entries go back at once."""
+    budget = MemoryBudget(256 * 1024)
+    savers = [
+        Saver(
+            db_path if i % 2 else tmp_path / "other.db", agent_id=f"agent-{i}", memory_budget=budget
+        )
+        for i in range(6)
+    ]
+    try:
+        for saver in savers:
+            _conversations(saver, threads=3, turns=5)
+            assert budget.used <= budget.capacity
+        held = [sum(c.cost for c in _caches(s.store.scope).values()) for s in savers]
+        assert sum(held) == budget.used and held[-1] > held[0]
+        savers[-1].close()
+        assert budget.used == sum(held[:-1])
+    finally:
+        for saver in savers:
+            saver.close()
+    assert budget.used == 0 and len(budget) == 0
+
+
+def test_the_process_budget_is_the_default_and_a_saver_may_have_its_own(db_path: Path) -> None:
+    """Without `memory_budget` a saver draws on the process's budget; an int gives it its own."""
+    with Saver.from_conn_string(str(db_path)) as shared:
+        assert shared.store.scope.budget is memory_budget()
+    with Saver.from_conn_string(str(db_path), memory_budget=1 << 20) as own:
+        assert own.store.scope.budget is not memory_budget()
+        assert own.store.scope.budget.capacity == 1 << 20
+    with pytest.raises(InvalidArgumentError, match="memory_budget"):
+        Saver(db_path, memory_budget="lots")  # type: ignore[arg-type]
+
+
+def test_accounted_bytes_are_not_far_below_what_the_caches_hold(db_path: Path) -> None:
+    """The estimates the budget counts cover what the caches really hold (traced heap
+    freed when they are emptied), within a factor of two: a budget of bytes that
+    undercounts would not bound memory."""
+    tracemalloc.start()
+    try:
+        with Saver.from_conn_string(str(db_path), memory_budget=64 << 20) as saver:
+            scope = saver.store.scope
+            _conversations(saver, threads=30, turns=8, size=2000)
+            accounted = scope.budget.used
+            costs = {name: cache.cost for name, cache in _caches(scope).items()}
+            gc.collect()
+            before = tracemalloc.get_traced_memory()[0]
+            scope.release()
+            gc.collect()
+            freed = before - tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert accounted > 0 and scope.budget.used == 0
+    assert accounted / 2 <= freed <= 2 * accounted, (freed, accounted, costs)
