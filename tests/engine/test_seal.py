@@ -225,3 +225,25 @@ def test_the_scope_sealer_encodes_exactly_as_seal() -> None:
     assert Sealer("ns", "agent").seal("writes", digest, *parts) == seal(
         digest, "writes", "ns", "agent", *parts
     )
+
+
+def test_retraining_compacting_copying_and_pruning_keep_the_file_sound(tmp_path: Path) -> None:
+    """Every path that deletes and inserts rows again (dictionary retraining, compact,
+    copy_thread, prune, delete_thread, a replaced special write) keeps the seals, the
+    heads and the pending censuses exact."""
+    path = _upgraded(tmp_path)
+    with Saver.from_conn_string(str(path)) as saver:
+        head = saver.get_tuple(ALPHA)
+        assert head is not None
+        saver.put_writes(head.config, [("__error__", "third time")], "task-err")
+        saver.copy_thread("alpha", "gamma")
+        saver.db.content.compact()
+        assert verify(saver.db).sound
+        saver.prune(["gamma"])
+        saver.delete_thread("beta")
+        report = verify(saver.db)
+        assert report.sound, [str(p) for p in report.problems]
+        copied = saver.get_tuple({"configurable": {"thread_id": "gamma"}})
+        assert copied is not None and copied.checkpoint == head.checkpoint
+        assert [w[2] for w in copied.pending_writes if w[1] == "__error__"] == ["third time"]
+        assert len(list(saver.list({"configurable": {"thread_id": "alpha"}}))) == 13
