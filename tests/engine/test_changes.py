@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from threadloom.engine.checkpoints import CheckpointStore
-from threadloom.engine.file import File
-from threadloom.engine.scope import Changes, thread_seqs
+from threadloom.engine.file import Changes, File
+from threadloom.engine.scope import thread_seqs
 from threadloom.protocol import BLOBS
 
 

@@ -436,3 +436,28 @@ def _close_all() -> None:
     for opened in list(_open_files):
         with contextlib.suppress(Exception):
             opened._close()
+
+
+class Changes:
+    """Tells in O(1) whether anything was committed to a file since the last look (serve).
+
+    `PRAGMA data_version` on a connection of its own that never writes nor holds a
+    transaction: SQLite changes the value whenever another connection (of this process,
+    through the pool, or of another process) commits. Close it before the file.
+    """
+
+    def __init__(self, file: File) -> None:
+        # Its own connection, outside the pool: the value is per connection, and a pooled
+        # one would not see the commits made through it.
+        self._conn: apsw.Connection | None = file._open()
+
+    def version(self) -> int:
+        """The file's data version as this watcher sees it (changes on every commit)."""
+        if self._conn is None:
+            raise EngineError("the change watcher is closed")
+        return int(fetchall(self._conn, "PRAGMA data_version")[0][0])
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
