@@ -23,6 +23,7 @@ import apsw
 from tests.integrity._damage import (
     IDENTICAL,
     RAISED_OTHER,
+    UNREACHABLE,
     WRONG,
     Original,
     Outcome,
@@ -334,7 +335,7 @@ def failures(result: Result) -> list[str]:
     """Every promise of the issue this result breaks (empty when it keeps them all)."""
     outcome, verdict = result.outcome, result.verdict
     found = []
-    if outcome.kind in (WRONG, RAISED_OTHER):
+    if outcome.kind in (WRONG, RAISED_OTHER, UNREACHABLE):
         found.append(f"read {outcome}")
     if verdict.traceback:
         found.append(f"verify printed a traceback: {verdict.stderr[-600:]}")

@@ -214,10 +214,9 @@ def reads(saver: Saver, scope: Scope, inv: Inventory) -> Iterator[tuple[str, Cal
 
 
 RAISED, RAISED_OTHER, WRONG, IDENTICAL = "raised", "raised-other", "wrong", "identical"
-#: A whole thread (or scope) reads as absent: its `threads` or `scopes` row, or their
-#: unique index, was damaged, so its name leads nowhere. docs/FORMAT.md: reads cannot
-#: tell this from a thread never written without scanning every thread; `verify` must
-#: report it (its rows' seals name another identity, integrity_check the index).
+#: A whole thread (or scope) reads as absent: its name leads nowhere. Format 4 checks a
+#: scope's threads against its census the first time a scope meets a missing thread, so
+#: on a file damaged at rest this is a failure like `wrong` (kept apart to be counted).
 UNREACHABLE = "unreachable"
 #: Only filtered lists differ: `list(filter=...)` decides on the `checkpoint_keys` rows
 #: in SQL and trusts them as SQLite's own indexes are trusted (docs/FORMAT.md, format

@@ -4,10 +4,10 @@ Each case damages a copy of one fixture file (built once per session) and holds 
 issue's promises: every public read either returns what the original returned or raises
 a ThreadloomError (never another exception, never a different or missing answer), verify
 never prints a traceback, and verify exits 3 whenever a read differs or raises (a copy
-whose reads are identical may get 0 or 3). Two outcomes short of that are named, counted
-by bench/damage_report.py, and allowed only when verify exits 3: a whole thread or scope
-whose name leads nowhere (`unreachable`), and a filtered list that differs because the
-metadata key rows it decides on were damaged (`filter-index`); docs/FORMAT.md says why.
+whose reads are identical may get 0 or 3). One outcome short of that is named, counted
+by bench/damage_report.py, and allowed only when verify exits 3: a filtered list that
+differs because the metadata key rows it decides on were damaged (`filter-index`);
+docs/FORMAT.md says why.
 The counts below keep the whole suite under ~90 s on two cores (see
 bench/damage_report.py for the same cases as a table).
 """

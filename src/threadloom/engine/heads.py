@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import apsw
 
-from threadloom.engine.seal import EMPTY, census, mix
+from threadloom.engine.seal import EMPTY, census, identity, mix
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import CheckpointRow
 from threadloom.errors import CorruptionError
@@ -111,6 +111,63 @@ def check_pending(rows: Sequence[CheckpointRow], found: Mapping[int, Sequence[by
                 "recorded (or other ones); a write was moved or hidden by damage (run "
                 "`threadloom verify`) - restore the file from a backup"
             )
+
+
+def damaged_scopes(conn: apsw.Connection) -> list[str]:
+    """What is wrong with the scope rows (each row's seal binds its id, namespace and
+    agent id) and their thread censuses (count and census of each scope's threads)."""
+    found: list[str] = []
+    scopes = fetchall(
+        conn, "SELECT id, namespace, agent_id, seal, threads, census FROM scopes NOT INDEXED"
+    )
+    for ident, namespace, agent_id, stored, _, _ in scopes:
+        parts = (ident, namespace, agent_id)
+        if not all(isinstance(p, (str, int)) for p in parts) or bytes(stored) != identity(
+            "scope", *parts
+        ):
+            found.append(f"scope row {ident} ({namespace!r}/{agent_id!r}) fails its seal")
+    for ident, namespace, agent_id, _, count, stored in scopes:
+        what = _threads_differ(conn, ident, count, stored)
+        if what:
+            found.append(f"scope {namespace}/{agent_id}: {what}")
+    return found
+
+
+def check_scopes(conn: apsw.Connection) -> None:
+    """Raise unless every scope row's seal holds (when a scope is opened)."""
+    for ident, namespace, agent_id, stored in fetchall(
+        conn, "SELECT id, namespace, agent_id, seal FROM scopes NOT INDEXED"
+    ):
+        parts = (ident, namespace, agent_id)
+        if not all(isinstance(p, (str, int)) for p in parts) or bytes(stored) != identity(
+            "scope", *parts
+        ):
+            raise CorruptionError(
+                f"scope row {ident} ({namespace!r}/{agent_id!r}) is damaged (its seal does not "
+                "hold); run `threadloom verify` and restore the file from a backup"
+            )
+
+
+def check_threads(conn: apsw.Connection, scope: int, name: str) -> None:
+    """Raise unless the threads of `scope` are those its count and census record."""
+    rows = fetchall(conn, "SELECT threads, census FROM scopes NOT INDEXED WHERE id = ?", (scope,))
+    if not rows:
+        raise CorruptionError(f"scope {name} has no row; restore the file from a backup")
+    what = _threads_differ(conn, scope, *rows[0])
+    if what:
+        raise CorruptionError(
+            f"scope {name}: {what}; a thread was renamed or moved by damage (run "
+            "`threadloom verify`) - restore the file from a backup"
+        )
+
+
+def _threads_differ(conn: apsw.Connection, scope: int, count: int, stored: bytes) -> str | None:
+    rows = fetchall(conn, "SELECT id, thread_id FROM threads WHERE scope = ?", (scope,))
+    if not all(isinstance(t, str) for _, t in rows):
+        return "a thread row holds a thread id that is not text"
+    if len(rows) == count and census(("thread", *row) for row in rows) == bytes(stored):
+        return None
+    return f"{len(rows)} threads found, {count} recorded (or other ones)"
 
 
 def mismatches(conn: apsw.Connection) -> Sequence[tuple[Any, ...]]:

@@ -84,6 +84,7 @@ class Reader:
             found = fetchall(conn, sql, args)
             if not found:
                 heads.check_absent(conn, self.scope.id, thread_id, ns, checkpoint_id)
+                self.scope.check_threads(conn)
                 return None
             if checkpoint_id:
                 row = CheckpointRow(*found[0])
@@ -165,6 +166,7 @@ class Reader:
                     heads.check_listed(
                         conn, self.scope.id, conf.get("thread_id"), conf.get("checkpoint_ns")
                     )
+                    self.scope.check_threads(conn)
                 return
             size = min(size * 2, PAGE)
             if remaining is not None:

@@ -263,6 +263,33 @@ CREATE TRIGGER pending_delete AFTER DELETE ON writes BEGIN
             AND checkpoint_id = old.checkpoint_id;
 END;
 
+ALTER TABLE scopes ADD COLUMN seal BLOB NOT NULL DEFAULT x'00000000000000000000000000000000';
+ALTER TABLE scopes ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE scopes ADD COLUMN census BLOB NOT NULL
+    DEFAULT x'00000000000000000000000000000000';
+UPDATE scopes SET seal = tl_seal(zeroblob(16), 'scope', id, namespace, agent_id),
+    threads = (SELECT count(*) FROM threads t WHERE t.scope = scopes.id),
+    census = coalesce((SELECT tl_census('thread', t.id, t.thread_id) FROM threads t
+        WHERE t.scope = scopes.id), zeroblob(16));
+
+CREATE TRIGGER scopes_sealed AFTER INSERT ON scopes BEGIN
+    UPDATE scopes
+        SET seal = tl_seal(zeroblob(16), 'scope', new.id, new.namespace, new.agent_id)
+        WHERE id = new.id;
+END;
+
+CREATE TRIGGER threads_insert AFTER INSERT ON threads BEGIN
+    UPDATE scopes SET threads = threads + 1,
+            census = tl_seal(census, 'thread', new.id, new.thread_id)
+        WHERE id = new.scope;
+END;
+
+CREATE TRIGGER threads_delete AFTER DELETE ON threads BEGIN
+    UPDATE scopes SET threads = threads - 1,
+            census = tl_seal(census, 'thread', old.id, old.thread_id)
+        WHERE id = old.scope;
+END;
+
 CREATE TRIGGER pending_counted AFTER INSERT ON checkpoints
     WHEN EXISTS (SELECT 1 FROM writes w WHERE w.thread = new.thread
         AND w.checkpoint_ns = new.checkpoint_ns AND w.checkpoint_id = new.checkpoint_id)
@@ -295,6 +322,13 @@ holds and the XOR of their sealed digests (which bind each write's identity), ke
 triggers on `writes` (and on a checkpoint inserted after its writes); every read of a
 checkpoint's pending writes checks them against it, so a write moved to another
 checkpoint or hidden by damage raises instead of changing the checkpoint's tuple.
+
+`scopes.seal`, `scopes.threads`, `scopes.census`: each scope row's own identity digest
+(its id, namespace and agent id), and the count and census of its threads (their row
+ids and thread ids), kept by triggers on `scopes` and `threads`. A scope is opened only
+if every scope row's seal holds; the first time a scope meets a thread it does not hold
+(a read that finds nothing, a complete list, a new thread), it checks its threads
+against the census once, so a thread renamed or moved away by damage raises.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import apsw
 
 from threadloom.core.lru import Budget, Lru, MiB, process_budget
+from threadloom.engine import heads
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
 from threadloom.engine.file import File
 from threadloom.engine.seal import Sealer
@@ -113,6 +114,8 @@ class Scope:
             THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
         )
         self._epoch = 0
+        #: The threads were checked against the scope's census (once per scope object).
+        self._threads_checked = False
         #: The scope's row id; None in a read-only file that never held this scope.
         self.id: int | None = None
         if file.readonly:
@@ -131,7 +134,9 @@ class Scope:
 
     def _find(self, conn: apsw.Connection) -> int | None:
         # A file holds a handful of scopes: scanning them keeps a damaged unique index
-        # from hiding one (the insert beside it would then make a second, empty scope).
+        # from hiding one (the insert beside it would then make a second, empty scope),
+        # and every scope row's seal is checked first.
+        heads.check_scopes(conn)
         rows = fetchall(
             conn,
             "SELECT id FROM scopes NOT INDEXED WHERE namespace = ? AND agent_id = ?",
@@ -150,8 +155,17 @@ class Scope:
         )
         return rows[0][0] if rows else None
 
+    def check_threads(self, conn: apsw.Connection) -> None:
+        """Once per scope object, before answering that a thread does not exist (or
+        creating it): check the scope's threads against its census (`heads.py`)."""
+        if self._threads_checked or self.id is None:
+            return
+        heads.check_threads(conn, self.id, f"{self.namespace}/{self.agent_id}")
+        self._threads_checked = True
+
     def ensure_thread(self, conn: apsw.Connection, thread_id: str, now: float) -> int:
         """The row id of `thread_id`, created if needed (inside a write)."""
+        self.check_threads(conn)
         conn.execute(
             "INSERT INTO threads(scope, thread_id, created_at, updated_at) VALUES(?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",

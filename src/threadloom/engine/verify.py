@@ -5,7 +5,8 @@ Checks, in order (`--quick` runs those marked q):
 1. `sqlite` (q): SQLite's own structure, `PRAGMA integrity_check` (`quick_check` when
    quick): every b-tree page, every index entry against its row, free lists.
 2. `owners` (q): every body row belongs to a thread of the file, every thread to a
-   scope, every metadata key row to a checkpoint; no row is newer than its thread's
+   scope, every scope row's seal holds and its threads are those its census records,
+   every metadata key row belongs to a checkpoint; no row is newer than its thread's
    put counter (`threads.seq`).
 3. `heads` (q): every namespace's head row (newest id, count, census of its ids) is what
    its checkpoints say (`heads.py`): a checkpoint hidden from reads, or a thread whose
@@ -180,6 +181,8 @@ def _owners(db: File, conn: apsw.Connection, report: Report) -> None:
                 thread=str(thread_id),
             )
         )
+    for what in heads.damaged_scopes(conn):
+        report.add(Problem("owners", what))
     orphans = fetchall(
         conn,
         "SELECT count(*) FROM checkpoint_keys k WHERE NOT EXISTS "
