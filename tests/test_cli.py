@@ -43,3 +43,33 @@ def test_compact_leaves_no_side_files(tmp_path: Path) -> None:
         pass
     assert main(["compact", "--db", str(path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.db"]
+
+
+def test_verify_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """0 sound (with the JSON shape docs/cli.md gives), 3 for a truncated file SQLite
+    cannot open, 1 for another application's database."""
+    import json
+    import sqlite3
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from threadloom import Saver
+
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        saver.put(config, empty_checkpoint(), {"step": 0}, {})
+    assert main(["verify", "--db", str(path), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["sound"] and report["problems"] == [] and report["threads"] == 1
+    assert report["checks"] == ["sqlite", "owners", "heads", "rows", "blocks"]
+    assert main(["verify", "--db", str(path), "--quick"]) == 0
+    assert "sound" in capsys.readouterr().out
+    truncated = tmp_path / "truncated.db"
+    truncated.write_bytes(path.read_bytes()[:5000])
+    assert main(["verify", "--db", str(truncated)]) == 3
+    assert "problem: [sqlite] the file cannot be opened" in capsys.readouterr().out
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).execute("CREATE TABLE notes(x)").connection.commit()
+    assert main(["verify", "--db", str(other)]) == 1
+    assert capsys.readouterr().err.startswith("error: ")

@@ -254,3 +254,29 @@ def test_retraining_compacting_copying_and_pruning_keep_the_file_sound(tmp_path:
         assert copied is not None and copied.checkpoint == head.checkpoint
         assert [w[2] for w in copied.pending_writes if w[1] == "__error__"] == ["third time"]
         assert len(list(saver.list({"configurable": {"thread_id": "alpha"}}))) == 13
+
+
+def test_a_metadata_key_row_changed_to_match_a_filter_raises(tmp_path: Path) -> None:
+    """A key row damaged so that a checkpoint matches a filter it does not match raises
+    (the metadata is decoded for the tuple anyway); one damaged so that it no longer
+    matches is what filtered lists trust, and verify reports it."""
+    path = _upgraded(tmp_path)
+    with Saver.from_conn_string(str(path)) as saver:
+        head = saver.get_tuple(ALPHA)
+        assert head is not None
+        saver.put(
+            head.config,
+            {**head.checkpoint, "id": "1f0d0000-0000-6000-8000-00000000abcd"},
+            {"source": "loop", "step": 99, "user": "ada"},
+            {},
+        )
+    conn = apsw.Connection(str(path))
+    conn.execute(
+        "UPDATE checkpoint_keys SET value = 'bob' WHERE key = 'user' AND checkpoint = "
+        "(SELECT id FROM checkpoints WHERE checkpoint_id = '1f0d0000-0000-6000-8000-00000000abcd')"
+    )
+    conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        with pytest.raises(CorruptionError, match="matched filter"):
+            list(saver.list(None, filter={"user": "bob"}))
+        assert {p.check for p in verify(saver.db).problems} == {"keys"}

@@ -155,6 +155,14 @@ class Reader:
                     rows = [r for r in rows if self._matches(conn, r, wanted, decided)]
                 loaded = self.load(conn, rows) if rows else []
             for item in loaded:
+                if wanted and not all(item.tuple.metadata.get(k) == v for k, v in wanted.items()):
+                    # SQL matched on a key row the metadata does not hold: damage.
+                    raise CorruptionError(
+                        f"checkpoint {item.data['checkpoint_id']} of thread "
+                        f"{item.data['thread_id']!r} matched filter {wanted!r} by its metadata "
+                        "key rows, but its metadata differs; the file is damaged (run "
+                        "`threadloom verify`) - restore it from a backup"
+                    )
                 yield item.tuple
                 if remaining is not None:
                     remaining -= 1

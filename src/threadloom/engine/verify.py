@@ -296,11 +296,11 @@ def _decoded(
     where: dict[str, str],
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any] | None]]:
     """Each row of `thread` in `table` by column name, with its body (None if damaged)."""
+    names = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
     cursor = conn.execute(
         f"SELECT x.*, {described.unsealed('x')} FROM {table} x{LEFT_OWNERS} WHERE x.thread = ?",
         (thread,),
     )
-    names = [d[0] for d in cursor.getdescription()][:-1]
     for *values, digest in cursor:
         row = dict(zip(names, values, strict=True))
         try:
