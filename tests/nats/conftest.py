@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from tests.nats._peers import (
     run_document_service,
     run_nats_server,
 )
+from threadloom.engine.file import File
 
 
 @pytest.fixture(scope="session")
@@ -59,3 +61,13 @@ def sdk_runner(naas_env: NaasEnv) -> NaasScriptRunner:
 def document_namespace() -> str:
     """A namespace no other test uses, for isolation on the shared document service."""
     return f"threadloom-test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[File]:
+    """A private threadloom file for the in-process service tests."""
+    opened = File(tmp_path / "served.db")
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +18,6 @@ from threadloom.nats.codes import ServiceError
 from threadloom.nats.serve import FileDocumentService
 from threadloom.protocol import BLOBS
 from threadloom.protocol.refs import key_of
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[File]:
-    opened = File(tmp_path / "served.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def service(db: File, *specs: str) -> FileDocumentService:

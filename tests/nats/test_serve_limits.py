@@ -19,15 +19,6 @@ from threadloom.protocol.refs import key_of
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[File]:
-    opened = File(tmp_path / "served.db")
-    try:
-        yield opened
-    finally:
-        opened.close()
-
-
-@pytest.fixture
 def served(db: File) -> Iterator[FileDocumentService]:
     found = FileDocumentService(db, SECRET)
     try:
