@@ -121,10 +121,7 @@ def damaged_scopes(conn: apsw.Connection) -> list[str]:
         conn, "SELECT id, namespace, agent_id, seal, threads, census FROM scopes NOT INDEXED"
     )
     for ident, namespace, agent_id, stored, _, _ in scopes:
-        parts = (ident, namespace, agent_id)
-        if not all(isinstance(p, (str, int)) for p in parts) or bytes(stored) != identity(
-            "scope", *parts
-        ):
+        if not _sealed(ident, namespace, agent_id, stored):
             found.append(f"scope row {ident} ({namespace!r}/{agent_id!r}) fails its seal")
     for ident, namespace, agent_id, _, count, stored in scopes:
         what = _threads_differ(conn, ident, count, stored)
@@ -138,14 +135,19 @@ def check_scopes(conn: apsw.Connection) -> None:
     for ident, namespace, agent_id, stored in fetchall(
         conn, "SELECT id, namespace, agent_id, seal FROM scopes NOT INDEXED"
     ):
-        parts = (ident, namespace, agent_id)
-        if not all(isinstance(p, (str, int)) for p in parts) or bytes(stored) != identity(
-            "scope", *parts
-        ):
+        if not _sealed(ident, namespace, agent_id, stored):
             raise CorruptionError(
                 f"scope row {ident} ({namespace!r}/{agent_id!r}) is damaged (its seal does not "
                 "hold); run `threadloom verify` and restore the file from a backup"
             )
+
+
+def _sealed(ident: Any, namespace: Any, agent_id: Any, stored: Any) -> bool:
+    """Whether a scope row's seal holds (a damaged column may hold any type)."""
+    parts = (ident, namespace, agent_id)
+    if not all(isinstance(p, (str, int)) for p in parts) or not isinstance(stored, bytes):
+        return False
+    return stored == identity("scope", *parts)
 
 
 def check_threads(conn: apsw.Connection, scope: int, name: str) -> None:

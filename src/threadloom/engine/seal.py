@@ -43,16 +43,7 @@ def identity(*parts: str | int | None) -> bytes:
     """The digest of a row's identity. Each part is typed, and text is length-prefixed,
     so no two different lists of parts encode alike: `s<length>:<text>`, `i<int>` or
     `n` (None), joined by U+001F."""
-    encoded = "\x1f".join(
-        [
-            f"s{len(part)}:{part}"
-            if type(part) is str
-            else "n"
-            if part is None
-            else f"i{_integer(part)}"
-            for part in parts
-        ]
-    )
+    encoded = "\x1f".join([_part(part) for part in parts])
     return blake3.blake3(encoded.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
 
 
@@ -78,8 +69,7 @@ class Sealer:
             raise ValueError(f"cannot seal a {table} row with a {len(digest)}-byte digest")
         text = prefix + "\x1f".join([_part(part) for part in parts])
         bound = blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
-        mixed = int.from_bytes(digest, "big") ^ int.from_bytes(bound, "big")
-        return mixed.to_bytes(DIGEST_SIZE, "big")
+        return xor(digest, bound)
 
 
 def _integer(part: object) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
-from threadloom.engine.seal import SQL_FUNCTION, seal
+from threadloom.engine.seal import SQL_FUNCTION
 from threadloom.protocol import (
     BLOBS,
     CHECKPOINTS,
@@ -47,19 +47,6 @@ class BodyTable:
     identity: tuple[str, ...]
     naming: str
     sealed: tuple[str, ...]
-
-    def seal(
-        self,
-        digest: bytes,
-        namespace: str,
-        agent_id: str,
-        thread_id: str,
-        *columns: str | int | None,
-    ) -> bytes:
-        """The digest to store for a row: `digest` bound to the row's identity."""
-        if len(columns) != len(self.sealed):
-            raise ValueError(f"{self.name} rows seal {self.sealed}, got {len(columns)} columns")
-        return seal(digest, self.name, namespace, agent_id, thread_id, *columns)
 
     def unsealed(
         self,
