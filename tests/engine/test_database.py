@@ -9,6 +9,7 @@ from pathlib import Path
 import apsw
 import pytest
 
+from threadloom.engine import seal
 from threadloom.engine.file import File as Database
 from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.errors import EngineError, FormatError
@@ -29,6 +30,7 @@ def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
     for start in range(len(MIGRATIONS)):
         path = db_path.with_name(f"v{start}.db")
         raw = apsw.Connection(str(path))
+        with_seal_functions(raw)  # format 4 re-seals rows through them
         for step in MIGRATIONS[:start]:
             raw.execute(step)
         raw.execute(f"PRAGMA user_version={start}")
@@ -40,6 +42,13 @@ def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
             tables = {r[0] for r in conn.execute(query)}
         assert {"meta", "scopes", "threads", "checkpoints", "writes", "vals"} <= tables
         db.close()
+
+
+def with_seal_functions(conn: apsw.Connection) -> None:
+    conn.create_scalar_function(seal.SQL_FUNCTION, seal.sql_seal, -1, deterministic=True)
+    conn.create_scalar_function(seal.SQL_XOR, seal.sql_xor, 2, deterministic=True)
+    conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
+    conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
 
 
 def test_newer_format_is_refused(db_path: Path) -> None:

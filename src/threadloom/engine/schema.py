@@ -331,7 +331,96 @@ if every scope row's seal holds; the first time a scope meets a thread it does n
 against the census once, so a thread renamed or moved away by damage raises.
 """
 
+FORMAT_5: Final = """
+CREATE TABLE store_namespaces(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    depth INTEGER NOT NULL,
+    items INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE TABLE store_items(
+    id INTEGER PRIMARY KEY,
+    ns INTEGER NOT NULL REFERENCES store_namespaces(id),
+    key TEXT NOT NULL,
+    body BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0,
+    size INTEGER NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    ttl REAL,
+    partial INTEGER NOT NULL DEFAULT 0,
+    terms INTEGER,
+    UNIQUE(ns, key)
+) STRICT;
+CREATE INDEX store_items_updated ON store_items(updated_at, id);
+CREATE INDEX store_items_expiry ON store_items(expires_at) WHERE expires_at IS NOT NULL;
+
+CREATE TABLE store_fields(
+    path TEXT NOT NULL,
+    value BLOB NOT NULL,
+    item INTEGER NOT NULL REFERENCES store_items(id) ON DELETE CASCADE,
+    PRIMARY KEY(path, value, item)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX store_fields_item ON store_fields(item);
+
+CREATE VIRTUAL TABLE store_text USING fts5(
+    text, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
+);
+
+CREATE TABLE store_lists(
+    id INTEGER PRIMARY KEY,
+    centroid BLOB NOT NULL,
+    size INTEGER NOT NULL DEFAULT 0
+) STRICT;
+
+CREATE TABLE store_vectors(
+    id INTEGER PRIMARY KEY,
+    item INTEGER NOT NULL REFERENCES store_items(id) ON DELETE CASCADE,
+    field TEXT NOT NULL,
+    list INTEGER NOT NULL,
+    vector BLOB NOT NULL,
+    UNIQUE(item, field)
+) STRICT;
+CREATE INDEX store_vectors_list ON store_vectors(list);
+
+CREATE TRIGGER store_items_insert AFTER INSERT ON store_items BEGIN
+    UPDATE store_namespaces SET items = items + 1 WHERE id = new.ns;
+END;
+
+CREATE TRIGGER store_items_delete AFTER DELETE ON store_items BEGIN
+    UPDATE store_namespaces SET items = items - 1 WHERE id = old.ns;
+    DELETE FROM store_text WHERE rowid = old.id;
+    DELETE FROM store_namespaces WHERE id = old.ns AND items <= 0;
+END;
+"""
+"""Format 5: long-term memory (a LangGraph Store) in the same file (engine/items.py).
+
+`store_namespaces`: one row per namespace holding items, named by its labels joined
+with `.` (a label never holds one), so a prefix is a range of names; `items` counts its
+items (triggers), and the row goes with its last item.
+
+`store_items`: one row per item. The value is JSON text encoded as a body by the content
+store (inline and compressed, or shared blocks from 4 KiB), sealed like every body row:
+`digest` = blake3(JSON)[:16] XOR blake3('store_items', namespace name, '', key)[:16].
+Times are integer microseconds since the epoch (UTC); `expires_at`/`ttl` (minutes) are
+NULL without a TTL. `partial` = 1 when the filter index below does not hold every field
+of the value (too many), so filters re-check the value; `terms` = how many distinct
+tokens the item's text index holds (the text score's denominator).
+
+`store_fields`: the filter index, one row per field of the value reachable through
+objects only (`path` = the keys joined with `.`), `value` its order-preserving typed key
+(engine/fieldkeys.py); deleted with their item.
+
+`store_text`: FTS5, contentless, rowid = item id, over the item's indexed text.
+
+`store_lists`, `store_vectors`: the vector index (engine/vectors.py), one float32 vector
+per indexed field of an item, each in the inverted list of its nearest centroid.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
-MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4]
+MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

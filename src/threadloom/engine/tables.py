@@ -30,6 +30,11 @@ from threadloom.protocol import (
     WRITES_V1,
 )
 
+#: Thread and scope of a body row `x` (the identity its seal is checked against).
+OWNERS: Final = " JOIN threads t ON t.id = x.thread JOIN scopes s ON s.id = t.scope"
+#: The same, keeping rows whose thread or scope is missing (their seal then fails).
+LEFT_OWNERS: Final = " LEFT JOIN threads t ON t.id = x.thread LEFT JOIN scopes s ON s.id = t.scope"
+
 
 @dataclass(frozen=True)
 class BodyTable:
@@ -41,18 +46,27 @@ class BodyTable:
         naming: how an error names a row, formatted with the row's columns by name.
         sealed: the columns bound into the row's seal, in order (after the table name,
             the scope's namespace and agent id and the thread id).
+        owners: SQL joining a row `x` to what its seal binds beyond its own columns,
+            keeping rows whose owner is missing (their seal then fails).
+        scope: SQL for the seal's two scope parts, over `owners`.
+        thread: SQL for the seal's thread part, over `owners`.
+        threaded: rows belong to a thread (`x.thread`); the store's items do not.
     """
 
     name: str
     identity: tuple[str, ...]
     naming: str
     sealed: tuple[str, ...]
+    owners: str = LEFT_OWNERS
+    scope: str = "s.namespace, s.agent_id"
+    thread: str = "t.thread_id"
+    threaded: bool = True
 
     def unsealed(
         self,
         alias: str,
-        scope: str = "s.namespace, s.agent_id",
-        thread: str = "t.thread_id",
+        scope: str | None = None,
+        thread: str | None = None,
         digest: str | None = None,
     ) -> str:
         """SQL for the row's body digest: its stored digest with the identity removed.
@@ -64,6 +78,8 @@ class BodyTable:
         """
         columns = "".join(f", {alias}.{column}" for column in self.sealed)
         source = digest or f"{alias}.digest"
+        scope = self.scope if scope is None else scope
+        thread = self.thread if thread is None else thread
         return f"{SQL_FUNCTION}({source}, '{self.name}', {scope}, {thread}{columns})"
 
     def rebound(self, alias: str, scope: str, old_thread: str, new_thread: str) -> str:
@@ -102,6 +118,19 @@ WRITE_ROWS = register(
         ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
         "pending write {task_id}/{idx}",
         ("checkpoint_ns", "checkpoint_id", "task_id", "idx", "task_path", "channel", "schema"),
+    )
+)
+#: Long-term memory items (engine/items.py): sealed to their namespace's name and key.
+STORE_ITEMS = register(
+    BodyTable(
+        "store_items",
+        ("ns", "key"),
+        "store item {key}",
+        (),
+        owners=" LEFT JOIN store_namespaces n ON n.id = x.ns",
+        scope="n.name, ''",
+        thread="x.key",
+        threaded=False,
     )
 )
 
@@ -158,11 +187,6 @@ class CheckpointRow(NamedTuple):
     writes: int
     census: bytes
 
-
-#: Thread and scope of a body row `x` (the identity its seal is checked against).
-OWNERS: Final = " JOIN threads t ON t.id = x.thread JOIN scopes s ON s.id = t.scope"
-#: The same, keeping rows whose thread or scope is missing (their seal then fails).
-LEFT_OWNERS: Final = " LEFT JOIN threads t ON t.id = x.thread LEFT JOIN scopes s ON s.id = t.scope"
 
 #: The columns of a `CheckpointRow` (`c` = checkpoints, `t` = threads).
 CHECKPOINT_COLUMNS: Final = (

@@ -23,7 +23,6 @@ from threadloom.engine.blocks import (
 )
 from threadloom.engine.codec import Dictionary, check, digest, frame_block, unframe
 from threadloom.engine.sql import fetchall
-from threadloom.engine.tables import LEFT_OWNERS
 
 
 class Training(BlockStore):
@@ -117,7 +116,7 @@ class Training(BlockStore):
             # rows go back densely.
             rows = fetchall(
                 conn,
-                f"SELECT x.*, {described.unsealed('x')} FROM {table} x{LEFT_OWNERS} "
+                f"SELECT x.*, {described.unsealed('x')} FROM {table} x{described.owners} "
                 "WHERE x.blocks = 0",
             )
             chunked: list[Packed] = []

@@ -139,6 +139,10 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _threaded(db: File) -> dict[str, BodyTable]:
+    return {name: table for name, table in db.body_tables.items() if table.threaded}
+
+
 def _structure(conn: apsw.Connection, report: Report, quick: bool) -> None:
     pragma = "quick_check" if quick else "integrity_check"
     for (line,) in fetchall(conn, f"PRAGMA {pragma}({MOST})"):
@@ -147,7 +151,7 @@ def _structure(conn: apsw.Connection, report: Report, quick: bool) -> None:
 
 
 def _owners(db: File, conn: apsw.Connection, report: Report) -> None:
-    for table in db.body_tables:
+    for table in _threaded(db):
         for thread, count in conn.execute(
             f"SELECT x.thread, count(*) FROM {table} x WHERE NOT EXISTS "
             "(SELECT 1 FROM threads t WHERE t.id = x.thread) GROUP BY x.thread"
@@ -209,7 +213,7 @@ def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
         where = {"scope": f"{namespace}/{agent_id}", "thread": str(thread_id)}
         stored: set[str] = set()
         wanted: list[tuple[str, str | None, str]] = []  # (ref, checkpoint, by whom)
-        for table, described in db.body_tables.items():
+        for table, described in _threaded(db).items():
             for row, data in _decoded(db, conn, table, described, thread, report, where):
                 report.rows += 1
                 if data is None:
