@@ -236,6 +236,8 @@ class _StoreBase:
     # -- running a batch (one transaction) -------------------------------------------------
 
     def _run(self, prepared: _Prepared) -> list[Result]:
+        if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
+            return [self._get(prepared.ops[0])]
         now = now_us()
         live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
         reads = [op for op in prepared.ops if not isinstance(op, PutOp)]
@@ -262,6 +264,19 @@ class _StoreBase:
         self.items.after_write()
         del reads
         return results
+
+    def _get(self, op: GetOp) -> Item | None:
+        """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
+        now = now_us()
+        live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        with self.file.connection() as conn:
+            stored = self.items.get(conn, op.namespace, op.key, live_at)
+        if stored is None:
+            return None
+        if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
+            with self.file.write() as conn:
+                self.items.refresh(conn, [stored.id], now)
+        return _item(stored)
 
     def _read(
         self,
@@ -437,6 +452,20 @@ class Store(_StoreBase, BaseStore):
             yield store
         finally:
             store.close()
+
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """`BaseStore.get`, without a batch around the one statement it runs."""
+        if refresh_ttl is None:
+            refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
+        op = GetOp(namespace, str(key), bool(refresh_ttl))
+        _validate(op)
+        return self._get(op)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = self._prepare(ops)

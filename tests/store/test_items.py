@@ -171,3 +171,18 @@ def test_a_damaged_item_raises_and_verify_names_it(tmp_path: Path) -> None:
         problems = [p.detail for p in report.problems if p.check == "store"]
         assert any("store item u/c" in p for p in problems)
         assert any("filter index" in p for p in problems)
+
+
+def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) -> None:
+    """Retraining re-encodes item bodies in place: filter rows, text rows and namespaces
+    hang on the item rows and must survive (a delete and re-insert would drop them)."""
+    for i in range(300):
+        store.put(("u", str(i % 3)), f"k{i}", {"text": f"note {i} about tea", "i": i})
+    store.file.content.train(force=True)
+    assert store.file.content.current is not None
+    assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=500)) == 100
+    assert store.search(("u",), query="note 7 about tea", limit=1)[0].key == "k7"
+    assert store.list_namespaces() == [("u", "0"), ("u", "1"), ("u", "2")]
+    item = store.get(("u", "1"), "k1")
+    assert item is not None and item.value == {"text": "note 1 about tea", "i": 1}
+    assert verify(store.file).sound
