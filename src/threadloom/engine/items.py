@@ -29,6 +29,7 @@ from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.tables import STORE_ITEMS
 from threadloom.engine.text import TOKENIZER
 from threadloom.errors import EngineError
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from threadloom.engine.vectors import VectorIndex
@@ -308,6 +309,8 @@ class Items:
         if self.vectors is not None:
             self.vectors.remove(conn, items)
         conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
+        # Blocks released a grace period ago (by this or earlier deletes) go now.
+        self.file.content.sweep(conn, RETENTION_GRACE_SECONDS)
 
     def purge(self, prefix: Sequence[str]) -> int:
         """Delete every item under `prefix` in one transaction; return how many."""
