@@ -425,7 +425,7 @@ class OwnerStore(BaseStore):
         return deleted
 
     def erase(self) -> int:
-        """Delete everything under the owner's root; return how many items (see `purge`).
+        """Erase everything under the owner's root; return how many items (see `purge`).
 
         Example:
             >>> from langgraph.store.memory import InMemoryStore
