@@ -347,3 +347,13 @@ def test_errors_share_the_root() -> None:
     assert issubclass(memories.OutsideOwnerError, ThreadloomError)
     assert issubclass(memories.OutsideOwnerError, InvalidNamespaceError)
     assert issubclass(memories.OutsideOwnerError, ValueError)
+
+
+def test_the_package_exports_the_helpers() -> None:
+    """`threadloom.OwnerStore`, `memory_key` and the profile helpers are the memories ones."""
+    import threadloom
+
+    for name in ("OwnerStore", "OutsideOwnerError", "memory_key", "merge_profile"):
+        assert getattr(threadloom, name) is getattr(memories, name) and name in dir(threadloom)
+    assert threadloom.update_profile is update_profile
+    assert threadloom.aupdate_profile is aupdate_profile
