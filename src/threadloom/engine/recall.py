@@ -25,15 +25,17 @@ EXACT_UP_TO: Final = 2048
 
 _FROM: Final = " FROM store_items x JOIN store_namespaces n ON n.id = x.ns"
 _NEWEST: Final = "x.updated_at DESC, x.id DESC"
+_PATH: Final = "(SELECT id FROM store_paths WHERE path = ?)"
 
 
 def _condition(c: Condition) -> tuple[str, list[Any]]:
-    inside = "x.id IN (SELECT item FROM store_fields WHERE path = ? AND value >= ? AND value < ?)"
-    args: list[Any] = [c.path, c.low, c.high]
+    ranges = " OR ".join("(value >= ? AND value < ?)" for _ in c.ranges)
+    inside = f"x.id IN (SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges}))"
+    args: list[Any] = [c.path, *(bound for pair in c.ranges for bound in pair)]
     if c.negate:
         inside = "NOT " + inside
     if c.or_missing:
-        inside = f"({inside} OR x.id NOT IN (SELECT item FROM store_fields WHERE path = ?))"
+        inside = f"({inside} OR x.id NOT IN (SELECT item FROM store_fields WHERE path = {_PATH}))"
         args.append(c.path)
     return inside, args
 
