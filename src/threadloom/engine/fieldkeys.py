@@ -221,7 +221,29 @@ def compile_filter(filter: Mapping[str, Any] | None) -> Compiled:
     """
     conditions: list[Condition] = []
     recheck = _compile(filter or {}, (), conditions)
-    return Compiled(tuple(conditions), recheck)
+    return Compiled(_merged(conditions), recheck)
+
+
+def _merged(conditions: list[Condition]) -> tuple[Condition, ...]:
+    """Positive range tests on one path become one test of their intersection
+    (`{"$gte": 10, "$lt": 20}` reads one range of the index, not two)."""
+    out: list[Condition] = []
+    for c in conditions:
+        for i, seen in enumerate(out):
+            if (
+                seen.path == c.path
+                and not (seen.negate or seen.or_missing or c.negate or c.or_missing)
+                and len(seen.ranges) == len(c.ranges)
+            ):
+                ranges = tuple(
+                    (max(a[0], b[0]), min(a[1], b[1]))
+                    for a, b in zip(seen.ranges, c.ranges, strict=True)
+                )
+                out[i] = Condition(c.path, ranges)
+                break
+        else:
+            out.append(c)
+    return tuple(out)
 
 
 def _compile(filter: Mapping[str, Any], prefix: tuple[str, ...], out: list[Condition]) -> bool:
