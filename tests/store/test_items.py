@@ -211,3 +211,13 @@ def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None
         assert verify(saver.db).sound
     conn = apsw.Connection(str(path))
     assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
+
+
+def test_the_readme_memory_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- memory-example -->\n```python\n(.*?)```", readme, re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block.group(1), "README.md (memory example)", "exec"), {})
