@@ -30,6 +30,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.similarity import Metric, check_metric, pack
+from threadloom.engine import vector_checks
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError, EngineError, VectorConfigError
 
@@ -54,8 +55,6 @@ SAMPLE_PER_LIST = 64
 ITERATIONS = 12
 #: Rows read and rewritten at a time while reassigning.
 _BATCH = 2048
-#: Problems of one kind listed before they are only counted.
-_MOST = 20
 
 
 @dataclass(frozen=True)
@@ -483,79 +482,9 @@ class VectorIndex:
     def problems(self, conn: apsw.Connection) -> list[str]:
         """What is wrong with the index, one line each (`threadloom verify`); [] when sound.
 
-        Checks: vectors and centroids of the wrong size, a recorded dims other than this
-        index's, vectors in lists that do not exist, list sizes other than their members,
-        vectors whose item does not exist, a missing list 0.
+        See `vector_checks.problems` for the checks.
         """
-        found: list[str] = []
-        size = 4 * self.dims
-        held = self._meta(conn).dims
-        if held is not None and held != self.dims:
-            found.append(f"the index records {held} dimensions, the Store's config {self.dims}")
-
-        def report(kind: str, rows: list[tuple[Any, ...]], line: Callable[..., str]) -> None:
-            found.extend(line(*row) for row in rows[:_MOST])
-            if len(rows) > _MOST:
-                found.append(f"... and {len(rows) - _MOST} more {kind}")
-
-        report(
-            "vectors of the wrong size",
-            fetchall(
-                conn,
-                "SELECT id, item, field, length(vector) FROM store_vectors "
-                "WHERE length(vector) != ? ORDER BY id",
-                (size,),
-            ),
-            lambda vid, item, field, length: (
-                f"vector {vid} (item {item}, field {field!r}) has {length} bytes, not {size}"
-            ),
-        )
-        report(
-            "centroids of the wrong size",
-            fetchall(
-                conn,
-                "SELECT id, length(centroid) FROM store_lists "
-                "WHERE id != 0 AND length(centroid) != ? ORDER BY id",
-                (size,),
-            ),
-            lambda lid, length: f"vector list {lid} has a centroid of {length} bytes, not {size}",
-        )
-        if not fetchall(conn, "SELECT 1 FROM store_lists WHERE id = 0"):
-            found.append("vector list 0 (vectors not trained yet) is missing")
-        report(
-            "vectors in missing lists",
-            fetchall(
-                conn,
-                "SELECT v.id, v.item, v.id >> 32 FROM store_vectors v "
-                "WHERE NOT EXISTS (SELECT 1 FROM store_lists l WHERE l.id = v.id >> 32) "
-                "ORDER BY v.id",
-            ),
-            lambda vid, item, lid: (
-                f"vector {vid} (item {item}) is in list {lid}, which does not exist"
-            ),
-        )
-        report(
-            "lists of the wrong size",
-            fetchall(
-                conn,
-                "SELECT l.id, l.size, (SELECT count(*) FROM store_vectors v "
-                "WHERE v.id >= l.id << 32 AND v.id < (l.id + 1) << 32) AS members "
-                "FROM store_lists l WHERE l.size != members ORDER BY l.id",
-            ),
-            lambda lid, recorded, members: (
-                f"vector list {lid} records size {recorded} but holds {members} vectors"
-            ),
-        )
-        report(
-            "vectors of missing items",
-            fetchall(
-                conn,
-                "SELECT v.id, v.item FROM store_vectors v "
-                "WHERE NOT EXISTS (SELECT 1 FROM store_items i WHERE i.id = v.item) ORDER BY v.id",
-            ),
-            lambda vid, item: f"vector {vid} belongs to item {item}, which does not exist",
-        )
-        return found
+        return vector_checks.problems(conn, self.dims, self._meta(conn).dims)
 
 
 class _Candidates:
