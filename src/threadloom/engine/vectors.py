@@ -48,7 +48,7 @@ GROWTH = 2
 #: Lists per square root of the vector count.
 LISTS_PER_ROOT = 1.0
 #: Lists probed first (more follow, doubling, while fewer than `want` items are accepted).
-PROBES = 8
+PROBES = 16
 #: k-means sample: this many vectors per list (at most all of them).
 SAMPLE_PER_LIST = 64
 #: Lloyd iterations of a training (fewer when the assignment stops changing).
