@@ -261,12 +261,15 @@ class _StoreBase:
                     self.items.refresh(conn, refresh, now)
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
-                if self.items.vectors is not None:
-                    self.items.vectors.maintain(conn)
         if refresh and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, refresh, now)
         self.items.after_write()
+        if writing and self.items.vectors is not None:
+            # Retraining the lists (when the index grew or shrank enough) takes its own
+            # write transaction: the batch is committed, and readers go on meanwhile.
+            with self.file.write() as conn:
+                self.items.vectors.maintain(conn)
         del reads
         return results
 
