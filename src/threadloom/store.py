@@ -419,6 +419,9 @@ class _StoreBase:
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True when it stopped within `timeout` seconds."""
+        return self._stop_thread(timeout)
+
+    def _stop_thread(self, timeout: float | None) -> bool:
         self._stop.set()
         if self._sweeper is None:
             return True
@@ -430,7 +433,10 @@ class _StoreBase:
 
     def close(self) -> None:
         """Stop the sweeper and let go of the file (others on it keep it open)."""
-        self.stop_ttl_sweeper(5)
+        self._stop_thread(5)
+        task = getattr(self, "_task_sweeper", None)
+        if task is not None:
+            task.cancel()
         self.file.close()
 
     def __enter__(self) -> Any:
@@ -564,6 +570,7 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
     ) -> None:
         AsyncBatchedBaseStore.__init__(self)
         self._setup(path, index, ttl, readonly, text)
+        self._task_sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -585,6 +592,7 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         try:
             yield store
         finally:
+            await store.stop_ttl_sweeper(5)
             await asyncio.to_thread(store.close)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -594,6 +602,40 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         for query in prepared.queries:
             prepared.queries[query] = list(await self.embeddings.aembed_query(query))
         return await asyncio.to_thread(self._run, prepared)
+
+    async def start_ttl_sweeper(  # type: ignore[override]
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's,
+        else 5) on the event loop, each sweep on a worker thread; as LangGraph's async
+        stores, a task to await or cancel (or `stop_ttl_sweeper`)."""
+        if self._task_sweeper is not None and not self._task_sweeper.done():
+            return self._task_sweeper
+        minutes = float(
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(minutes * 60)
+                try:
+                    swept = await asyncio.to_thread(self.sweep_ttl)
+                    if swept:
+                        log.info("%s: swept %d expired store items", self.file.path, swept)
+                except Exception:  # keep sweeping: one failure (a busy file) is not the last
+                    log.exception("%s: the TTL sweep failed", self.file.path)
+
+        self._task_sweeper = asyncio.create_task(loop())
+        return self._task_sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+        """Cancel the sweeper task; True when it ended within `timeout` seconds."""
+        task, self._task_sweeper = self._task_sweeper, None
+        if task is None or task.done():
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)
 
     async def asweep_ttl(self) -> int:
         """Delete the items whose TTL ran out; return how many."""
