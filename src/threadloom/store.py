@@ -308,6 +308,23 @@ class _StoreBase:
             self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
         )
 
+    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """A batch with the embedder's async methods, the file on a worker thread."""
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
+        return await asyncio.to_thread(self._run, prepared)
+
+    async def asweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        return await asyncio.to_thread(self.purge, namespace_prefix)
+
     # -- maintenance -----------------------------------------------------------------------
 
     def purge(self, namespace_prefix: tuple[str, ...]) -> int:
@@ -437,18 +454,7 @@ class Store(_StoreBase, BaseStore):
         return self._run(prepared)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
-        for query in prepared.queries:
-            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
-        return await asyncio.to_thread(self._run, prepared)
-
-    async def asweep_ttl(self) -> int:
-        return await asyncio.to_thread(self.sweep_ttl)
-
-    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
-        return await asyncio.to_thread(self.purge, namespace_prefix)
+        return await self._abatch(ops)
 
 
 class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
@@ -495,12 +501,7 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
             await asyncio.to_thread(store.close)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
-        for query in prepared.queries:
-            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
-        return await asyncio.to_thread(self._run, prepared)
+        return await self._abatch(ops)
 
     async def start_ttl_sweeper(  # type: ignore[override]
         self, sweep_interval_minutes: float | None = None
@@ -535,11 +536,3 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         task.cancel()
         done, _ = await asyncio.wait({task}, timeout=timeout)
         return bool(done)
-
-    async def asweep_ttl(self) -> int:
-        """Delete the items whose TTL ran out; return how many."""
-        return await asyncio.to_thread(self.sweep_ttl)
-
-    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
-        """Delete every item under `namespace_prefix` in one transaction; return how many."""
-        return await asyncio.to_thread(self.purge, namespace_prefix)
