@@ -161,7 +161,7 @@ class _StoreBase:
         for (at, path), vector in zip(prepared.slots, vectors, strict=True):
             found = prepared.writes[at].vectors
             assert found is not None
-            found.append((path, [float(x) for x in vector]))
+            found.append((path, vector))
 
     # -- running a batch (one transaction) -------------------------------------------------
 

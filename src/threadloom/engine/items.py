@@ -205,8 +205,12 @@ class Items:
                 self._delete(conn, w.namespace, w.key, now)
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
+        embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
         for w, raw, packed in zip(puts, raws, packs, strict=True):
-            self._put(conn, w, len(raw), packed, now, known)
+            item = self._put(conn, w, len(raw), packed, now, known)
+            embedded.append((item, w.vectors or []))
+        if self.vectors is not None:
+            self.vectors.replace_many(conn, embedded)
         if content.note_inline(conn, packs):
             self._train_due = True
 
@@ -244,7 +248,8 @@ class Items:
         packed: Packed,
         now: int,
         known: dict[str, int],
-    ) -> None:
+    ) -> int:
+        """Write one item (its value, filter rows and text); return its row id."""
         name = namespace_name(w.namespace)
         digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
@@ -308,11 +313,10 @@ class Items:
             conn.execute(
                 "INSERT INTO store_text(rowid, text) VALUES(?, ?)", (item, "\n".join(w.texts))
             )
-        if self.vectors is not None:
-            self.vectors.replace(conn, item, w.vectors or [])
-        elif old:
+        if self.vectors is None and old:
             # A store without embeddings replaced the value: its old vectors would be stale.
             conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
+        return int(item)
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
         rows = fetchall(conn, _OLD + _OLD_WHERE, (namespace_name(namespace), key))

@@ -204,30 +204,47 @@ class VectorIndex:
     def replace(
         self, conn: apsw.Connection, item: int, vectors: Sequence[tuple[str, Sequence[float]]]
     ) -> None:
-        """Make `item`'s vectors exactly `vectors` (field path, embedding), in the caller's
-        write transaction; each goes to the list of its nearest centroid.
+        """Make `item`'s vectors exactly `vectors` (field path, embedding): `replace_many`
+        for one item."""
+        self.replace_many(conn, [(item, vectors)])
+
+    def replace_many(
+        self,
+        conn: apsw.Connection,
+        entries: Sequence[tuple[int, Sequence[tuple[str, Sequence[float]]]]],
+    ) -> None:
+        """Make each item's vectors exactly the given ones (field path, embedding), in the
+        caller's write transaction; each goes to the list of its nearest centroid (one
+        kernel call and one settings read for the whole batch).
 
         Raises:
             ValueError: a vector of the wrong length or with a non-finite value, or a field
-                given twice.
+                given twice for one item.
             VectorConfigError: the file's index holds vectors of other dims.
         """
         _writing(conn)
-        packed = [
-            (field, self._pack(values, f"the vector of field {field!r}"))
-            for field, values in vectors
-        ]
-        fields = [field for field, _ in packed]
-        if len(set(fields)) != len(fields):
-            raise ValueError(f"a field is given twice among {fields}")
-        self._claim(conn)
-        conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
-        if not packed:
+        flat: list[tuple[int, str, bytes]] = []
+        for item, vectors in entries:
+            packed = [
+                (field, self._pack(values, f"the vector of field {field!r}"))
+                for field, values in vectors
+            ]
+            fields = [field for field, _ in packed]
+            if len(set(fields)) != len(fields):
+                raise ValueError(f"a field is given twice among {fields}")
+            flat.extend((item, field, blob) for field, blob in packed)
+        if not entries:
             return
-        targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, blob in packed))
+        self._claim(conn)
+        conn.executemany(
+            "DELETE FROM store_vectors WHERE item = ?", [(item,) for item, _ in entries]
+        )
+        if not flat:
+            return
+        targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, _, blob in flat))
         rows = []
         following: dict[int, int] = {}
-        for (field, blob), list_id in zip(packed, targets, strict=True):
+        for (item, field, blob), list_id in zip(flat, targets, strict=True):
             vector_id = following.get(list_id) or self._next_id(conn, list_id)
             following[list_id] = vector_id + 1
             rows.append((vector_id, item, field, blob))
