@@ -14,8 +14,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSaver",
+    "AsyncStore",
     "MemoryBudget",
     "Saver",
+    "Store",
     "ThreadloomError",
     "__version__",
     "memory_budget",
@@ -33,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import saver
 
         return getattr(saver, name)
+    if name in {"Store", "AsyncStore"}:
+        from threadloom import store
+
+        return getattr(store, name)
     if name in {"MemoryBudget", "memory_budget"}:
         # The byte budget every cache draws on (core.lru); importing it selects the backend.
         from threadloom.core import lru

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import apsw
 
-from threadloom.engine import seal
+from threadloom.engine import seal, text
 from threadloom.engine.recognize import Kind, recognize, uri
 from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.sql import fetchall
@@ -195,6 +195,7 @@ class File:
         )
         conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
         conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
+        conn.register_fts5_function(text.SQL_HITS, text.hits)
         conn.create_scalar_function(
             seal.SQL_XOR,
             seal.sql_xor,  # type: ignore[arg-type]

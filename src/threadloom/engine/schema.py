@@ -357,6 +357,7 @@ CREATE TABLE store_items(
 ) STRICT;
 CREATE INDEX store_items_updated ON store_items(updated_at, id);
 CREATE INDEX store_items_expiry ON store_items(expires_at) WHERE expires_at IS NOT NULL;
+CREATE INDEX store_items_partial ON store_items(id) WHERE partial = 1;
 
 CREATE TABLE store_fields(
     path TEXT NOT NULL,

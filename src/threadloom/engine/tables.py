@@ -51,6 +51,8 @@ class BodyTable:
         scope: SQL for the seal's two scope parts, over `owners`.
         thread: SQL for the seal's thread part, over `owners`.
         threaded: rows belong to a thread (`x.thread`); the store's items do not.
+        dependents: other rows hang on these (foreign keys, triggers), so a re-encoding
+            updates them in place instead of deleting and inserting them again.
     """
 
     name: str
@@ -61,6 +63,7 @@ class BodyTable:
     scope: str = "s.namespace, s.agent_id"
     thread: str = "t.thread_id"
     threaded: bool = True
+    dependents: bool = False
 
     def unsealed(
         self,
@@ -131,6 +134,7 @@ STORE_ITEMS = register(
         scope="n.name, ''",
         thread="x.key",
         threaded=False,
+        dependents=True,
     )
 )
 

@@ -107,7 +107,8 @@ class Training(BlockStore):
         """Encode every inline body again with the current dictionary (or as blocks).
 
         The rows are deleted and inserted again in id order rather than updated in place:
-        bodies shrink, and rows updated in place would leave every page part empty.
+        bodies shrink, and rows updated in place would leave every page part empty. Rows
+        others depend on (`BodyTable.dependents`) are updated in place.
         """
         for table, described in self.tables.items():
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
@@ -133,6 +134,12 @@ class Training(BlockStore):
                 again.append(changed)
             self.prepare(chunked, conn)
             self.link(conn, chunked, now)
+            if described.dependents:
+                conn.executemany(
+                    f"UPDATE {table} SET body = ?, blocks = ? WHERE rowid = ?",
+                    [(r[at_body], r[at_blocks], r[columns.index("id")]) for r in again],
+                )
+                continue
             conn.execute(f"DELETE FROM {table} WHERE blocks = 0")
             marks = ", ".join("?" * len(columns))
             conn.executemany(f"INSERT INTO {table} VALUES({marks})", again)

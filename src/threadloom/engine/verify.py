@@ -38,6 +38,7 @@ import apsw
 import ormsgpack
 
 from threadloom.engine import heads, keys
+from threadloom.engine.items import Items
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.values import children
@@ -123,6 +124,7 @@ def verify(db: File, *, quick: bool = False) -> Report:
     ]
     if not quick:
         checks.append(("rows", lambda conn, rep: _rows(db, conn, rep)))
+        checks.append(("store", lambda conn, rep: _store(db, conn, rep)))
     checks.append(("blocks", lambda conn, rep: _blocks(db, rep)))
     with db.connection() as conn:
         for name, check in checks:
@@ -322,6 +324,13 @@ def _decoded(
             )
             data = None
         yield row, data
+
+
+def _store(db: File, conn: apsw.Connection, report: Report) -> None:
+    """The Store's items: each body decoded against its seal, its filter index rows,
+    the namespace counts."""
+    for line in Items(db).problems(conn):
+        report.add(Problem("store", line))
 
 
 def _blocks(db: File, report: Report) -> None:

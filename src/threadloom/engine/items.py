@@ -1,0 +1,465 @@
+"""The Store's items: namespaces, bodies, the filter index, TTLs (docs/FORMAT.md, format 5).
+
+Engine layer: all of the Store's SQL but its searches (`engine/recall.py`). An item's
+value is JSON text, packed by the content store like every body and sealed to its
+namespace and key (`tables.STORE_ITEMS`). Writes run in one transaction per batch and
+keep the filter index (`fieldkeys.fields`), the text index and the vectors in step with
+the bodies; deleting an item deletes its index rows (foreign keys and triggers), so no
+search can meet a stale vector or token.
+
+Times are integer microseconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import apsw
+
+from threadloom.engine import fieldkeys, seal
+from threadloom.engine.blocks import Packed
+from threadloom.engine.codec import BLOCK_LIST, BLOCKS, check, unframe
+from threadloom.engine.file import File
+from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.tables import STORE_ITEMS
+from threadloom.engine.text import TOKENIZER
+from threadloom.errors import EngineError
+
+if TYPE_CHECKING:
+    from threadloom.engine.vectors import VectorIndex
+
+#: One minute, in the unit of the item times.
+MINUTE: Final = 60_000_000
+
+_NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
+_CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
+#: How many identity digests `Items` keeps (about 100 bytes each).
+_IDENTITIES: Final = 4096
+#: The columns of a `Stored` item (x = store_items, n = store_namespaces).
+#: The digest is read as stored (sealed): `decode` unseals it with the row's name and key.
+_COLUMNS: Final = (
+    "x.id, {name}, x.key, x.body, x.digest, x.created_at, x.updated_at, x.expires_at, x.ttl"
+)
+ITEM_COLUMNS: Final = _COLUMNS.format(name="n.name")
+#: An item of one namespace named by `?1` (a subquery: SQLite plans it faster than a join).
+_IN_NAMESPACE: Final = (
+    f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
+    "WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) AND x.key = ?2"
+)
+
+
+def now_us() -> int:
+    """The current time in item-time units."""
+    return time.time_ns() // 1000
+
+
+@dataclass
+class Stored:
+    """An item as read: times in microseconds, `score` set by searches that rank."""
+
+    id: int
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: int
+    updated_at: int
+    expires_at: int | None
+    ttl: float | None
+    score: float | None = None
+
+
+@dataclass
+class Write:
+    """One put (or, with `value` None, one delete) of a batch.
+
+    Attributes:
+        texts: the item's indexed text (one string per indexed field), or None to keep
+            it out of the text index.
+        vectors: (field path, embedding) per indexed field, or None for none.
+        ttl: minutes until the item expires unless read (None: never).
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: Mapping[str, Any] | None
+    ttl: float | None = None
+    texts: list[str] | None = None
+    vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
+
+
+def namespace_name(namespace: Sequence[str]) -> str:
+    """A namespace as stored: its labels joined by `.` (which no label holds)."""
+    return ".".join(namespace)
+
+
+def prefix_clause(prefix: Sequence[str], column: str = "n.name") -> tuple[str, list[str]]:
+    """SQL (and its arguments) that holds for the namespaces under `prefix`."""
+    if not prefix:
+        return "1", []
+    name = namespace_name(prefix)
+    return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [name, name + ".", name + "/"]
+
+
+def encode_value(value: Mapping[str, Any]) -> bytes:
+    """A value's JSON text, exactly: refuses what JSON would silently change.
+
+    Raises:
+        TypeError: a key that is not a string, or a value JSON cannot hold as it is
+            (a tuple, a set, bytes, a datetime...), naming where it is.
+    """
+    check_json(value)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def check_json(value: Any, where: str = "$") -> None:
+    """Raise TypeError, naming where, for what JSON text would not give back as it is."""
+    if value is None or isinstance(value, (str, bool, int, float)):
+        return
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"store values are JSON: the key {key!r} at {where} is a "
+                    f"{type(key).__name__}; use str keys"
+                )
+            check_json(child, f"{where}.{key}")
+        return
+    if isinstance(value, list):
+        for i, child in enumerate(value):
+            check_json(child, f"{where}[{i}]")
+        return
+    raise TypeError(
+        f"store values are JSON: {where} is a {type(value).__name__}, which JSON would "
+        "change; convert it (a list for a tuple, a string for a datetime)"
+    )
+
+
+class Items:
+    """The Store's items on one file.
+
+    Args:
+        file: the open file (format 5 or later).
+        vectors: the vector index, or None when the store embeds nothing.
+    """
+
+    def __init__(self, file: File, vectors: VectorIndex | None = None) -> None:
+        self.file = file
+        self.vectors = vectors
+        self._tokenizer: Any = None
+        #: Identity digests of recently read items (the seal's half that never changes).
+        self._identities: dict[tuple[str, str], bytes] = {}
+
+    # -- text ------------------------------------------------------------------------------
+
+    def tokens(self, text: str) -> list[str]:
+        """The text index's tokens of `text` (lower case, without diacritics)."""
+        if self._tokenizer is None:
+            # A private in-memory connection: the tokenizer lives as long as it does.
+            self._tokenizer = apsw.Connection(":memory:").fts5_tokenizer(
+                TOKENIZER[0], list(TOKENIZER[1])
+            )
+        found = self._tokenizer(
+            text.encode("utf-8", "surrogatepass"),
+            apsw.FTS5_TOKENIZE_DOCUMENT,
+            None,
+            include_offsets=False,
+        )
+        return [t[0] for t in found]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, conn: apsw.Connection, writes: Sequence[Write], now: int) -> None:
+        """Apply puts and deletes inside the caller's write transaction (last one per key wins)."""
+        last: dict[tuple[tuple[str, ...], str], Write] = {}
+        for w in writes:
+            last[(tuple(w.namespace), w.key)] = w
+        if not last:
+            return
+        content = self.file.content
+        epoch = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
+        if content.epoch != (int(epoch[0][0]) if epoch else 0):
+            content.reload(conn)
+        puts = [w for w in last.values() if w.value is not None]
+        raws = [encode_value(w.value) for w in puts if w.value is not None]
+        packs = [content.pack_raw(raw) for raw in raws]
+        content.prepare(packs, conn)
+        for w in last.values():
+            if w.value is None:
+                self._delete(conn, w.namespace, w.key, now)
+        for w, raw, packed in zip(puts, raws, packs, strict=True):
+            self._put(conn, w, len(raw), packed, now)
+        if content.note_inline(conn, packs):
+            self._train_due = True
+
+    _train_due = False
+
+    def after_write(self) -> None:
+        """Retrain the content dictionary when a write made it due (outside the write)."""
+        if self._train_due:
+            self._train_due = False
+            self.file.content.train()
+
+    def _namespace(self, conn: apsw.Connection, namespace: Sequence[str]) -> int:
+        name = namespace_name(namespace)
+        rows = fetchall(conn, "SELECT id FROM store_namespaces WHERE name = ?", (name,))
+        if rows:
+            return int(rows[0][0])
+        made = fetchall(
+            conn,
+            "INSERT INTO store_namespaces(name, depth) VALUES(?, ?) RETURNING id",
+            (name, len(namespace)),
+        )
+        return int(made[0][0])
+
+    def _put(self, conn: apsw.Connection, w: Write, size: int, packed: Packed, now: int) -> None:
+        name = namespace_name(w.namespace)
+        digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
+        expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
+        value = w.value or {}
+        rows, complete = fieldkeys.fields(value)
+        terms = None
+        if w.texts is not None:
+            terms = len({t for text in w.texts for t in self.tokens(text)})
+        old = fetchall(
+            conn,
+            "SELECT x.id, x.body, x.blocks, x.created_at FROM store_items x WHERE "
+            "x.ns = (SELECT id FROM store_namespaces WHERE name = ?) AND x.key = ?",
+            (name, w.key),
+        )
+        if old:
+            item, body, blocks, created = old[0]
+            if blocks:
+                self.file.content.unlink(conn, [body], now / 1e6)
+            conn.execute(
+                "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
+                "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
+                (
+                    packed.body,
+                    digest,
+                    len(packed.keys),
+                    size,
+                    max(now, int(created)),
+                    expires,
+                    w.ttl,
+                    int(not complete),
+                    terms,
+                    item,
+                ),
+            )
+            conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
+            conn.execute("DELETE FROM store_text WHERE rowid = ?", (item,))
+        else:
+            made = fetchall(
+                conn,
+                "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
+                "updated_at, expires_at, ttl, partial, terms) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    self._namespace(conn, w.namespace),
+                    w.key,
+                    packed.body,
+                    digest,
+                    len(packed.keys),
+                    size,
+                    now,
+                    now,
+                    expires,
+                    w.ttl,
+                    int(not complete),
+                    terms,
+                ),
+            )
+            item = int(made[0][0])
+        self.file.content.link(conn, [packed], now / 1e6)
+        conn.executemany(
+            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)",
+            [(path, found, item) for path, found in rows],
+        )
+        if w.texts:
+            conn.execute(
+                "INSERT INTO store_text(rowid, text) VALUES(?, ?)", (item, "\n".join(w.texts))
+            )
+        if self.vectors is not None:
+            self.vectors.replace(conn, item, w.vectors or [])
+
+    def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
+        rows = fetchall(
+            conn,
+            "SELECT x.id, x.body, x.blocks FROM store_items x WHERE "
+            "x.ns = (SELECT id FROM store_namespaces WHERE name = ?) AND x.key = ?",
+            (namespace_name(namespace), key),
+        )
+        self._drop(conn, rows, now)
+
+    def _drop(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]], now: int) -> None:
+        """Delete items given as (id, body, blocks) rows, with everything that indexes them."""
+        if not rows:
+            return
+        chunked = [r[1] for r in rows if r[2]]
+        if chunked:
+            self.file.content.unlink(conn, chunked, now / 1e6)
+        items = [int(r[0]) for r in rows]
+        if self.vectors is not None:
+            self.vectors.remove(conn, items)
+        conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
+
+    def purge(self, prefix: Sequence[str]) -> int:
+        """Delete every item under `prefix` in one transaction; return how many."""
+        clause, args = prefix_clause(prefix)
+        with self.file.write() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT x.id, x.body, x.blocks FROM store_items x" + _NAMED + f" WHERE {clause}",
+                args,
+            )
+            self._drop(conn, rows, now_us())
+        return len(rows)
+
+    def sweep(self, now: int | None = None) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        moment = now_us() if now is None else now
+        with self.file.write() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT id, body, blocks FROM store_items WHERE expires_at <= ?",
+                (moment,),
+            )
+            self._drop(conn, rows, moment)
+        return len(rows)
+
+    def refresh(self, conn: apsw.Connection, items: Iterable[int], now: int) -> None:
+        """Restart the TTL of items just read (those that have one)."""
+        conn.execute(
+            "UPDATE store_items SET expires_at = ? + CAST(ceil(ttl * ?) AS INTEGER) "
+            "WHERE id IN carray(?) AND ttl IS NOT NULL",
+            (now, MINUTE, ids(list(items))),
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _unsealed(self, row: Sequence[Any]) -> bytes:
+        """The body digest a row's seal leaves for its own name and key (b"" if damaged)."""
+        digest, name, key = row[4], row[1], row[2]
+        if not isinstance(digest, bytes) or not isinstance(name, str) or not isinstance(key, str):
+            return b""
+        bound = self._identities.get((name, key))
+        if bound is None:
+            if len(self._identities) >= _IDENTITIES:
+                self._identities.clear()
+            bound = seal.identity(STORE_ITEMS.name, name, "", key)
+            self._identities[(name, key)] = bound
+        return seal.xor(digest, bound) if len(digest) == len(bound) else b""
+
+    def decode(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> list[Stored]:
+        """Items from rows of ITEM_COLUMNS (+ an optional score), each body checked."""
+        if not rows:
+            return []
+        content = self.file.content
+        checks = [(r[3], self._unsealed(r), f"store item {r[1]}/{r[2]}") for r in rows]
+        if len(rows) == 1 and checks[0][0][:1] not in _CHUNKED:
+            # The common get: one inline body, decoded without the batch machinery.
+            body, expected, name = checks[0]
+            raw = unframe(body, lambda ident: content.dictionary(conn, ident), name)
+            check(raw, expected, name)
+            raws = [raw]
+        else:
+            raws = content.raw_many(conn, checks)
+        out = []
+        for row, raw in zip(rows, raws, strict=True):
+            value = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
+            out.append(
+                Stored(
+                    int(row[0]),
+                    tuple(str(row[1]).split(".")),
+                    str(row[2]),
+                    value,
+                    int(row[5]),
+                    int(row[6]),
+                    None if row[7] is None else int(row[7]),
+                    None if row[8] is None else float(row[8]),
+                    None if len(row) < 10 or row[9] is None else float(row[9]),
+                )
+            )
+        return out
+
+    def get(
+        self, conn: apsw.Connection, namespace: Sequence[str], key: str, live_at: int | None
+    ) -> Stored | None:
+        """One item, or None; `live_at`: omit it if it expired by then."""
+        sql = _IN_NAMESPACE
+        args: list[Any] = [namespace_name(namespace), key]
+        if live_at is not None:
+            sql += " AND (x.expires_at IS NULL OR x.expires_at > ?3)"
+            args.append(live_at)
+        found = self.decode(conn, fetchall(conn, sql, args))
+        return found[0] if found else None
+
+    def namespaces(
+        self,
+        conn: apsw.Connection,
+        prefix: Sequence[str],
+        live_at: int | None,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces under `prefix` that hold items (live ones, with `live_at`)."""
+        clause, args = prefix_clause(prefix)
+        sql = f"SELECT n.name FROM store_namespaces n WHERE {clause}"
+        bound: list[Any] = list(args)
+        if live_at is not None:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM store_items x WHERE x.ns = n.id AND "
+                "(x.expires_at IS NULL OR x.expires_at > ?))"
+            )
+            bound.append(live_at)
+        return [tuple(str(r[0]).split(".")) for r in fetchall(conn, sql, bound)]
+
+    def problems(self, conn: apsw.Connection) -> list[str]:
+        """What `verify` finds wrong with the Store's tables (bodies are checked by decoding)."""
+        found: list[str] = []
+        for name, key, count in fetchall(
+            conn,
+            "SELECT n.name, n.items, (SELECT count(*) FROM store_items x WHERE x.ns = n.id) "
+            "FROM store_namespaces n",
+        ):
+            if int(key) != int(count):
+                found.append(f"store namespace {name!r} counts {key} items but holds {count}")
+        orphans = fetchall(
+            conn,
+            "SELECT count(*) FROM store_items x WHERE NOT EXISTS "
+            "(SELECT 1 FROM store_namespaces n WHERE n.id = x.ns)",
+        )[0][0]
+        if orphans:
+            found.append(f"{orphans} store items belong to no namespace row")
+        rows = fetchall(conn, f"SELECT {ITEM_COLUMNS}, x.partial FROM store_items x{_NAMED}")
+        for start in range(0, len(rows), 256):
+            batch = rows[start : start + 256]
+            for row in batch:
+                try:
+                    (item,) = self.decode(conn, [row[:9]])
+                except Exception as exc:  # noqa: BLE001 - verify reports, never raises
+                    found.append(f"store item {row[1]}/{row[2]}: {exc}")
+                    continue
+                expected, complete = fieldkeys.fields(item.value)
+                stored = {
+                    (str(p), bytes(v))
+                    for p, v in fetchall(
+                        conn, "SELECT path, value FROM store_fields WHERE item = ?", (item.id,)
+                    )
+                }
+                if stored != set(expected) or bool(row[9]) == complete:
+                    found.append(
+                        f"store item {row[1]}/{row[2]}: its filter index rows differ from "
+                        "its value (filters would decide on them)"
+                    )
+        if self.vectors is not None:
+            found.extend(self.vectors.problems(conn))
+        return found
+
+
+class StoreConfigError(EngineError):
+    """A Store opened with settings the file's store cannot serve."""

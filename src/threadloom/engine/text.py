@@ -1,0 +1,37 @@
+"""The Store's text index: its tokenizer, query expressions and relevance score.
+
+Engine layer, no I/O of its own. `store_text` (FTS5, contentless, rowid = item id)
+holds the indexed text of each item, and `store_items.terms` how many distinct tokens
+that text has. A text search matches every item holding at least one of the query's
+tokens and scores it
+
+    score = |Q ∩ D| / sqrt(|Q| · |D|)
+
+with Q the distinct tokens of the query and D those of the item's indexed text: the
+cosine similarity of the two token sets (Ochiai). It is in (0, 1]; it is 1.0 exactly when
+the item's text has the same tokens as the query (same words, any order, case and
+diacritics folded), and it falls as either side holds tokens the other lacks. So
+"score >= 0.9 means the same fact" holds for texts that differ by at most a word in
+ten-odd, and a long text containing the query's words scores low. Hits are ordered by
+score, then newest first.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+#: The tokenizer `store_text` declares (and the one queries are split with).
+TOKENIZER: Final = ("unicode61", ("remove_diacritics", "2"))
+#: The SQL name of the auxiliary function counting the query tokens a row holds.
+SQL_HITS: Final = "tl_hits"
+
+
+def hits(api: Any, *args: Any) -> int:
+    """FTS5 auxiliary function: how many of the query's phrases the current row holds."""
+    return sum(1 for phrase in range(api.phrase_count) if any(api.phrase_locations(phrase)))
+
+
+def expression(tokens: list[str]) -> str:
+    """An FTS5 query matching rows holding any of `tokens` (each quoted: no operators)."""
+    quoted = ['"' + token.replace('"', '""') + '"' for token in dict.fromkeys(tokens)]
+    return " OR ".join(quoted)

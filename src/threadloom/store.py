@@ -1,0 +1,546 @@
+"""`Store` and `AsyncStore`: LangGraph BaseStores in the threadloom file (docs/store.md).
+
+Adapter layer: LangGraph's ops and types in, the engine's items and searches
+(`engine/items.py`, `engine/recall.py`) out. Embeddings are computed before the write
+transaction opens (`embed_documents` for items, `embed_query` for queries); every op of
+a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
+before the batch's puts (as LangGraph's stores order them), and the last put of a key wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Literal, cast
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+)
+from langgraph.store.base.batch import AsyncBatchedBaseStore
+
+from threadloom.engine import File
+from threadloom.engine.items import Items, Stored, Write, check_json, now_us
+from threadloom.engine.recall import Recall
+from threadloom.errors import InvalidArgumentError
+
+log = logging.getLogger(__name__)
+
+Metric = Literal["cosine", "l2", "inner_product"]
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _time(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def _item(stored: Stored) -> Item:
+    return Item(
+        value=stored.value,
+        key=stored.key,
+        namespace=stored.namespace,
+        created_at=_time(stored.created_at),
+        updated_at=_time(stored.updated_at),
+    )
+
+
+def _search_item(stored: Stored) -> SearchItem:
+    return SearchItem(
+        namespace=stored.namespace,
+        key=stored.key,
+        value=stored.value,
+        created_at=_time(stored.created_at),
+        updated_at=_time(stored.updated_at),
+        score=stored.score,
+    )
+
+
+def _labels(namespace: Sequence[Any], *, full: bool) -> None:
+    """BaseStore's namespace rules, for ops handed to `batch` directly too."""
+    if full and not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are strings"
+            )
+        if not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: a label is a "
+                "non-empty string without '.' or NUL"
+            )
+    if full and namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {tuple(namespace)}'
+        )
+
+
+def _validate(op: Op) -> None:
+    if isinstance(op, PutOp):
+        _labels(op.namespace, full=True)
+        if not isinstance(op.key, str):
+            raise InvalidArgumentError(f"an item key is a str, not {type(op.key).__name__}")
+        if op.value is not None and not isinstance(op.value, dict):
+            raise InvalidArgumentError(
+                f"an item value is a dict (a JSON object), not {type(op.value).__name__}"
+            )
+        if op.value is not None:
+            check_json(op.value)
+    elif isinstance(op, GetOp):
+        _labels(op.namespace, full=False)
+    elif isinstance(op, SearchOp):
+        _labels(op.namespace_prefix, full=False)
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            _labels([p for p in condition.path if p != "*"], full=False)
+    else:
+        raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
+
+
+@dataclass
+class _Prepared:
+    """What a batch needs that comes from outside the file: texts and embeddings."""
+
+    ops: list[Op]
+    writes: list[Write]
+    queries: dict[str, list[float]]
+    embed: list[str]
+    #: (write index, field path) per text in `embed`.
+    slots: list[tuple[int, str]]
+
+
+class _StoreBase:
+    """The engine side shared by Store and AsyncStore."""
+
+    supports_ttl: bool = True
+
+    def _setup(
+        self,
+        path: str | os.PathLike[str],
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        readonly: bool | None,
+    ) -> None:
+        self.file = File.open(path, readonly=readonly)
+        self.ttl_config = ttl
+        self.index_config = dict(index) if index else None
+        self.embeddings: Any = None
+        self._fields: list[tuple[str, list[str] | str]] = [("$", "$")]
+        vectors = None
+        if index:
+            if "dims" not in index or "embed" not in index:
+                raise InvalidArgumentError(
+                    "index needs 'dims' (the embedding size) and 'embed' (an Embeddings, or "
+                    "a function from texts to vectors)"
+                )
+            self.embeddings = ensure_embeddings(index["embed"])
+            self._fields = [
+                (p, tokenize_path(p) if p != "$" else "$") for p in index.get("fields") or ["$"]
+            ]
+            metric = cast(Metric, dict(index).get("distance_type", "cosine"))
+            if metric not in ("cosine", "l2", "inner_product"):
+                raise InvalidArgumentError(
+                    f"distance_type {metric!r} is not one of cosine, l2, inner_product"
+                )
+            from threadloom.engine.vectors import VectorIndex
+
+            vectors = VectorIndex(int(index["dims"]), metric)
+            with self.file.read() as conn:
+                vectors.check_config(conn)
+        self.items = Items(self.file, vectors)
+        self.recall = Recall(self.items)
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- preparing a batch (outside any transaction) ---------------------------------------
+
+    def _prepare(self, ops: Iterable[Op]) -> _Prepared:
+        listed = list(ops)
+        for op in listed:
+            _validate(op)
+        writes: list[Write] = []
+        embed: list[str] = []
+        slots: list[tuple[int, str]] = []
+        for op in listed:
+            if not isinstance(op, PutOp):
+                continue
+            if op.value is None:
+                writes.append(Write(op.namespace, op.key, None))
+                continue
+            ttl = op.ttl if isinstance(op.ttl, (int, float)) else None
+            texts, fields = self._texts(op)
+            if self.embeddings is not None and op.index is not False:
+                for path, text in fields:
+                    slots.append((len(writes), path))
+                    embed.append(text)
+            writes.append(Write(op.namespace, op.key, op.value, ttl, texts, []))
+        queries: dict[str, list[float]] = {}
+        if self.embeddings is not None:
+            queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}
+        return _Prepared(listed, writes, queries, embed, slots)
+
+    def _texts(self, op: PutOp) -> tuple[list[str] | None, list[tuple[str, str]]]:
+        """The item's text-index texts, and (field path, text) pairs to embed."""
+        if op.index is False or op.value is None:
+            return None, []
+        fields = (
+            self._fields
+            if op.index is None
+            else [(p, tokenize_path(p) if p != "$" else "$") for p in op.index]
+        )
+        texts: list[str] = []
+        embedded: list[tuple[str, str]] = []
+        for path, tokens in fields:
+            if path == "$":
+                texts.extend(_strings(op.value))
+                found = get_text_at_path(op.value, "$")
+            else:
+                found = get_text_at_path(op.value, tokens)
+                texts.extend(found)
+            if len(found) > 1:
+                embedded.extend((f"{path}.{i}", text) for i, text in enumerate(found))
+            elif found:
+                embedded.append((path, found[0]))
+        return texts, embedded
+
+    def _attach(self, prepared: _Prepared, vectors: Sequence[Sequence[float]]) -> None:
+        if len(vectors) != len(prepared.slots):
+            raise InvalidArgumentError(
+                f"the embedder returned {len(vectors)} vectors for {len(prepared.slots)} texts"
+            )
+        for (at, path), vector in zip(prepared.slots, vectors, strict=True):
+            found = prepared.writes[at].vectors
+            assert found is not None
+            found.append((path, [float(x) for x in vector]))
+
+    # -- running a batch (one transaction) -------------------------------------------------
+
+    def _run(self, prepared: _Prepared) -> list[Result]:
+        if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
+            return [self._get(prepared.ops[0])]
+        now = now_us()
+        live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        reads = [op for op in prepared.ops if not isinstance(op, PutOp)]
+        refresh: list[int] = []
+        results: list[Result] = []
+        writing = bool(prepared.writes)
+        transaction = self.file.write() if writing else self.file.read()
+        with transaction as conn:
+            for op in prepared.ops:
+                if isinstance(op, PutOp):
+                    results.append(None)
+                    continue
+                results.append(self._read(conn, op, prepared, live_at, refresh))
+            if writing:
+                if refresh:
+                    self.items.refresh(conn, refresh, now)
+                    refresh = []
+                self.items.write(conn, prepared.writes, now)
+                if self.items.vectors is not None:
+                    self.items.vectors.maintain(conn)
+        if refresh and not self.file.readonly:
+            with self.file.write() as conn:
+                self.items.refresh(conn, refresh, now)
+        self.items.after_write()
+        del reads
+        return results
+
+    def _get(self, op: GetOp) -> Item | None:
+        """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
+        now = now_us()
+        live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        with self.file.connection() as conn:
+            stored = self.items.get(conn, op.namespace, op.key, live_at)
+        if stored is None:
+            return None
+        if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
+            with self.file.write() as conn:
+                self.items.refresh(conn, [stored.id], now)
+        return _item(stored)
+
+    def _read(
+        self,
+        conn: Any,
+        op: Op,
+        prepared: _Prepared,
+        live_at: int | None,
+        refresh: list[int],
+    ) -> Result:
+        if isinstance(op, GetOp):
+            stored = self.items.get(conn, op.namespace, op.key, live_at)
+            if stored is None:
+                return None
+            if op.refresh_ttl and stored.ttl is not None:
+                refresh.append(stored.id)
+            return _item(stored)
+        if isinstance(op, SearchOp):
+            found = self._search(conn, op, prepared, live_at)
+            if op.refresh_ttl:
+                refresh.extend(s.id for s in found if s.ttl is not None)
+            return [_search_item(s) for s in found]
+        assert isinstance(op, ListNamespacesOp)
+        return self._namespaces(conn, op, live_at)
+
+    def _search(
+        self, conn: Any, op: SearchOp, prepared: _Prepared, live_at: int | None
+    ) -> list[Stored]:
+        prefix, limit, offset = op.namespace_prefix, op.limit, op.offset
+        if limit < 0 or offset < 0:
+            raise InvalidArgumentError(f"limit and offset are >= 0, not {limit} and {offset}")
+        if op.query and self.embeddings is not None:
+            vector = prepared.queries[op.query]
+            return self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
+        if op.query:
+            return self.recall.text(conn, prefix, op.query, op.filter, limit, offset, live_at)
+        return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
+
+    def _namespaces(
+        self, conn: Any, op: ListNamespacesOp, live_at: int | None
+    ) -> list[tuple[str, ...]]:
+        conditions = list(op.match_conditions or ())
+        fixed: list[str] = []
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                for label in condition.path:
+                    if label == "*":
+                        break
+                    fixed.append(label)
+                break
+        found = [
+            ns
+            for ns in self.items.namespaces(conn, fixed, live_at)
+            if all(_matches(c, ns) for c in conditions)
+        ]
+        if op.max_depth is not None:
+            found = sorted({ns[: op.max_depth] for ns in found})
+        else:
+            found = sorted(found)
+        return found[op.offset : op.offset + op.limit]
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def purge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        _labels(namespace_prefix, full=True)
+        return self.items.purge(namespace_prefix)
+
+    def sweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return self.items.sweep()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's
+        `sweep_interval_minutes`, else 5) on a daemon thread until `stop_ttl_sweeper`."""
+        minutes = (
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return self._sweeper
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(float(minutes) * 60):
+                try:
+                    swept = self.sweep_ttl()
+                    if swept:
+                        log.info("%s: swept %d expired store items", self.file.path, swept)
+                except Exception:  # keep sweeping: one failure (a busy file) is not the last
+                    log.exception("%s: the TTL sweep failed", self.file.path)
+
+        self._sweeper = threading.Thread(target=loop, name="threadloom-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return self._sweeper
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it stopped within `timeout` seconds."""
+        self._stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    def close(self) -> None:
+        """Stop the sweeper and let go of the file (others on it keep it open)."""
+        self.stop_ttl_sweeper(5)
+        self.file.close()
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string value inside `value` (keys excluded): the text of the `$` field."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for child in value.values():
+            yield from _strings(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from _strings(child)
+
+
+def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    if condition.match_type not in ("prefix", "suffix"):
+        raise InvalidArgumentError(f"match type {condition.match_type!r} is not prefix or suffix")
+    return all(p == "*" or n == p for n, p in pairs)
+
+
+class Store(_StoreBase, BaseStore):
+    """A LangGraph `BaseStore` in a threadloom file (the same file the savers use).
+
+    Args:
+        path: the file (created if missing; shared with every saver and store on it).
+        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) plus `distance_type`
+            ("cosine" (default), "l2" or "inner_product"), to embed items for `search(query=)`.
+            Without it, `search(query=)` is a full-text search (docs/store.md: scores).
+        ttl: LangGraph's `TTLConfig` (`default_ttl` and `sweep_interval_minutes` in
+            minutes, `refresh_on_read`, `omit_expired`).
+        readonly: open without writing (None: decided by the file's permissions).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
+    ) -> None:
+        self._setup(path, index, ttl, readonly)
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> Iterator[Store]:
+        """A Store on `path`, closed when the block ends."""
+        store = cls(path, index=index, ttl=ttl)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """`BaseStore.get`, without a batch around the one statement it runs."""
+        if refresh_ttl is None:
+            refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
+        op = GetOp(namespace, str(key), bool(refresh_ttl))
+        _validate(op)
+        return self._get(op)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(self.embeddings.embed_query(query))
+        return self._run(prepared)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
+        return await asyncio.to_thread(self._run, prepared)
+
+    async def asweep_ttl(self) -> int:
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
+        return await asyncio.to_thread(self.purge, namespace_prefix)
+
+
+class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
+    """`Store` for asyncio apps: concurrent calls are batched (AsyncBatchedBaseStore),
+    embeddings are awaited, and the file is used on a worker thread, never on the loop.
+
+    Construct it inside a running event loop (`async with AsyncStore.from_conn_string(…)`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
+    ) -> None:
+        AsyncBatchedBaseStore.__init__(self)
+        self._setup(path, index, ttl, readonly)
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+    ) -> AsyncIterator[AsyncStore]:
+        """An AsyncStore on `path`, closed when the block ends."""
+        # The file is opened (and migrated) on a worker thread; the store then shares it.
+        file = await asyncio.to_thread(File.open, path)
+        try:
+            store = cls(path, index=index, ttl=ttl)
+        finally:
+            file.close()
+        try:
+            yield store
+        finally:
+            await asyncio.to_thread(store.close)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
+        return await asyncio.to_thread(self._run, prepared)
+
+    async def asweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        return await asyncio.to_thread(self.purge, namespace_prefix)

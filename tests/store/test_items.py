@@ -1,0 +1,188 @@
+"""The Store's items: exact values, timestamps, namespace rules, batches, one shared file."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+
+import apsw
+import pytest
+from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
+
+from threadloom import Saver, Store
+from threadloom.engine.verify import verify
+from threadloom.errors import CorruptionError, InvalidArgumentError
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store.from_conn_string(tmp_path / "memory.db") as opened:
+        yield opened
+
+
+def test_values_of_any_json_shape_come_back_exactly(store: Store, tmp_path: Path) -> None:
+    """Ints beyond 2**63 (and 2**64), floats, unicode outside the BMP, nesting, empty
+    containers and a 1 MiB value come back equal, also after the file is reopened."""
+    values = {
+        "big": {"n": 2**64 + 1, "neg": -(2**70), "f": 0.1, "e": 1e-300, "z": -0.0},
+        "text": {"s": "naïve café – 日本語 – 🦜", "nested": {"a": [1, [2, {"b": None}]], "e": {}}},
+        "huge": {"blob": "x" * (1 << 20), "list": list(range(1000))},
+        "flags": {"t": True, "f": False, "n": None, "l": []},
+    }
+    for key, value in values.items():
+        store.put(("docs",), key, value)
+    path = store.file.path
+    store.close()
+    with Store.from_conn_string(path) as again:
+        for key, value in values.items():
+            item = again.get(("docs",), key)
+            assert item is not None
+            assert json.dumps(item.value, sort_keys=True) == json.dumps(value, sort_keys=True)
+            assert item.value == value
+            assert type(item.value.get("big", {}).get("n", 0)) is int
+
+
+def test_a_value_json_would_change_is_refused_and_nothing_is_written(store: Store) -> None:
+    store.put(("docs",), "kept", {"v": 1})
+    for bad in ({"t": (1, 2)}, {"s": {1, 2}}, {1: "int key"}, {"when": datetime.now()}):
+        with pytest.raises(TypeError, match="store values are JSON"):
+            store.batch([PutOp(("docs",), "a", {"ok": 1}), PutOp(("docs",), "b", bad)])
+    assert store.get(("docs",), "a") is None and store.get(("docs",), "b") is None
+    assert store.get(("docs",), "kept") is not None
+
+
+def test_timestamps_are_utc_and_an_update_keeps_created_at(store: Store) -> None:
+    before = datetime.now(timezone.utc)
+    store.put(("p",), "k", {"v": 1})
+    first = store.get(("p",), "k")
+    assert first is not None and first.created_at == first.updated_at
+    assert first.created_at.tzinfo is not None and first.created_at >= before.replace(microsecond=0)
+    time.sleep(0.002)
+    store.put(("p",), "k", {"v": 2})
+    second = store.get(("p",), "k")
+    assert second is not None and second.value == {"v": 2}
+    assert second.created_at == first.created_at and second.updated_at > first.updated_at
+
+
+@pytest.mark.parametrize(
+    "namespace",
+    [(), ("",), ("a.b",), ("langgraph", "x"), ("a", "b\x00"), ("a", 1)],
+)
+def test_namespace_rules_hold_also_for_ops_given_to_batch(
+    store: Store, namespace: tuple[object, ...]
+) -> None:
+    with pytest.raises(InvalidNamespaceError):
+        store.batch([PutOp(namespace, "k", {"v": 1})])  # type: ignore[arg-type]
+    with pytest.raises(InvalidNamespaceError):
+        store.put(namespace, "k", {"v": 1})  # type: ignore[arg-type]
+    assert store.list_namespaces() == []
+
+
+def test_a_dotted_label_cannot_address_a_deeper_namespace(store: Store) -> None:
+    """`("a.b",)` must never read `("a", "b")` (namespaces are stored joined by dots)."""
+    store.put(("a", "b"), "k", {"v": 1})
+    for op in (GetOp(("a.b",), "k"), SearchOp(("a.b",))):
+        with pytest.raises(InvalidNamespaceError):
+            store.batch([op])
+
+
+def test_a_batch_is_one_transaction_reads_see_the_state_before_it(store: Store) -> None:
+    store.put(("n",), "k", {"v": 0})
+    results = store.batch(
+        [
+            PutOp(("n",), "k", {"v": 1}),
+            GetOp(("n",), "k"),
+            PutOp(("n",), "k", {"v": 2}),
+            SearchOp(("n",)),
+        ]
+    )
+    assert results[0] is None and results[2] is None
+    assert results[1] is not None and results[1].value == {"v": 0}
+    assert [i.value for i in results[3]] == [{"v": 0}]
+    item = store.get(("n",), "k")
+    assert item is not None and item.value == {"v": 2}  # the last put of a key wins
+    with pytest.raises(InvalidArgumentError):
+        store.batch([PutOp(("n",), "k", {"v": 3}), PutOp(("n",), "other", "not a dict")])  # type: ignore[arg-type]
+    item = store.get(("n",), "k")
+    assert item is not None and item.value == {"v": 2}
+
+
+def test_delete_removes_the_item_its_namespace_and_its_text(store: Store) -> None:
+    store.put(("u", "1"), "a", {"text": "remember the milk"})
+    store.put(("u", "2"), "b", {"text": "milk is white"})
+    store.delete(("u", "1"), "a")
+    assert store.get(("u", "1"), "a") is None
+    assert store.list_namespaces() == [("u", "2")]
+    assert [i.key for i in store.search(("u",), query="milk")] == ["b"]
+    store.put(("u", "1"), "a", {"text": "buy bread"})  # re-put with other text
+    assert [i.key for i in store.search(("u",), query="milk")] == ["b"]
+    assert [i.key for i in store.search(("u",), query="bread")] == ["a"]
+    assert verify(store.file).sound
+
+
+def test_purge_deletes_a_prefix_in_one_transaction(store: Store) -> None:
+    for tenant in ("acme", "other"):
+        for user in range(3):
+            store.put((tenant, "user", str(user)), "profile", {"big": "x" * 9000, "u": user})
+    assert store.purge(("acme",)) == 3
+    assert [ns[0] for ns in store.list_namespaces()] == ["other"] * 3
+    assert verify(store.file).sound
+
+
+def test_checkpoints_and_the_store_share_one_file(tmp_path: Path) -> None:
+    """A saver and a store on one path share the file object; verify covers both."""
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    path = tmp_path / "agent.db"
+
+    def reply(state: MessagesState) -> dict[str, list[tuple[str, str]]]:
+        return {"messages": [("ai", "noted")]}
+
+    graph = StateGraph(MessagesState).add_node("reply", reply).add_edge(START, "reply")
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        assert store.file is saver.db
+        app = graph.compile(checkpointer=saver, store=store)
+        app.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
+        store.put(("u", "1", "facts"), "f1", {"text": "likes tea"})
+        report = verify(saver.db)
+        assert report.sound and "store" in report.checks
+    with Store.from_conn_string(path) as store:
+        item = store.get(("u", "1", "facts"), "f1")
+        assert item is not None and item.value == {"text": "likes tea"}
+
+
+def test_a_damaged_item_raises_and_verify_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Store.from_conn_string(path) as store:
+        store.put(("u",), "a", {"text": "alpha"})
+        store.put(("u",), "b", {"text": "beta"})
+    raw = apsw.Connection(str(path))
+    raw.execute("UPDATE store_items SET key = 'c' WHERE key = 'b'")  # b's row now claims c
+    raw.execute("UPDATE store_fields SET value = x'2078' WHERE item = 1")
+    raw.close()
+    with Store.from_conn_string(path) as store:
+        with pytest.raises(CorruptionError):
+            store.get(("u",), "c")
+        report = verify(store.file)
+        assert not report.sound
+        problems = [p.detail for p in report.problems if p.check == "store"]
+        assert any("store item u/c" in p for p in problems)
+        assert any("filter index" in p for p in problems)
+
+
+def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) -> None:
+    """Retraining re-encodes item bodies in place: filter rows, text rows and namespaces
+    hang on the item rows and must survive (a delete and re-insert would drop them)."""
+    for i in range(300):
+        store.put(("u", str(i % 3)), f"k{i}", {"text": f"note {i} about tea", "i": i})
+    store.file.content.train(force=True)
+    assert store.file.content.current is not None
+    assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=500)) == 100
+    assert store.search(("u",), query="note 7 about tea", limit=1)[0].key == "k7"
+    assert store.list_namespaces() == [("u", "0"), ("u", "1"), ("u", "2")]
+    item = store.get(("u", "1"), "k1")
+    assert item is not None and item.value == {"text": "note 1 about tea", "i": 1}
+    assert verify(store.file).sound
