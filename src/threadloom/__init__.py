@@ -16,12 +16,28 @@ __all__ = [
     "AsyncSaver",
     "AsyncStore",
     "MemoryBudget",
+    "OutsideOwnerError",
+    "OwnerStore",
     "Saver",
     "Store",
     "ThreadloomError",
     "__version__",
+    "aupdate_profile",
     "memory_budget",
+    "memory_key",
+    "merge_profile",
+    "update_profile",
 ]
+
+#: The memory helpers (`threadloom.memories`), loaded on first use: they import LangGraph.
+_MEMORIES = {
+    "OutsideOwnerError",
+    "OwnerStore",
+    "aupdate_profile",
+    "memory_key",
+    "merge_profile",
+    "update_profile",
+}
 
 # The library logs through "threadloom.*" and never prints; the application decides
 # where records go.
@@ -39,6 +55,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import store
 
         return getattr(store, name)
+    if name in _MEMORIES:
+        from threadloom import memories
+
+        return getattr(memories, name)
     if name in {"MemoryBudget", "memory_budget"}:
         # The byte budget every cache draws on (core.lru); importing it selects the backend.
         from threadloom.core import lru

@@ -140,8 +140,11 @@ class _StoreBase:
         index: IndexConfig | None,
         ttl: TTLConfig | None,
         readonly: bool | None,
+        text: bool | None = None,
     ) -> None:
         self.file = File.open(path, readonly=readonly)
+        #: Items' indexed text goes to the full-text index (default: without embeddings).
+        self.text = not index if text is None else bool(text)
         self.ttl_config = ttl
         self.index_config = dict(index) if index else None
         self.embeddings: Any = None
@@ -203,6 +206,8 @@ class _StoreBase:
         """The item's text-index texts, and (field path, text) pairs to embed."""
         if op.index is False or op.value is None:
             return None, []
+        if not self.text and self.embeddings is None:
+            return None, []
         fields = (
             self._fields
             if op.index is None
@@ -213,7 +218,7 @@ class _StoreBase:
         for path, tokens in fields:
             if path == "$":
                 texts.extend(_strings(op.value))
-                found = get_text_at_path(op.value, "$")
+                found = get_text_at_path(op.value, "$") if self.embeddings is not None else []
             else:
                 found = get_text_at_path(op.value, tokens)
                 texts.extend(found)
@@ -221,7 +226,7 @@ class _StoreBase:
                 embedded.extend((f"{path}.{i}", text) for i, text in enumerate(found))
             elif found:
                 embedded.append((path, found[0]))
-        return texts, embedded
+        return (texts if self.text else None), embedded
 
     def _attach(self, prepared: _Prepared, vectors: Sequence[Sequence[float]]) -> None:
         if len(vectors) != len(prepared.slots):
@@ -310,7 +315,7 @@ class _StoreBase:
         if op.query and self.embeddings is not None:
             vector = prepared.queries[op.query]
             return self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
-        if op.query:
+        if op.query and self.text:
             return self.recall.text(conn, prefix, op.query, op.filter, limit, offset, live_at)
         return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
 
@@ -336,6 +341,44 @@ class _StoreBase:
         else:
             found = sorted(found)
         return found[op.offset : op.offset + op.limit]
+
+    def search_text(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """Full-text search, also beside embeddings (needs `text=True` then); scores as
+        docs/store.md says: the token-set cosine, 1.0 for the same words."""
+        if not self.text:
+            raise InvalidArgumentError(
+                "this store keeps no full-text index; open it with text=True (new items are "
+                "indexed from then on)"
+            )
+        _labels(namespace_prefix, full=False)
+        live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        with self.file.read() as conn:
+            found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
+        return [_search_item(s) for s in found]
+
+    async def asearch_text(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """`search_text` on a worker thread."""
+        return await asyncio.to_thread(
+            self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
+        )
 
     # -- maintenance -----------------------------------------------------------------------
 
@@ -425,6 +468,8 @@ class Store(_StoreBase, BaseStore):
         ttl: LangGraph's `TTLConfig` (`default_ttl` and `sweep_interval_minutes` in
             minutes, `refresh_on_read`, `omit_expired`).
         readonly: open without writing (None: decided by the file's permissions).
+        text: keep items' indexed text in the full-text index (None: only when no
+            `index` is given; with embeddings it is an extra index, `search_text` reads it).
     """
 
     def __init__(
@@ -434,8 +479,9 @@ class Store(_StoreBase, BaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         readonly: bool | None = None,
+        text: bool | None = None,
     ) -> None:
-        self._setup(path, index, ttl, readonly)
+        self._setup(path, index, ttl, readonly, text)
 
     @classmethod
     @contextlib.contextmanager
@@ -445,9 +491,10 @@ class Store(_StoreBase, BaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        text: bool | None = None,
     ) -> Iterator[Store]:
         """A Store on `path`, closed when the block ends."""
-        store = cls(path, index=index, ttl=ttl)
+        store = cls(path, index=index, ttl=ttl, text=text)
         try:
             yield store
         finally:
@@ -504,9 +551,10 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
         readonly: bool | None = None,
+        text: bool | None = None,
     ) -> None:
         AsyncBatchedBaseStore.__init__(self)
-        self._setup(path, index, ttl, readonly)
+        self._setup(path, index, ttl, readonly, text)
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -516,12 +564,13 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        text: bool | None = None,
     ) -> AsyncIterator[AsyncStore]:
         """An AsyncStore on `path`, closed when the block ends."""
         # The file is opened (and migrated) on a worker thread; the store then shares it.
         file = await asyncio.to_thread(File.open, path)
         try:
-            store = cls(path, index=index, ttl=ttl)
+            store = cls(path, index=index, ttl=ttl, text=text)
         finally:
             file.close()
         try:

@@ -84,6 +84,19 @@ def test_bad_filters_say_what_is_wrong(store: Store) -> None:
         store.search(("n",), filter={"n": {"$gt": [1]}})
 
 
+#: Strings around the filter index's 32-byte cut, sharing long starts.
+LONG_TEXTS = st.sampled_from(
+    [
+        "x" * 31,
+        "x" * 32,
+        "x" * 33,
+        "x" * 40 + "a",
+        "x" * 40 + "b",
+        "x" * 32 + "é",
+        "y" * 50,
+        "x" * 31 + "z" * 9,
+    ]
+)
 json_scalars = st.one_of(
     st.none(),
     st.booleans(),
@@ -91,6 +104,7 @@ json_scalars = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False),
     st.sampled_from([0, 1, -1, 2**53, 2**53 + 1, 0.5, 1.0, "", "a", "b", "ab", "é"]),
     st.text(max_size=3),
+    LONG_TEXTS,
 )
 json_values = st.recursive(
     json_scalars,
@@ -106,6 +120,7 @@ comparable = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70),
     st.floats(allow_nan=False, allow_infinity=False),
     st.text(max_size=3),
+    LONG_TEXTS,
 )
 filters = st.dictionaries(
     st.sampled_from(["a", "b", "c", "d"]),
@@ -201,3 +216,26 @@ def test_list_namespaces_answers_as_in_memory_store(
         reference.put(ns, "k", {"v": 1})
     op = ListNamespacesOp(tuple(match) or None, depth, limit, offset)
     assert shared.batch([op]) == reference.batch([op])
+
+
+def test_long_strings_filter_exactly(store: Store) -> None:
+    """Strings past the index's 32-byte cut are indexed by their start and a hash:
+    equality and ranges still answer exactly, also between strings sharing 32 bytes."""
+    base = "the quick brown fox jumps over t"  # 32 bytes
+    texts = [base, base + "a", base + "b", base + "he lazy dog", "short", base[:-1]]
+    for i, t in enumerate(texts):
+        store.put(("n",), str(i), {"t": t})
+    for operand in (base, base + "a", base + "az", "short", base[:10]):
+        for op, test in (
+            ("$gt", str.__gt__),
+            ("$gte", str.__ge__),
+            ("$lt", str.__lt__),
+            ("$lte", str.__le__),
+        ):
+            want = {str(i) for i, t in enumerate(texts) if test(t, operand)}
+            assert keys(store, {"t": {op: operand}}) == want, (op, operand)
+        assert keys(store, {"t": operand}) == {str(i) for i, t in enumerate(texts) if t == operand}
+    rows = store.file.content  # the index holds no long text
+    with store.file.connection() as conn:
+        longest = conn.execute("SELECT max(length(value)) FROM store_fields").fetchall()[0][0]
+    assert rows is not None and longest <= 1 + 32 + 8

@@ -186,3 +186,28 @@ def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) 
     item = store.get(("u", "1"), "k1")
     assert item is not None and item.value == {"text": "note 1 about tea", "i": 1}
     assert verify(store.file).sound
+
+
+def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None:
+    """The file written by the last format-4 commit opens with its documents unchanged,
+    gains the Store's tables in one transaction, holds items, and verifies sound."""
+    import shutil
+
+    import ormsgpack
+    import zstandard
+
+    from threadloom.engine.schema import FORMAT_VERSION
+
+    data = Path(__file__).resolve().parents[1] / "data" / "format4"
+    path = tmp_path / "old.db"
+    shutil.copy(data / "format4.db", path)
+    raw = zstandard.ZstdDecompressor().decompress((data / "documents.msgpack.zst").read_bytes())
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(
+            ormsgpack.unpackb(raw)
+        )
+        store.put(("ada", "facts"), "f", {"text": "likes tea"})
+        assert store.search(("ada",), query="tea")[0].key == "f"
+        assert verify(saver.db).sound
+    conn = apsw.Connection(str(path))
+    assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]

@@ -7,7 +7,10 @@ array) and a key (`key`) whose byte order is the value order within a type:
 - `null` 0x01, `false` 0x02, `true` 0x03;
 - numbers 0x10 + an exact decimal encoding (`number`): integers of any size and floats
   compare exactly as numbers (2**53 + 1 > 2.0**53; 1 == 1.0), never through a float;
-- strings 0x20 + UTF-8 (byte order is code point order, as Python compares str);
+- strings 0x20 + UTF-8 (byte order is code point order, as Python compares str); a
+  string longer than 32 bytes 0x22 + its first 32 bytes + 8 bytes of its blake3, so long
+  texts do not fill the index: equality stays exact, and a range is decided by the first
+  32 bytes (ties with an operand longer than that are checked on the value);
 - objects 0x30 and arrays 0x31 + blake3 of their canonical form (equality only).
 
 Booleans are not numbers here (JSON's types, as PostgreSQL's jsonb): `{"n": True}` does
@@ -34,10 +37,19 @@ FALSE: Final = b"\x02"
 TRUE: Final = b"\x03"
 NUMBER: Final = b"\x10"
 STRING: Final = b"\x20"
+LONG: Final = b"\x22"
+#: Strings longer than this many UTF-8 bytes are indexed by their start and a hash.
+SHORT: Final = 32
 OBJECT: Final = b"\x30"
 ARRAY: Final = b"\x31"
 #: Upper bound (exclusive) of each type's keys.
-_END: Final = {NUMBER: b"\x11", STRING: b"\x21", OBJECT: b"\x31", ARRAY: b"\x32"}
+_END: Final = {
+    NUMBER: b"\x11",
+    STRING: b"\x21",
+    LONG: b"\x23",
+    OBJECT: b"\x31",
+    ARRAY: b"\x32",
+}
 
 #: Fields indexed per value at most; a value with more is `partial` (filters re-check it).
 MAX_FIELDS: Final = 256
@@ -93,7 +105,10 @@ def key(value: Any) -> bytes | None:
         found = number(value)
         return None if found is None else NUMBER + found
     if isinstance(value, str):
-        return STRING + value.encode("utf-8", "surrogatepass")
+        raw = value.encode("utf-8", "surrogatepass")
+        if len(raw) <= SHORT:
+            return STRING + raw
+        return LONG + raw[:SHORT] + blake3.blake3(raw).digest(length=8)
     if isinstance(value, Mapping):
         return OBJECT + blake3.blake3(_canonical(value)).digest(length=16)
     if isinstance(value, (list, tuple)):
@@ -112,6 +127,9 @@ def _canonical(value: Any) -> bytes:
     if isinstance(value, (list, tuple)):
         items = [_canonical(v) for v in value]
         return b"[" + len(items).to_bytes(4, "big") + b"".join(items)
+    if isinstance(value, str):
+        raw = value.encode("utf-8", "surrogatepass")
+        return b"s" + len(raw).to_bytes(4, "big") + raw
     found = key(value)
     if found is None:  # NaN: never equal, not even to itself
         return b"n" + blake3.blake3(repr(id(value)).encode()).digest(length=8)
@@ -160,15 +178,15 @@ def _walk(
 
 @dataclass(frozen=True)
 class Condition:
-    """One test on the field at `path`: it has a key in [low, high) (`negate`: it has not).
+    """One test on the field at `path`: it has a key in one of `ranges` ([low, high)
+    each; `negate`: it has none).
 
     `or_missing`: the test also passes when the value has no field at `path` (a filter
     `{"x": None}` matches an item without `x`, as LangGraph's InMemoryStore does).
     """
 
     path: str
-    low: bytes
-    high: bytes
+    ranges: tuple[tuple[bytes, bytes], ...]
     negate: bool = False
     or_missing: bool = False
 
@@ -203,7 +221,29 @@ def compile_filter(filter: Mapping[str, Any] | None) -> Compiled:
     """
     conditions: list[Condition] = []
     recheck = _compile(filter or {}, (), conditions)
-    return Compiled(tuple(conditions), recheck)
+    return Compiled(_merged(conditions), recheck)
+
+
+def _merged(conditions: list[Condition]) -> tuple[Condition, ...]:
+    """Positive range tests on one path become one test of their intersection
+    (`{"$gte": 10, "$lt": 20}` reads one range of the index, not two)."""
+    out: list[Condition] = []
+    for c in conditions:
+        for i, seen in enumerate(out):
+            if (
+                seen.path == c.path
+                and not (seen.negate or seen.or_missing or c.negate or c.or_missing)
+                and len(seen.ranges) == len(c.ranges)
+            ):
+                ranges = tuple(
+                    (max(a[0], b[0]), min(a[1], b[1]))
+                    for a, b in zip(seen.ranges, c.ranges, strict=True)
+                )
+                out[i] = Condition(c.path, ranges)
+                break
+        else:
+            out.append(c)
+    return tuple(out)
 
 
 def _compile(filter: Mapping[str, Any], prefix: tuple[str, ...], out: list[Condition]) -> bool:
@@ -213,19 +253,21 @@ def _compile(filter: Mapping[str, Any], prefix: tuple[str, ...], out: list[Condi
         text = path_text(path)
         if isinstance(wanted, Mapping) and any(str(k).startswith("$") for k in wanted):
             for operator, operand in wanted.items():
-                out.append(_operator(text, str(operator), operand))
+                condition, unsure = _operator(text, str(operator), operand)
+                out.append(condition)
+                recheck |= unsure
         elif isinstance(wanted, Mapping):
-            out.append(Condition(text, OBJECT, _END[OBJECT]))
+            out.append(Condition(text, ((OBJECT, _END[OBJECT]),)))
             recheck |= _compile(wanted, path, out)
         elif isinstance(wanted, (list, tuple)) and _holds_object(wanted):
-            out.append(Condition(text, ARRAY, _END[ARRAY]))
+            out.append(Condition(text, ((ARRAY, _END[ARRAY]),)))
             recheck = True
         else:
             found = key(wanted)
             if found is None:
-                out.append(Condition(text, b"", b""))  # NaN: nothing matches
+                out.append(Condition(text, ((b"", b""),)))  # NaN: nothing matches
             else:
-                out.append(Condition(text, found, found + b"\x00", or_missing=wanted is None))
+                out.append(Condition(text, ((found, found + b"\x00"),), or_missing=wanted is None))
     return recheck
 
 
@@ -236,7 +278,8 @@ def _holds_object(values: list[Any] | tuple[Any, ...]) -> bool:
     )
 
 
-def _operator(path: str, operator: str, operand: Any) -> Condition:
+def _operator(path: str, operator: str, operand: Any) -> tuple[Condition, bool]:
+    """The condition of one operator, and whether some values it keeps need a re-check."""
     if operator not in _OPERATORS:
         raise FilterError(
             f"filter operator {operator!r} is not one of {', '.join(sorted(_OPERATORS))} "
@@ -244,23 +287,40 @@ def _operator(path: str, operator: str, operand: Any) -> Condition:
         )
     found = key(operand)
     if operator in ("$eq", "$ne"):
+        negate = operator == "$ne"
         if found is None:  # NaN equals nothing, so $ne NaN holds for everything
-            return Condition(path, b"", b"", negate=operator == "$ne", or_missing=True)
-        return Condition(path, found, found + b"\x00", negate=operator == "$ne")
+            return Condition(path, ((b"", b""),), negate=negate, or_missing=True), False
+        return Condition(path, ((found, found + b"\x00"),), negate=negate), False
     kind = _kind(operand)
     if kind is None or found is None:
         raise FilterError(
             f"filter {operator} needs a number or a string to compare with, not "
             f"{json.dumps(operand, default=repr)[:40]}"
         )
+    if kind == NUMBER:
+        return Condition(path, (_range(operator, kind, found),)), False
+    # Strings: the short ones compare exactly; the long ones by their first SHORT bytes.
+    raw = operand.encode("utf-8", "surrogatepass")
+    short = _range(operator, STRING, STRING + raw)
+    start = raw[:SHORT]
+    above = operator in ("$gt", "$gte")
+    if len(raw) <= SHORT:
+        long = (LONG + start, _END[LONG]) if above else (LONG, LONG + start)
+        return Condition(path, (short, long)), False
+    # Long strings starting with the operand's first SHORT bytes are kept and re-checked.
+    long = (LONG + start, _END[LONG]) if above else (LONG, LONG + start + b"\xff" * 9)
+    return Condition(path, (short, long)), True
+
+
+def _range(operator: str, kind: bytes, found: bytes) -> tuple[bytes, bytes]:
     end = _END[kind]
     if operator == "$gt":
-        return Condition(path, found + b"\x00", end)
+        return found + b"\x00", end
     if operator == "$gte":
-        return Condition(path, found, end)
+        return found, end
     if operator == "$lt":
-        return Condition(path, kind, found)
-    return Condition(path, kind, found + b"\x00")
+        return kind, found
+    return kind, found + b"\x00"
 
 
 def _kind(value: Any) -> bytes | None:
@@ -331,6 +391,15 @@ def _apply(found: Any, operator: str, operand: Any) -> bool:
     kind = _kind(operand)
     if found is _MISSING or _kind(found) != kind:
         return False
+    if kind == STRING:
+        mine_text, theirs_text = str(found), str(operand)
+        if operator == "$gt":
+            return mine_text > theirs_text
+        if operator == "$gte":
+            return mine_text >= theirs_text
+        if operator == "$lt":
+            return mine_text < theirs_text
+        return mine_text <= theirs_text
     mine, theirs = key(found), key(operand)
     if mine is None or theirs is None:
         return False

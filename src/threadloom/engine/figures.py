@@ -49,6 +49,11 @@ def figures(path: str) -> dict[str, object]:
             out["block_bytes_referenced"] = int(refs)
             out["block_sharing"] = round(refs / raw, 2) if raw else None
             out["dictionary"] = fetchall(conn, "SELECT max(id) FROM dicts")[0][0]
+        if version >= 5:
+            out["store_namespaces"] = count("SELECT count(*) FROM store_namespaces")
+            out["store_items"] = count("SELECT count(*) FROM store_items")
+            out["store_value_bytes"] = count("SELECT total(size) FROM store_items")
+            out["store_vectors"] = count("SELECT count(*) FROM store_vectors")
         return out
     finally:
         conn.close()

@@ -28,7 +28,8 @@ from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.tables import STORE_ITEMS
 from threadloom.engine.text import TOKENIZER
-from threadloom.errors import EngineError
+from threadloom.errors import CorruptionError, EngineError
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from threadloom.engine.vectors import VectorIndex
@@ -38,6 +39,15 @@ MINUTE: Final = 60_000_000
 
 _NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
 _CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
+#: An item about to be replaced or deleted: id, namespace name, key, body, digest, blocks.
+_OLD: Final = "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks"
+_OLD_WHERE: Final = (
+    " FROM store_items x WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) "
+    "AND x.key = ?2"
+)
+_OLD_NAMED: Final = (
+    "SELECT x.id, n.name, x.key, x.body, x.digest, x.blocks FROM store_items x" + _NAMED
+)
 #: How many identity digests `Items` keeps (about 100 bytes each).
 _IDENTITIES: Final = 4096
 #: The columns of a `Stored` item (x = store_items, n = store_namespaces).
@@ -152,6 +162,7 @@ class Items:
         self.file = file
         self.vectors = vectors
         self._tokenizer: Any = None
+        self._path_ids: dict[str, int] = {}
         #: Identity digests of recently read items (the seal's half that never changes).
         self._identities: dict[tuple[str, str], bytes] = {}
 
@@ -226,16 +237,12 @@ class Items:
         terms = None
         if w.texts is not None:
             terms = len({t for text in w.texts for t in self.tokens(text)})
-        old = fetchall(
-            conn,
-            "SELECT x.id, x.body, x.blocks, x.created_at FROM store_items x WHERE "
-            "x.ns = (SELECT id FROM store_namespaces WHERE name = ?) AND x.key = ?",
-            (name, w.key),
-        )
+        old = fetchall(conn, _OLD + ", x.created_at" + _OLD_WHERE, (name, w.key))
         if old:
-            item, body, blocks, created = old[0]
+            item, body, blocks, created = old[0][0], old[0][3], old[0][5], old[0][6]
             if blocks:
                 self.file.content.unlink(conn, [body], now / 1e6)
+            self._unindex(conn, old)
             conn.execute(
                 "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
                 "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
@@ -252,7 +259,6 @@ class Items:
                     item,
                 ),
             )
-            conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
             conn.execute("DELETE FROM store_text WHERE rowid = ?", (item,))
         else:
             made = fetchall(
@@ -277,9 +283,10 @@ class Items:
             )
             item = int(made[0][0])
         self.file.content.link(conn, [packed], now / 1e6)
+        paths = self._paths(conn, [path for path, _ in rows])
         conn.executemany(
             "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)",
-            [(path, found, item) for path, found in rows],
+            [(paths[path], found, item) for path, found in rows],
         )
         if w.texts:
             conn.execute(
@@ -289,35 +296,64 @@ class Items:
             self.vectors.replace(conn, item, w.vectors or [])
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
-        rows = fetchall(
-            conn,
-            "SELECT x.id, x.body, x.blocks FROM store_items x WHERE "
-            "x.ns = (SELECT id FROM store_namespaces WHERE name = ?) AND x.key = ?",
-            (namespace_name(namespace), key),
-        )
+        rows = fetchall(conn, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
         self._drop(conn, rows, now)
 
+    def _paths(self, conn: apsw.Connection, paths: Iterable[str]) -> dict[str, int]:
+        """The numbers of field paths, numbering the new ones (paths are never deleted,
+        so a number once read stays right)."""
+        out: dict[str, int] = {}
+        for path in paths:
+            found = self._path_ids.get(path)
+            if found is None:
+                rows = fetchall(
+                    conn,
+                    "INSERT INTO store_paths(path) VALUES(?) ON CONFLICT(path) DO UPDATE "
+                    "SET path = excluded.path RETURNING id",
+                    (path,),
+                )
+                found = self._path_ids[path] = int(rows[0][0])
+            out[path] = found
+        return out
+
+    def _unindex(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> None:
+        """Delete the filter index rows of items given as `_OLD` rows, found from their
+        values (a value that cannot be decoded: by a scan of the index)."""
+        doomed: list[tuple[int, bytes, int]] = []
+        for row in rows:
+            item = int(row[0])
+            try:
+                (stored,) = self.decode(conn, [(*row[:5], 0, 0, None, None)])
+            except CorruptionError:
+                conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
+                continue
+            found, _ = fieldkeys.fields(stored.value)
+            paths = self._paths(conn, [path for path, _ in found])
+            doomed.extend((paths[path], key, item) for path, key in found)
+        conn.executemany(
+            "DELETE FROM store_fields WHERE path = ? AND value = ? AND item = ?", doomed
+        )
+
     def _drop(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]], now: int) -> None:
-        """Delete items given as (id, body, blocks) rows, with everything that indexes them."""
+        """Delete items given as `_OLD` rows, with everything that indexes them."""
         if not rows:
             return
-        chunked = [r[1] for r in rows if r[2]]
+        self._unindex(conn, rows)
+        chunked = [r[3] for r in rows if r[5]]
         if chunked:
             self.file.content.unlink(conn, chunked, now / 1e6)
         items = [int(r[0]) for r in rows]
         if self.vectors is not None:
             self.vectors.remove(conn, items)
         conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
+        # Blocks released a grace period ago (by this or earlier deletes) go now.
+        self.file.content.sweep(conn, RETENTION_GRACE_SECONDS)
 
     def purge(self, prefix: Sequence[str]) -> int:
         """Delete every item under `prefix` in one transaction; return how many."""
         clause, args = prefix_clause(prefix)
         with self.file.write() as conn:
-            rows = fetchall(
-                conn,
-                "SELECT x.id, x.body, x.blocks FROM store_items x" + _NAMED + f" WHERE {clause}",
-                args,
-            )
+            rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
             self._drop(conn, rows, now_us())
         return len(rows)
 
@@ -325,11 +361,7 @@ class Items:
         """Delete the items whose TTL ran out; return how many."""
         moment = now_us() if now is None else now
         with self.file.write() as conn:
-            rows = fetchall(
-                conn,
-                "SELECT id, body, blocks FROM store_items WHERE expires_at <= ?",
-                (moment,),
-            )
+            rows = fetchall(conn, _OLD_NAMED + " WHERE x.expires_at <= ?", (moment,))
             self._drop(conn, rows, moment)
         return len(rows)
 
@@ -435,27 +467,31 @@ class Items:
         )[0][0]
         if orphans:
             found.append(f"{orphans} store items belong to no namespace row")
+        indexed: dict[int, set[tuple[str, bytes]]] = {}
+        for item, path, value in conn.execute(
+            "SELECT f.item, p.path, f.value FROM store_fields f "
+            "LEFT JOIN store_paths p ON p.id = f.path"
+        ):
+            indexed.setdefault(int(item), set()).add((str(path), bytes(value)))
         rows = fetchall(conn, f"SELECT {ITEM_COLUMNS}, x.partial FROM store_items x{_NAMED}")
-        for start in range(0, len(rows), 256):
-            batch = rows[start : start + 256]
-            for row in batch:
-                try:
-                    (item,) = self.decode(conn, [row[:9]])
-                except Exception as exc:  # noqa: BLE001 - verify reports, never raises
-                    found.append(f"store item {row[1]}/{row[2]}: {exc}")
-                    continue
-                expected, complete = fieldkeys.fields(item.value)
-                stored = {
-                    (str(p), bytes(v))
-                    for p, v in fetchall(
-                        conn, "SELECT path, value FROM store_fields WHERE item = ?", (item.id,)
-                    )
-                }
-                if stored != set(expected) or bool(row[9]) == complete:
-                    found.append(
-                        f"store item {row[1]}/{row[2]}: its filter index rows differ from "
-                        "its value (filters would decide on them)"
-                    )
+        for row in rows:
+            held = indexed.pop(int(row[0]), set())
+            try:
+                (item,) = self.decode(conn, [row[:9]])
+            except Exception as exc:  # noqa: BLE001 - verify reports, never raises
+                found.append(f"store item {row[1]}/{row[2]}: {exc}")
+                continue
+            expected, complete = fieldkeys.fields(item.value)
+            if held != set(expected) or bool(row[9]) == complete:
+                found.append(
+                    f"store item {row[1]}/{row[2]}: its filter index rows differ from "
+                    "its value (filters would decide on them)"
+                )
+        if indexed:
+            found.append(
+                f"{sum(map(len, indexed.values()))} filter index rows belong to no item "
+                "(left by a damaged item; harmless, item ids are never reused)"
+            )
         if self.vectors is not None:
             found.extend(self.vectors.problems(conn))
         return found

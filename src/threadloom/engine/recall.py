@@ -25,27 +25,44 @@ EXACT_UP_TO: Final = 2048
 
 _FROM: Final = " FROM store_items x JOIN store_namespaces n ON n.id = x.ns"
 _NEWEST: Final = "x.updated_at DESC, x.id DESC"
+_PATH: Final = "(SELECT id FROM store_paths WHERE path = ?)"
+_BY_UPDATE: Final = _FROM.replace("store_items x", "store_items x INDEXED BY store_items_updated")
 
 
 def _condition(c: Condition) -> tuple[str, list[Any]]:
-    inside = "x.id IN (SELECT item FROM store_fields WHERE path = ? AND value >= ? AND value < ?)"
-    args: list[Any] = [c.path, c.low, c.high]
+    ranges = " OR ".join("(value >= ? AND value < ?)" for _ in c.ranges)
+    inside = f"x.id IN (SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges}))"
+    args: list[Any] = [c.path, *(bound for pair in c.ranges for bound in pair)]
     if c.negate:
         inside = "NOT " + inside
     if c.or_missing:
-        inside = f"({inside} OR x.id NOT IN (SELECT item FROM store_fields WHERE path = ?))"
+        inside = f"({inside} OR x.id NOT IN (SELECT item FROM store_fields WHERE path = {_PATH}))"
         args.append(c.path)
     return inside, args
 
 
-def where(prefix: Sequence[str], compiled: Compiled, live_at: int | None) -> tuple[str, list[Any]]:
-    """The WHERE clause (over `x` items and `n` namespaces) of a search, and its arguments."""
+def _driving(c: Condition) -> tuple[str, list[Any]]:
+    """The items a positive condition holds for, as a query (and its arguments)."""
+    ranges = " OR ".join("(value >= ? AND value < ?)" for _ in c.ranges)
+    inner = f"SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges})"
+    return inner, [c.path, *(b for pair in c.ranges for b in pair)]
+
+
+def where(
+    prefix: Sequence[str],
+    compiled: Compiled,
+    live_at: int | None,
+    skip: Condition | None = None,
+) -> tuple[str, list[Any]]:
+    """The WHERE clause (over `x` items and `n` namespaces) of a search, and its arguments
+    (without the condition `skip`, which the caller's plan already applies)."""
     clause, args = prefix_clause(prefix)
     parts: list[str] = [clause]
     bound: list[Any] = list(args)
-    if compiled.conditions:
+    kept = [c for c in compiled.conditions if c is not skip]
+    if kept:
         decided = []
-        for c in compiled.conditions:
+        for c in kept:
             sql, more = _condition(c)
             decided.append(sql)
             bound.extend(more)
@@ -104,11 +121,60 @@ class Recall:
         offset: int,
         live_at: int | None,
     ) -> list[Stored]:
-        """Items under `prefix` passing `filter`, newest update first."""
+        """Items under `prefix` passing `filter`, newest update first.
+
+        The plan is chosen from counts the file keeps or can count cheaply (SQLite has no
+        statistics of a namespace range or of a filter): when the candidates (items under
+        the prefix, or matching the filter's most selective condition) are many, walk the
+        items newest first and stop after the page; when they are few, read just them and
+        sort them.
+        """
         compiled = fieldkeys.compile_filter(filter)
-        clause, args = where(prefix, compiled, live_at)
-        sql = f"SELECT {ITEM_COLUMNS}, NULL, x.partial{_FROM} WHERE {clause} ORDER BY {_NEWEST}"
+        plan, driver = self._plan(conn, prefix, compiled, offset + limit)
+        clause, args = where(prefix, compiled, live_at, driver)
+        columns = f"SELECT {ITEM_COLUMNS}, NULL, x.partial"
+        order = f" WHERE {clause} ORDER BY {_NEWEST}"
+        if plan == "newest":
+            sql = f"{columns}{_BY_UPDATE}{order}"
+        elif plan == "filter" and driver is not None:
+            inner, more = _driving(driver)
+            # Values the index holds in part are candidates too (checked on the value).
+            sql = (
+                f"WITH c(id) AS MATERIALIZED ({inner} UNION "
+                f"SELECT id FROM store_items WHERE partial = 1) {columns} FROM c "
+                # CROSS JOIN: SQLite keeps this order (the candidates drive).
+                "CROSS JOIN store_items x ON x.id = c.id "
+                "CROSS JOIN store_namespaces n ON n.id = x.ns" + order
+            )
+            args = [*more, *args]
+        else:
+            sql = columns + _FROM + order
         return self._page(conn, sql, args, compiled, filter, limit, offset)
+
+    def _plan(
+        self, conn: apsw.Connection, prefix: Sequence[str], compiled: Compiled, want: int
+    ) -> tuple[str, Condition | None]:
+        """("newest" | "filter" | "namespace", the condition driving a "filter" plan)."""
+        clause, args = prefix_clause(prefix)
+        total = float(fetchall(conn, "SELECT total(items) FROM store_namespaces")[0][0])
+        under = total
+        if prefix:
+            sql = f"SELECT total(items) FROM store_namespaces n WHERE {clause}"
+            under = float(fetchall(conn, sql, args)[0][0])
+        candidates, driver = under, None
+        for c in compiled.conditions:
+            if c.negate or c.or_missing:
+                continue
+            inner, bounds = _driving(c)
+            sql = f"SELECT count(*) FROM ({inner} LIMIT ?)"
+            count = float(fetchall(conn, sql, [*bounds, int(candidates) + 1])[0][0])
+            if count < candidates:
+                candidates, driver = count, c
+        # Walking newest first reads about want × total / candidates rows; reading the
+        # candidates reads all of them (and sorts them).
+        if candidates * candidates > want * max(total, 1.0):
+            return "newest", None
+        return ("filter" if driver is not None else "namespace"), driver
 
     def text(
         self,

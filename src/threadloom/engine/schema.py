@@ -340,7 +340,7 @@ CREATE TABLE store_namespaces(
 ) STRICT;
 
 CREATE TABLE store_items(
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     ns INTEGER NOT NULL REFERENCES store_namespaces(id),
     key TEXT NOT NULL,
     body BLOB NOT NULL,
@@ -359,13 +359,17 @@ CREATE INDEX store_items_updated ON store_items(updated_at, id);
 CREATE INDEX store_items_expiry ON store_items(expires_at) WHERE expires_at IS NOT NULL;
 CREATE INDEX store_items_partial ON store_items(id) WHERE partial = 1;
 
+CREATE TABLE store_paths(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE
+) STRICT;
+
 CREATE TABLE store_fields(
-    path TEXT NOT NULL,
+    path INTEGER NOT NULL,
     value BLOB NOT NULL,
-    item INTEGER NOT NULL REFERENCES store_items(id) ON DELETE CASCADE,
+    item INTEGER NOT NULL,
     PRIMARY KEY(path, value, item)
 ) STRICT, WITHOUT ROWID;
-CREATE INDEX store_fields_item ON store_fields(item);
 
 CREATE VIRTUAL TABLE store_text USING fts5(
     text, content='', contentless_delete=1, tokenize='unicode61 remove_diacritics 2'
@@ -411,9 +415,13 @@ NULL without a TTL. `partial` = 1 when the filter index below does not hold ever
 of the value (too many), so filters re-check the value; `terms` = how many distinct
 tokens the item's text index holds (the text score's denominator).
 
-`store_fields`: the filter index, one row per field of the value reachable through
-objects only (`path` = the keys joined with `.`), `value` its order-preserving typed key
-(engine/fieldkeys.py); deleted with their item.
+`store_paths`: the field paths the filter index has met (the keys from the top, as a
+JSON array), numbered once. `store_fields`: the filter index, one row per field of a
+value reachable through objects only: its path's number, its order-preserving typed key
+(engine/fieldkeys.py) and the item. It has no index by item, which would double its
+size: an item's rows are found again from its value when it is replaced or deleted, and
+item ids are never reused (AUTOINCREMENT), so a row left behind by a damaged item can
+never be taken for another item's (verify reports it).
 
 `store_text`: FTS5, contentless, rowid = item id, over the item's indexed text.
 
