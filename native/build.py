@@ -22,7 +22,16 @@ _HERE = os.path.dirname(__file__) or "."
 if os.path.isabs(_HERE) and os.path.commonpath([_HERE, os.getcwd()]) == os.getcwd():
     _HERE = os.path.relpath(_HERE)
 
-SOURCES = ["sha256.c", "sha256_x86.c", "sha256_many.c", "refs.c", "cdc.c", "msgpack.c"]
+SOURCES = [
+    "sha256.c",
+    "sha256_x86.c",
+    "sha256_many.c",
+    "refs.c",
+    "cdc.c",
+    "msgpack.c",
+    "vectors.c",
+    "vectors_x86.c",
+]
 # Listed as `depends`: a change rebuilds the module, and an sdist ships them (this file too).
 DEPENDS = ["threadloom.h", "tl_internal.h", "build.py", "README.md"]
 
@@ -59,6 +68,7 @@ ffibuilder.set_source(
     include_dirs=[_HERE],
     extra_compile_args=_compile,
     extra_link_args=_link,
+    libraries=[] if sys.platform == "win32" else ["m"],  # sqrt in vectors.c
 )
 
 if __name__ == "__main__":

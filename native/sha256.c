@@ -198,11 +198,14 @@ void tl_sha256_final_hex(tl_sha256_ctx *ctx, char hex[64])
 
 unsigned tl_cpu_features(void)
 {
+    unsigned features = 0;
 #if TL_HAVE_X86_SHA
-    return tl_x86_features();
-#else
-    return 0;
+    features |= tl_x86_features();
 #endif
+#if TL_HAVE_X86_SIMD
+    features |= tl_x86_simd_features();
+#endif
+    return features;
 }
 
 int tl_sha256(const unsigned char *data, size_t len, unsigned features, unsigned char *out)

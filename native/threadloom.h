@@ -45,6 +45,7 @@ enum {
 
 enum {
     TL_HW_SHA = 1,      /* x86 SHA extensions (SHA-NI) with SSSE3 and SSE4.1 */
+    TL_HW_AVX2 = 2,     /* x86 AVX2 and FMA, with ymm state saved by the OS (vector kernels) */
     TL_CHUNK_SIZE = 32, /* element refs per chunk (SPEC §1.1 CHUNK_SIZE) */
     TL_REF_STRIDE = 67  /* bytes per ref in a refs buffer: `e-`/`c-`/`b-`, 64 hex, '\n' */
 };
@@ -185,6 +186,80 @@ int64_t tl_cdc_cuts(const unsigned char *data, size_t len, size_t min_size, size
  */
 int64_t tl_msgpack_array_spans(const unsigned char *data, size_t len, uint64_t *offsets,
                                size_t cap);
+
+/*
+ * Vector kernels (the Store's vector index; Python spec threadloom.core.similarity).
+ *
+ * Vectors are `dims` IEEE float32 values in host order, a matrix is `count`
+ * vectors back to back; every float pointer must be 4-byte aligned. Scores
+ * are "higher is better" similarities:
+ *   TL_COSINE          a.b / (|a| |b|), clamped to [-1, 1]; 0 when either is zero
+ *   TL_L2              -|a - b| (minus the euclidean distance)
+ *   TL_INNER_PRODUCT   a.b
+ * Sums run in float32 lanes (the spec sums in double): a score is within
+ * 1e-5 * |a| |b| of the spec's for TL_INNER_PRODUCT, within 1e-5 for
+ * TL_COSINE, and within 1e-5 * (|a| + |b|) for TL_L2, when no partial sum
+ * overflows float32. Non-finite inputs give non-finite or meaningless scores.
+ */
+enum {
+    TL_COSINE = 0,
+    TL_L2 = 1,
+    TL_INNER_PRODUCT = 2
+};
+
+/*
+ * scores[i] = similarity(query, matrix row i) for i < count, per `metric`.
+ * Preconditions: dims >= 1; query readable for dims floats; matrix for
+ * count * dims; scores writable for count doubles (matrix and scores may be
+ * NULL when count is 0); metric one of TL_COSINE, TL_L2, TL_INNER_PRODUCT.
+ * Returns TL_OK, or TL_EINVAL for a bad metric, feature bits or pointer.
+ * Complexity: O(count * dims), no allocation. Thread safety: reentrant.
+ */
+int tl_vector_scores(const float *query, const float *matrix, size_t count, size_t dims,
+                     int metric, unsigned features, double *scores);
+
+/*
+ * nearest[i] = the index j < k of the centroid that scores best against
+ * vector i (the similarity of tl_vector_scores), the lowest j among exact
+ * ties. Ranked without the terms all centroids share (|v| for TL_COSINE and
+ * TL_L2), so between two centroids whose scores differ by less than the
+ * stated tolerance either may be chosen.
+ * Preconditions: dims >= 1; 1 <= k <= UINT32_MAX; vectors readable for
+ * count * dims floats, centroids for k * dims; nearest writable for count
+ * entries (vectors and nearest may be NULL when count is 0).
+ * Returns TL_OK or TL_EINVAL. Complexity: O(count * k * dims), vectors taken
+ * in blocks of 32 against every centroid; 384 bytes of stack, no allocation.
+ * Thread safety: reentrant.
+ */
+int tl_vector_nearest(const float *vectors, size_t count, const float *centroids, size_t k,
+                      size_t dims, int metric, unsigned features, uint32_t *nearest);
+
+/*
+ * Writes to top[0 .. m), m = min(k, count), the indices of the m best of
+ * scores[0 .. count), best first: higher score first, then lower keys[i]
+ * (when keys is not NULL), then lower index. Returns m.
+ * Preconditions: scores readable for count doubles, keys NULL or readable for
+ * count int64s, top writable for m entries (any may be NULL when m is 0).
+ * Returns TL_EINVAL for a NaN score (no order) or a NULL pointer.
+ * Complexity: O(count log m) (a heap in `top`), no allocation.
+ * Thread safety: reentrant.
+ */
+int64_t tl_vector_top(const double *scores, const int64_t *keys, size_t count, size_t k,
+                      uint64_t *top);
+
+/*
+ * The k-means update: counts[c] = how many i < count have assignment[i] == c,
+ * and means[c] = the mean of those vectors (double sums rounded to float32),
+ * scaled to unit length when `normalize` is non-zero; a centroid without
+ * vectors gets zeros (and so does a zero sum when normalizing).
+ * Preconditions: dims >= 1, k >= 1; vectors readable for count * dims floats
+ * (NULL when count is 0), assignment for count entries each below k (checked);
+ * sums writable for k * dims doubles (scratch), means for k * dims floats,
+ * counts for k entries. Returns TL_OK or TL_EINVAL.
+ * Complexity: O((count + k) * dims), no allocation. Thread safety: reentrant.
+ */
+int tl_vector_means(const float *vectors, size_t count, const uint32_t *assignment, size_t k,
+                    size_t dims, int normalize, double *sums, float *means, uint64_t *counts);
 
 /* CDEF-END */
 

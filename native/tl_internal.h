@@ -25,7 +25,17 @@
 #define TL_HAVE_X86_SHA 0
 #endif
 
-#define TL_KNOWN_FEATURES ((unsigned)TL_HW_SHA)
+/* The AVX2 vector kernels need the same (target attributes, cpuid.h, inline xgetbv). */
+#if !defined(TL_NO_X86_SIMD) && defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define TL_HAVE_X86_SIMD 1
+#else
+#define TL_HAVE_X86_SIMD 0
+#endif
+
+#define TL_KNOWN_FEATURES ((unsigned)TL_HW_SHA | (unsigned)TL_HW_AVX2)
+
+/* Vectors per block in tl_vector_nearest (two stack arrays of this many entries). */
+#define TL_NEAREST_BLOCK 32
 
 /* Streaming SHA-256 state; lives on the caller's stack. */
 typedef struct tl_sha256_ctx {
@@ -97,6 +107,17 @@ TL_INTERNAL void tl_sha256_blocks_x86(uint32_t state[8], const unsigned char *da
 TL_INTERNAL void tl_sha256_runs2_x86(uint32_t state_a[8], tl_runs *a, uint32_t state_b[8],
                                      tl_runs *b);
 TL_INTERNAL unsigned tl_x86_features(void);
+#endif
+
+#if TL_HAVE_X86_SIMD
+/* TL_HW_AVX2 when the CPU has AVX2 and FMA and the OS saves ymm registers, else 0. */
+TL_INTERNAL unsigned tl_x86_simd_features(void);
+/* a . b and |a - b|^2 over n floats, with AVX2 + FMA (float32 lanes). */
+TL_INTERNAL float tl_dot_avx2(const float *a, const float *b, size_t n);
+TL_INTERNAL float tl_l2sq_avx2(const float *a, const float *b, size_t n);
+/* dots[j] = c . v_j for `count` vectors of `dims` floats back to back at v. */
+TL_INTERNAL void tl_dots_avx2(const float *c, const float *v, size_t count, size_t dims,
+                              float *dots);
 #endif
 
 /* TL_OK when `batch` satisfies the tl_batch preconditions, else TL_EINVAL. */

@@ -96,6 +96,10 @@ class ServiceUnavailableError(DocumentServiceError):
     """The broker or the service does not answer (`UNAVAILABLE`, `DEADLINE_EXCEEDED`)."""
 
 
+class VectorConfigError(EngineError):
+    """The file's vector index holds vectors of other dimensions than the Store's index config."""
+
+
 class ReadOnlyError(EngineError):
     """A write was asked of a file opened read-only (or one this process may not write)."""
 

@@ -430,6 +430,12 @@ class _StoreBase:
         self.stop_ttl_sweeper(5)
         self.file.close()
 
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def _strings(value: Any) -> Iterator[str]:
     """Every string value inside `value` (keys excluded): the text of the `$` field."""

@@ -41,6 +41,10 @@ class Backend:
     value_blob_refs: Callable[[Any], list[str]]
     cdc_cuts: Callable[[Any, int, int, int], list[int]]
     array_spans: Callable[[Any], Any]
+    vector_scores: Callable[[Any, Any, int, str], Any]
+    vector_nearest: Callable[[Any, Any, int, str], list[int]]
+    vector_top: Callable[[Any, Any, int], list[int]]
+    vector_means: Callable[[Any, Any, int, int, bool], tuple[bytes, list[int]]]
 
 
 def require_native() -> ModuleType:
@@ -68,6 +72,10 @@ def make_backend(name: str) -> Backend:
         hashing.value_blob_refs,
         chunking.cdc_cuts,
         chunking.array_spans,
+        hashing.vector_scores,
+        hashing.vector_nearest,
+        chunking.vector_top,
+        chunking.vector_means,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from itertools import pairwise
 from typing import Any
 
@@ -227,3 +228,148 @@ def test_array_spans(backends: list[Backend], case: tuple[bytes, bool]) -> None:
         assert isinstance(items, list) and len(items) == len(spans)
         for (start, end), item in zip(spans, items, strict=True):
             assert ormsgpack.unpackb(payload[start:end]) == item
+
+
+METRIC_NAMES = ["cosine", "l2", "inner_product"]
+
+
+@st.composite
+def vector_sets(draw: st.DrawFn) -> tuple[int, list[list[float]], list[list[float]]]:
+    """dims, a query-like set and a matrix-like set of float32-representable vectors, with
+    zero vectors, repeats and dims around the 8- and 32-float lanes drawn often."""
+    dims = draw(st.one_of(st.sampled_from([1, 7, 8, 9, 31, 32, 33, 384]), st.integers(1, 70)))
+    element = st.floats(-1e3, 1e3, width=32, allow_subnormal=False)
+    vector = st.one_of(
+        st.lists(element, min_size=dims, max_size=dims),
+        st.just([0.0] * dims),
+        st.integers(0, 2**32).map(lambda seed: _gauss(seed, dims)),
+    )
+    return dims, draw(st.lists(vector, min_size=1, max_size=5)), draw(st.lists(vector, max_size=40))
+
+
+def _gauss(seed: int, dims: int) -> list[float]:
+    import random
+
+    rng = random.Random(seed)
+    return [rng.gauss(0, 1) for _ in range(dims)]
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=vector_sets(), metric=st.sampled_from(METRIC_NAMES))
+def test_vector_scores(
+    backends: list[Backend], case: tuple[int, list[list[float]], list[list[float]]], metric: str
+) -> None:
+    """vector_scores of every backend is within the stated tolerance of the Python spec, and
+    the spec is the metric's textbook formula."""
+    from threadloom.core import similarity
+
+    dims, queries, rows = case
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    for query in queries:
+        blob = similarity.pack(query)
+        spec = list(backends[0].vector_scores(blob, matrix, dims, metric))
+        assert len(spec) == len(rows)
+        q = list(similarity.floats(blob, dims))
+        for row, score in zip(rows, spec, strict=True):
+            v = list(similarity.floats(similarity.pack(row), dims))
+            dot = sum(a * b for a, b in zip(q, v, strict=True))
+            if metric == "inner_product":
+                assert score == pytest.approx(dot, rel=1e-9, abs=1e-9)
+            elif metric == "l2":
+                dist = math.sqrt(sum((a - b) ** 2 for a, b in zip(q, v, strict=True)))
+                assert score == pytest.approx(-dist, rel=1e-9, abs=1e-9)
+            else:
+                norms = math.sqrt(sum(a * a for a in q)) * math.sqrt(sum(b * b for b in v))
+                assert score == (pytest.approx(dot / norms, abs=1e-9) if norms else 0.0)
+        for backend in backends[1:]:
+            other = backend.vector_scores(blob, matrix, dims, metric)
+            for row, a, b in zip(rows, spec, other, strict=True):
+                bound = similarity.tolerance(metric, q, row)
+                assert abs(a - b) <= bound, (backend.name, metric, a, b)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=vector_sets(), metric=st.sampled_from(METRIC_NAMES))
+def test_vector_nearest(
+    backends: list[Backend], case: tuple[int, list[list[float]], list[list[float]]], metric: str
+) -> None:
+    """Every backend's nearest centroid scores within tolerance of the best centroid (the spec
+    takes the exact best, lowest index on ties)."""
+    from threadloom.core import similarity
+
+    dims, centroids, rows = case
+    cents = b"".join(similarity.pack(c) for c in centroids)
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    for backend in backends:
+        chosen = backend.vector_nearest(matrix, cents, dims, metric)
+        assert len(chosen) == len(rows) and all(0 <= c < len(centroids) for c in chosen)
+        for row, choice in zip(rows, chosen, strict=True):
+            scores = list(backends[0].vector_scores(similarity.pack(row), cents, dims, metric))
+            if backend.name == "python":
+                assert choice == scores.index(max(scores))
+            else:
+                worst = max(similarity.tolerance(metric, row, c) for c in centroids)
+                assert scores[choice] >= max(scores) - 2 * worst - 1e-9
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    scores=st.lists(st.sampled_from([0.0, -1.0, 1.5, 2.0]) | st.floats(-10, 10), max_size=80),
+    keyed=st.booleans(),
+    k=st.integers(0, 90),
+)
+def test_vector_top(backends: list[Backend], scores: list[float], keyed: bool, k: int) -> None:
+    """vector_top is the same on every backend: the k best by (score desc, key, index)."""
+    from array import array
+
+    keys = [int(s * 7) % 5 for s in scores] if keyed else None
+    top = _same(backends, "vector_top", array("d", scores), keys, k)
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], keys[i] if keys else 0, i))
+    assert top == order[:k]
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=vector_sets(), normalize=st.booleans(), data=st.data())
+def test_vector_means(
+    backends: list[Backend],
+    case: tuple[int, list[list[float]], list[list[float]]],
+    normalize: bool,
+    data: st.DataObject,
+) -> None:
+    """vector_means agrees on every backend (double sums in the same order, then float32)."""
+    from threadloom.core import similarity
+
+    dims, _, rows = case
+    k = data.draw(st.integers(1, 6))
+    assignment = data.draw(st.lists(st.integers(0, k - 1), min_size=len(rows), max_size=len(rows)))
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    means, counts = _same(backends, "vector_means", matrix, assignment, k, dims, normalize)
+    assert counts == [assignment.count(c) for c in range(k)]
+    assert len(means) == 4 * k * dims
+
+
+def test_vector_functions_refuse_bad_arguments(backends: list[Backend]) -> None:
+    """Unknown metrics, ragged buffers, a query of the wrong length, no centroid, NaN scores
+    and assignments past k raise ValueError on every backend."""
+    from threadloom.core import similarity
+
+    one = similarity.pack([1.0, 2.0])
+    for backend in backends:
+        with pytest.raises(ValueError, match="metric"):
+            backend.vector_scores(one, one, 2, "dot")
+        with pytest.raises(ValueError, match="whole vectors"):
+            backend.vector_scores(one, one + b"\0", 2, "l2")
+        with pytest.raises(ValueError, match="one vector"):
+            backend.vector_scores(one + one, one, 2, "l2")
+        with pytest.raises(ValueError, match="centroid"):
+            backend.vector_nearest(one, b"", 2, "l2")
+        with pytest.raises(ValueError, match="NaN"):
+            backend.vector_top([1.0, math.nan], None, 1)
+        with pytest.raises(ValueError):
+            backend.vector_means(one, [3], 2, 2, False)

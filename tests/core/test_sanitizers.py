@@ -47,7 +47,7 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Path:
     gcc = _gcc()
     out = tmp_path_factory.mktemp("asan") / "tl_driver"
     sources = [str(path) for path in sorted(NATIVE.glob("*.c"))] + [str(DRIVER)]
-    command = [gcc, *WARN, "-O1", "-g", *SANITIZE, f"-I{NATIVE}", *sources, "-o", str(out)]
+    command = [gcc, *WARN, "-O1", "-g", *SANITIZE, f"-I{NATIVE}", *sources, "-lm", "-o", str(out)]
     result = subprocess.run(command, capture_output=True, text=True)
     assert result.returncode == 0, f"{' '.join(command)}\n{result.stderr}"
     return out
@@ -140,6 +140,63 @@ def test_vectors_under_sanitizers(driver: Path) -> None:
         assert line == expected, command[:200]
 
 
+def _vector_cases() -> Iterator[tuple[str, int, int, int, list[list[float]], list[list[float]]]]:
+    """(hw, metric code, dims, k, query + matrix rows, centroids): lanes' edges, zeros."""
+    rng = random.Random(20261201)
+    for dims in (1, 3, 7, 8, 9, 31, 32, 33, 100, 384):
+        for metric in (0, 1, 2):
+            for hw in ("hw", "0"):
+                count = rng.choice([0, 1, 5, 31, 32, 33, 70])
+                rows = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(count + 1)]
+                if count > 2:
+                    rows[2] = [0.0] * dims
+                k = rng.choice([1, 2, 7])
+                cents = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(k)]
+                yield hw, metric, dims, k, rows, cents
+
+
+def test_vector_kernels_under_sanitizers(driver: Path) -> None:
+    """The ASan+UBSan build's vector scores are within the stated tolerance of the Python
+    spec, its nearest centroids score within tolerance of the best, and its top-k and means
+    equal the spec's on them, with no report."""
+    from threadloom.core import similarity
+
+    names = ("cosine", "l2", "inner_product")
+    cases = list(_vector_cases())
+    commands = []
+    for hw, metric, dims, k, rows, cents in cases:
+        packed = [
+            b"".join(similarity.pack(row) for row in part).hex() or "-"
+            for part in ([rows[0]], rows[1:], cents)
+        ]
+        commands.append(f"vec {hw} {metric} {dims} {k} {' '.join(packed)}")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    stdin = "\n".join(commands) + "\n"
+    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for (_, metric, dims, k, rows, cents), line in zip(cases, lines, strict=True):
+        name = names[metric]
+        scores_text, nearest_text, top_text, means_hex = line.split(" ")
+        query, matrix = rows[0], b"".join(similarity.pack(row) for row in rows[1:])
+        spec = similarity.vector_scores(similarity.pack(query), matrix, dims, name)
+        scores = [float(x) for x in scores_text.split(",")] if scores_text != "-" else []
+        assert len(scores) == len(rows) - 1
+        for row, got, want in zip(rows[1:], scores, spec, strict=True):
+            assert abs(got - want) <= similarity.tolerance(name, query, row), (name, dims)
+        nearest = [int(x) for x in nearest_text.split(",")] if nearest_text != "-" else []
+        cents_blob = b"".join(similarity.pack(c) for c in cents)
+        for row, choice in zip(rows[1:], nearest, strict=True):
+            best = list(similarity.vector_scores(similarity.pack(row), cents_blob, dims, name))
+            slack = 2 * max(similarity.tolerance(name, row, c) for c in cents) + 1e-9
+            assert best[choice] >= max(best) - slack, (name, dims)
+        top = [int(x) for x in top_text.split(",")] if top_text != "-" else []
+        assert top == similarity.top(scores, None, k)
+        means, _ = similarity.means(matrix, nearest, k, dims, False)
+        assert means_hex == (means.hex() or "-")
+
+
 def test_c_files_are_small_and_prefixed() -> None:
     """Each C file stays under 400 lines and every ABI name starts with tl_ / TL_."""
     for path in NATIVE.glob("*.[ch]"):
@@ -150,7 +207,7 @@ def test_c_files_are_small_and_prefixed() -> None:
     names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
     assert names and all(name.lower().startswith("tl_") for name in names)
     functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
-    assert len(functions) == 7
+    assert len(functions) == 11
     for match in functions:
         before = header[: match.start()].rstrip()
         assert before.endswith("*/"), f"{match.group(1)} has no comment"

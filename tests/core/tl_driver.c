@@ -9,6 +9,9 @@
  *   vblob <hw|0> <n> (<kind> <payload>){n}    -> blob refs
  *   cdc <min> <avg> <max> <hex>               -> cuts
  *   spans <hex>                               -> offsets, or the negative code
+ *   vec <hw|0> <metric> <dims> <k> <query> <matrix> <centroids>
+ *       -> scores (%.17g) nearest top-k means-hex (means of the matrix rows
+ *          grouped by their nearest centroid, not normalized)
  * Lists print comma-separated, `-` when empty; a negative return prints `E<code>`.
  */
 #include <stdio.h>
@@ -235,6 +238,60 @@ static void run_vblob(char **cursor)
     free_batch(&batch, kl, pl);
 }
 
+/* Every vector function on one case, each buffer allocated to its exact size. */
+static void run_vec(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    int metric = atoi(next_token(cursor));
+    size_t dims = strtoul(next_token(cursor), NULL, 10);
+    size_t k = strtoul(next_token(cursor), NULL, 10), qlen, mlen, clen, n, i;
+    unsigned char *query = unhex(next_token(cursor), &qlen);
+    unsigned char *matrix = unhex(next_token(cursor), &mlen);
+    unsigned char *centroids = unhex(next_token(cursor), &clen);
+    double *scores, *sums;
+    uint32_t *nearest;
+    uint64_t *top, *counts;
+    float *means;
+    int64_t count;
+    int rc;
+    n = mlen / (4 * dims);
+    scores = malloc((n ? n : 1) * sizeof *scores);
+    nearest = malloc((n ? n : 1) * sizeof *nearest);
+    top = malloc((k ? k : 1) * sizeof *top);
+    sums = malloc(k * dims * sizeof *sums);
+    means = malloc(k * dims * sizeof *means);
+    counts = malloc(k * sizeof *counts);
+    rc = tl_vector_scores((const float *)query, (const float *)matrix, n, dims, metric, hw, scores);
+    if (rc == TL_OK) {
+        rc = tl_vector_nearest((const float *)matrix, n, (const float *)centroids, k, dims,
+                               metric, hw, nearest);
+    }
+    count = rc == TL_OK ? tl_vector_top(scores, NULL, n, k, top) : rc;
+    if (count >= 0) {
+        rc = tl_vector_means((const float *)matrix, n, nearest, k, dims, 0, sums, means, counts);
+    }
+    if (count < 0 || rc != TL_OK) {
+        printf("E%d", count < 0 ? (int)count : rc);
+    } else {
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", scores[i]);
+        fputs(n ? " " : "- ", stdout);
+        for (i = 0; i < n; i++) printf("%s%u", i ? "," : "", (unsigned)nearest[i]);
+        fputs(n ? " " : "- ", stdout);
+        print_u64s(top, (size_t)count);
+        putchar(' ');
+        print_hex((const unsigned char *)means, k * dims * sizeof *means);
+    }
+    free(query);
+    free(matrix);
+    free(centroids);
+    free(scores);
+    free(nearest);
+    free(top);
+    free(sums);
+    free(means);
+    free(counts);
+}
+
 int main(void)
 {
     size_t size = 0, cap = 1 << 16, n;
@@ -271,6 +328,8 @@ int main(void)
             if (count < 0) printf("E%d", (int)count); else print_u64s(cuts, (size_t)count);
             free(cuts);
             free(data);
+        } else if (strcmp(command, "vec") == 0) {
+            run_vec(&cursor);
         } else if (strcmp(command, "spans") == 0) {
             size_t len;
             unsigned char *data = unhex(next_token(&cursor), &len);

@@ -211,3 +211,38 @@ def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None
         assert verify(saver.db).sound
     conn = apsw.Connection(str(path))
     assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
+
+
+def test_the_readme_memory_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = re.search(r"<!-- memory-example -->\n```python\n(.*?)```", readme, re.S)
+    assert block is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block.group(1), "README.md (memory example)", "exec"), {})
+
+
+def test_doctor_counts_the_store_and_compact_keeps_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from threadloom.cli import main
+
+    path = tmp_path / "m.db"
+    with Store.from_conn_string(path) as store:
+        for i in range(400):
+            store.put(("u", str(i % 4)), f"k{i}", {"text": f"fact {i} " * 20, "i": i})
+        for i in range(0, 400, 2):
+            store.delete(("u", str(i % 4)), f"k{i}")
+    assert main(["doctor", "--json", "--db", str(path)]) == 0
+    before = json.loads(capsys.readouterr().out)
+    assert before["store_items"] == 200 and before["store_namespaces"] == 2
+    assert main(["compact", "--db", str(path)]) == 0
+    capsys.readouterr()
+    assert main(["doctor", "--json", "--db", str(path)]) == 0
+    after = json.loads(capsys.readouterr().out)
+    assert after["store_items"] == 200 and after["file_bytes"] < before["file_bytes"]
+    with Store.from_conn_string(path) as store:
+        assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=100)) == 50
+        assert store.search(("u",), query="fact 7", limit=1)[0].key == "k7"
+        assert verify(store.file).sound

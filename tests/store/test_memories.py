@@ -326,8 +326,10 @@ def test_the_docstring_examples_run() -> None:
     assert tried >= 20 and failed == 0
 
 
-def test_the_store_doc_examples_run() -> None:
-    """Every python block of docs/store.md runs, and its asserts hold."""
+def test_the_store_doc_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every python block of docs/store.md runs, and its asserts hold (in a fresh folder:
+    the blocks may create files)."""
+    monkeypatch.chdir(tmp_path)
     blocks = re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S)
     assert len(blocks) >= 3
     for number, block in enumerate(blocks, 1):

@@ -1,4 +1,5 @@
-"""Pure functions under everything else: hashing, protocol refs, chunking, msgpack spans.
+"""Pure functions under everything else: hashing, protocol refs, chunking, msgpack spans,
+vector similarity.
 
 Layer: core. Imports nothing from threadloom but `threadloom.errors`. Two backends compute
 the same results: `python` (`core._python`, `core.cdc`, `core.msgpack`: the specification)
@@ -13,18 +14,22 @@ variable `THREADLOOM_BACKEND` chooses, once, at import:
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Literal
 
 from threadloom.core import _python
 from threadloom.core._python import CHUNK_SIZE, Buffer, ListRefs, Typed
+from threadloom.core.similarity import METRICS, Metric
 from threadloom.errors import ThreadloomError
 
 __all__ = [
     "CHUNK_SIZE",
+    "METRICS",
     "BackendError",
     "ListRefs",
+    "Metric",
     "array_spans",
     "backend",
     "cdc_cuts",
@@ -32,6 +37,10 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_means",
+    "vector_nearest",
+    "vector_scores",
+    "vector_top",
 ]
 
 BACKENDS = ("auto", "native", "python")
@@ -71,6 +80,12 @@ chunk_texts: Callable[[Sequence[Typed]], list[str]] = _impl.chunk_texts
 value_blob_refs: Callable[[Sequence[Typed]], list[str]] = _impl.value_blob_refs
 cdc_cuts: Callable[[Buffer, int, int, int], list[int]] = _impl.cdc_cuts
 array_spans: Callable[[Buffer], list[tuple[int, int]] | None] = _impl.array_spans
+vector_scores: Callable[[Buffer, Buffer, int, str], array[float]] = _impl.vector_scores
+vector_nearest: Callable[[Buffer, Buffer, int, str], list[int]] = _impl.vector_nearest
+vector_top: Callable[[Sequence[float], Sequence[int] | None, int], list[int]] = _impl.vector_top
+vector_means: Callable[[Buffer, Sequence[int], int, int, bool], tuple[bytes, list[int]]] = (
+    _impl.vector_means
+)
 
 
 def backend() -> Literal["native", "python"]:

@@ -9,6 +9,7 @@ immutable bytes object or an exported buffer that stays referenced for the call.
 
 from __future__ import annotations
 
+import sys
 from array import array
 from collections.abc import Sequence
 from itertools import pairwise
@@ -17,6 +18,8 @@ from typing import Any
 from threadloom._native import ffi, lib
 from threadloom.core._python import CHUNK_SIZE, Buffer, ListRefs, Typed
 from threadloom.core.cdc import check_sizes
+from threadloom.core.similarity import Buffer as VectorBuffer
+from threadloom.core.similarity import check_metric
 
 NAME = "native"
 FEATURES: int = lib.tl_cpu_features()
@@ -78,8 +81,32 @@ def _ref_lines(refs: Any, count: int) -> list[str]:
     return text.split("\n")
 
 
+_METRICS = {"cosine": lib.TL_COSINE, "l2": lib.TL_L2, "inner_product": lib.TL_INNER_PRODUCT}
+
+
+def _float_count(buffer: VectorBuffer, dims: int) -> int:
+    """The number of `dims`-long float32 vectors in `buffer` (the spec's checks and errors)."""
+    if dims < 1:
+        raise ValueError(f"dims must be at least 1, not {dims}")
+    if len(buffer) % (4 * dims):
+        raise ValueError(
+            f"a buffer of {len(buffer)} bytes does not hold whole vectors of {dims} float32"
+        )
+    return len(buffer) // (4 * dims)
+
+
+def _floats(buffer: VectorBuffer) -> Any:
+    """A `float *` over little-endian float32 bytes (copied into host order on big-endian)."""
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        values = array("f")
+        values.frombytes(buffer)
+        values.byteswap()
+        return ffi.from_buffer("float[]", values)
+    return ffi.from_buffer("float[]", buffer)
+
+
 class NativeCore:
-    """The hashing functions of the C core, bound to a set of hardware paths.
+    """The hashing and vector functions of the C core, bound to a set of hardware paths.
 
     Args:
         features: TL_HW_* bits the C code may use: FEATURES (what this CPU offers, the
@@ -137,12 +164,99 @@ class NativeCore:
         _check(lib.tl_value_blob_refs(batch.c, self.features, refs), "tl_value_blob_refs")
         return _ref_lines(refs, batch.count)
 
+    def vector_scores(
+        self, query: VectorBuffer, matrix: VectorBuffer, dims: int, metric: str
+    ) -> array[float]:
+        """Return the score of `query` against each vector of `matrix` (see core.similarity)."""
+        code = _METRICS[check_metric(metric)]
+        if _float_count(query, dims) != 1 or len(query) != 4 * dims:
+            raise ValueError(
+                f"the query must be one vector of {dims} float32, not {len(query) // 4} values"
+            )
+        count = _float_count(matrix, dims)
+        scores = array("d", bytes(8 * count))
+        out = ffi.from_buffer("double[]", scores, require_writable=True)
+        rc = lib.tl_vector_scores(
+            _floats(query), _floats(matrix), count, dims, code, self.features, out
+        )
+        _check(rc, "tl_vector_scores")
+        return scores
+
+    def vector_nearest(
+        self, vectors: VectorBuffer, centroids: VectorBuffer, dims: int, metric: str
+    ) -> list[int]:
+        """Return the index of the best-scoring centroid for each vector (see core.similarity)."""
+        code = _METRICS[check_metric(metric)]
+        count, k = _float_count(vectors, dims), _float_count(centroids, dims)
+        if not k:
+            raise ValueError("nearest needs at least one centroid")
+        chosen = array("I", bytes(4 * count))
+        out = ffi.from_buffer("uint32_t[]", chosen, require_writable=True)
+        rc = lib.tl_vector_nearest(
+            _floats(vectors), count, _floats(centroids), k, dims, code, self.features, out
+        )
+        _check(rc, "tl_vector_nearest")
+        return chosen.tolist()
+
 
 _DEFAULT = NativeCore(FEATURES)
 sha256_hex = _DEFAULT.sha256_hex
 list_refs = _DEFAULT.list_refs
 chunk_texts = _DEFAULT.chunk_texts
 value_blob_refs = _DEFAULT.value_blob_refs
+vector_scores = _DEFAULT.vector_scores
+vector_nearest = _DEFAULT.vector_nearest
+
+
+def vector_top(scores: Sequence[float], keys: Sequence[int] | None, k: int) -> list[int]:
+    """Return the indices of the `k` best scores, best first (see core.similarity.top)."""
+    count = len(scores)
+    if keys is not None and len(keys) != count:
+        raise ValueError(f"{len(keys)} keys for {count} scores")
+    k = max(0, min(k, count))
+    values = scores if isinstance(scores, array) and scores.typecode == "d" else array("d", scores)
+    if keys is None:
+        key_buffer = ffi.NULL
+    else:
+        typed = keys if isinstance(keys, array) and keys.typecode == "q" else array("q", keys)
+        key_buffer = ffi.from_buffer("int64_t[]", typed)
+    top = _alloc("uint64_t[]", max(k, 1))
+    rc = lib.tl_vector_top(ffi.from_buffer("double[]", values), key_buffer, count, k, top)
+    if rc == lib.TL_EINVAL:
+        raise ValueError("a NaN score has no rank")
+    return ffi.unpack(top, _check(rc, "tl_vector_top"))  # type: ignore[no-any-return]
+
+
+def vector_means(
+    vectors: VectorBuffer, assignment: Sequence[int], k: int, dims: int, normalize: bool
+) -> tuple[bytes, list[int]]:
+    """Return (centroids, counts) of a k-means update (see core.similarity.means)."""
+    count = _float_count(vectors, dims)
+    if len(assignment) != count or k < 1:
+        raise ValueError(f"{len(assignment)} assignments for {count} vectors, k={k}")
+    if any(not 0 <= cluster < k for cluster in assignment):
+        raise ValueError(f"an assignment is not below k={k}")
+    chosen = assignment if isinstance(assignment, array) else array("I", assignment)
+    sums = _alloc("double[]", k * dims)
+    means = _alloc("float[]", k * dims)
+    counts = _alloc("uint64_t[]", k)
+    rc = lib.tl_vector_means(
+        _floats(vectors),
+        count,
+        ffi.from_buffer("uint32_t[]", chosen),
+        k,
+        dims,
+        int(normalize),
+        sums,
+        means,
+        counts,
+    )
+    _check(rc, "tl_vector_means")
+    packed = array("f")
+    packed.frombytes(ffi.buffer(means))
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        packed.byteswap()
+    return packed.tobytes(), ffi.unpack(counts, k)
 
 
 def cdc_cuts(data: Buffer, min_size: int, avg_size: int, max_size: int) -> list[int]:

@@ -14,6 +14,10 @@ from typing import NamedTuple
 
 from threadloom.core.cdc import cdc_cuts
 from threadloom.core.msgpack import array_spans
+from threadloom.core.similarity import means as vector_means
+from threadloom.core.similarity import nearest as vector_nearest
+from threadloom.core.similarity import top as vector_top
+from threadloom.core.similarity import vector_scores
 
 NAME = "python"
 CHUNK_SIZE = 32
@@ -32,6 +36,10 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_means",
+    "vector_nearest",
+    "vector_scores",
+    "vector_top",
 ]
 
 

@@ -23,6 +23,7 @@ against, and the check of the few values the index holds only in part.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Iterator, Mapping
@@ -136,6 +137,7 @@ def _canonical(value: Any) -> bytes:
     return len(found).to_bytes(4, "big") + found
 
 
+@functools.lru_cache(maxsize=4096)
 def path_text(path: tuple[str, ...]) -> str:
     """How a field path is stored: its keys as a compact JSON array (keys may hold `.`)."""
     return json.dumps(list(path), ensure_ascii=False, separators=(",", ":"))

@@ -203,8 +203,10 @@ class Items:
         for w in last.values():
             if w.value is None:
                 self._delete(conn, w.namespace, w.key, now)
+        # Namespace ids read by this transaction (deletes above may have removed some).
+        known: dict[str, int] = {}
         for w, raw, packed in zip(puts, raws, packs, strict=True):
-            self._put(conn, w, len(raw), packed, now)
+            self._put(conn, w, len(raw), packed, now, known)
         if content.note_inline(conn, packs):
             self._train_due = True
 
@@ -216,19 +218,33 @@ class Items:
             self._train_due = False
             self.file.content.train()
 
-    def _namespace(self, conn: apsw.Connection, namespace: Sequence[str]) -> int:
+    def _namespace(
+        self, conn: apsw.Connection, namespace: Sequence[str], known: dict[str, int]
+    ) -> int:
+        """The namespace's row id, made if needed (`known`: ids this transaction read)."""
         name = namespace_name(namespace)
+        found = known.get(name)
+        if found is not None:
+            return found
         rows = fetchall(conn, "SELECT id FROM store_namespaces WHERE name = ?", (name,))
-        if rows:
-            return int(rows[0][0])
-        made = fetchall(
-            conn,
-            "INSERT INTO store_namespaces(name, depth) VALUES(?, ?) RETURNING id",
-            (name, len(namespace)),
-        )
-        return int(made[0][0])
+        if not rows:
+            rows = fetchall(
+                conn,
+                "INSERT INTO store_namespaces(name, depth) VALUES(?, ?) RETURNING id",
+                (name, len(namespace)),
+            )
+        known[name] = int(rows[0][0])
+        return known[name]
 
-    def _put(self, conn: apsw.Connection, w: Write, size: int, packed: Packed, now: int) -> None:
+    def _put(
+        self,
+        conn: apsw.Connection,
+        w: Write,
+        size: int,
+        packed: Packed,
+        now: int,
+        known: dict[str, int],
+    ) -> None:
         name = namespace_name(w.namespace)
         digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
@@ -267,7 +283,7 @@ class Items:
                 "updated_at, expires_at, ttl, partial, terms) "
                 "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
-                    self._namespace(conn, w.namespace),
+                    self._namespace(conn, w.namespace, known),
                     w.key,
                     packed.body,
                     digest,

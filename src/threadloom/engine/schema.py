@@ -380,16 +380,24 @@ CREATE TABLE store_lists(
     centroid BLOB NOT NULL,
     size INTEGER NOT NULL DEFAULT 0
 ) STRICT;
+INSERT INTO store_lists(id, centroid, size) VALUES (0, x'', 0);
 
 CREATE TABLE store_vectors(
     id INTEGER PRIMARY KEY,
     item INTEGER NOT NULL REFERENCES store_items(id) ON DELETE CASCADE,
     field TEXT NOT NULL,
-    list INTEGER NOT NULL,
     vector BLOB NOT NULL,
+    list INTEGER GENERATED ALWAYS AS (id >> 32) VIRTUAL,
     UNIQUE(item, field)
 ) STRICT;
-CREATE INDEX store_vectors_list ON store_vectors(list);
+
+CREATE TRIGGER store_vectors_insert AFTER INSERT ON store_vectors BEGIN
+    UPDATE store_lists SET size = size + 1 WHERE id = new.id >> 32;
+END;
+
+CREATE TRIGGER store_vectors_delete AFTER DELETE ON store_vectors BEGIN
+    UPDATE store_lists SET size = size - 1 WHERE id = old.id >> 32;
+END;
 
 CREATE TRIGGER store_items_insert AFTER INSERT ON store_items BEGIN
     UPDATE store_namespaces SET items = items + 1 WHERE id = new.ns;
@@ -425,8 +433,15 @@ never be taken for another item's (verify reports it).
 
 `store_text`: FTS5, contentless, rowid = item id, over the item's indexed text.
 
-`store_lists`, `store_vectors`: the vector index (engine/vectors.py), one float32 vector
-per indexed field of an item, each in the inverted list of its nearest centroid.
+`store_lists`, `store_vectors`: the vector index (engine/vectors.py), one float32
+little-endian vector per indexed field of an item, each in the inverted list of its
+nearest centroid. A vector's row id is `list << 32 | n`, so a list is one range of the
+table's b-tree (a probe reads its pages in key order, no index); `list` is that id's high
+part. List 0 (empty centroid, always present) holds the vectors of an index not trained
+yet; `size` counts a list's vectors (triggers, cascaded deletes included). Settings in
+`meta`: `vector_dims`, `vector_metric` (what the lists were trained for),
+`vector_trained` (vectors at the last training), `vector_generation` (changes with
+every training; caches of the centroids are keyed by it).
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

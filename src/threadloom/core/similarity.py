@@ -1,0 +1,184 @@
+"""Vector similarity: the specification of the C core's vector kernels (native/vectors.c).
+
+Layer: core (no I/O). A vector is `dims` float32 values, little-endian, as the Store keeps
+them; a matrix is vectors back to back in one buffer. Scores are similarities, higher is
+better, as LangGraph's PostgresStore reports them:
+
+- `cosine`: a.b / (|a| |b|), clamped to [-1, 1]; 0 when either vector is zero;
+- `l2`: minus the euclidean distance;
+- `inner_product`: a.b.
+
+This module sums in double precision, one term at a time; the C core sums in float32
+lanes and stays within `tolerance(...)` of it. Its speed matters only for small data.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from array import array
+from collections.abc import Sequence
+from operator import mul, sub
+from typing import Literal
+
+Buffer = bytes | bytearray | memoryview
+Metric = Literal["cosine", "l2", "inner_product"]
+METRICS: tuple[Metric, ...] = ("cosine", "l2", "inner_product")
+
+__all__ = [
+    "METRICS",
+    "Metric",
+    "check_metric",
+    "floats",
+    "means",
+    "nearest",
+    "pack",
+    "tolerance",
+    "top",
+    "vector_scores",
+]
+
+
+def check_metric(metric: str) -> Metric:
+    """Return `metric` if it is one of METRICS, else raise ValueError."""
+    for known in METRICS:
+        if metric == known:
+            return known
+    raise ValueError(f"metric must be one of {', '.join(METRICS)}, not {metric!r}")
+
+
+def floats(buffer: Buffer, dims: int) -> array[float]:
+    """Return the float32 values of a matrix of `dims`-long vectors (ValueError if ragged)."""
+    if dims < 1:
+        raise ValueError(f"dims must be at least 1, not {dims}")
+    if len(buffer) % (4 * dims):
+        raise ValueError(
+            f"a buffer of {len(buffer)} bytes does not hold whole vectors of {dims} float32"
+        )
+    values = array("f")
+    values.frombytes(buffer)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return values
+
+
+def pack(values: Sequence[float]) -> bytes:
+    """Return `values` as float32 little-endian bytes (rounded to nearest)."""
+    packed = array("f", values)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def _rows(values: array[float], dims: int) -> list[array[float]]:
+    return [values[start : start + dims] for start in range(0, len(values), dims)]
+
+
+def _score(metric: Metric, query: array[float], row: array[float], qq: float) -> float:
+    if metric == "inner_product":
+        return math.fsum(map(mul, query, row))
+    if metric == "l2":
+        return -math.sqrt(math.fsum(d * d for d in map(sub, query, row)))
+    vv = math.fsum(map(mul, row, row))
+    if qq <= 0.0 or vv <= 0.0:
+        return 0.0
+    cosine = math.fsum(map(mul, query, row)) / (math.sqrt(qq) * math.sqrt(vv))
+    return max(-1.0, min(1.0, cosine))
+
+
+def vector_scores(query: Buffer, matrix: Buffer, dims: int, metric: str) -> array[float]:
+    """Return the score of `query` against each vector of `matrix` (an array of doubles).
+
+    Raises:
+        ValueError: an unknown metric, or buffers that are not whole vectors (the query
+            exactly one).
+    """
+    checked = check_metric(metric)
+    q = floats(query, dims)
+    if len(q) != dims:
+        raise ValueError(f"the query must be one vector of {dims} float32, not {len(q)} values")
+    qq = math.fsum(map(mul, q, q))
+    return array("d", [_score(checked, q, row, qq) for row in _rows(floats(matrix, dims), dims)])
+
+
+def nearest(vectors: Buffer, centroids: Buffer, dims: int, metric: str) -> list[int]:
+    """Return, for each vector, the index of the centroid scoring best against it.
+
+    The lowest index wins exact ties. (The C core ranks without the terms every centroid
+    shares, so where two centroids' scores are within `tolerance` it may choose the other.)
+
+    Raises:
+        ValueError: an unknown metric, ragged buffers, or no centroid.
+    """
+    checked = check_metric(metric)
+    rows = _rows(floats(centroids, dims), dims)
+    if not rows:
+        raise ValueError("nearest needs at least one centroid")
+    chosen = []
+    for vector in _rows(floats(vectors, dims), dims):
+        qq = math.fsum(map(mul, vector, vector))
+        scores = [_score(checked, vector, row, qq) for row in rows]
+        chosen.append(scores.index(max(scores)))
+    return chosen
+
+
+def top(scores: Sequence[float], keys: Sequence[int] | None, k: int) -> list[int]:
+    """Return the indices of the `k` best scores, best first.
+
+    Order: higher score, then lower key (`keys[i]`, when given), then lower index.
+
+    Raises:
+        ValueError: a NaN score (it has no rank), or keys of another length.
+    """
+    if any(score != score for score in scores):
+        raise ValueError("a NaN score has no rank")
+    if keys is not None and len(keys) != len(scores):
+        raise ValueError(f"{len(keys)} keys for {len(scores)} scores")
+    order = range(len(scores))
+    if keys is None:
+        return sorted(order, key=lambda i: (-scores[i], i))[: max(k, 0)]
+    return sorted(order, key=lambda i: (-scores[i], keys[i], i))[: max(k, 0)]
+
+
+def means(
+    vectors: Buffer, assignment: Sequence[int], k: int, dims: int, normalize: bool
+) -> tuple[bytes, list[int]]:
+    """Return (centroids, counts): the float32 mean of the vectors assigned to each of `k`.
+
+    A centroid without vectors is zeros. With `normalize` each mean is scaled to unit
+    length (the spherical k-means of cosine similarity); a zero mean stays zero.
+
+    Raises:
+        ValueError: an assignment outside 0..k-1, or one per vector missing.
+    """
+    rows = _rows(floats(vectors, dims), dims)
+    if len(assignment) != len(rows) or k < 1:
+        raise ValueError(f"{len(assignment)} assignments for {len(rows)} vectors, k={k}")
+    sums = [[0.0] * dims for _ in range(k)]
+    counts = [0] * k
+    for row, cluster in zip(rows, assignment, strict=True):
+        if not 0 <= cluster < k:
+            raise ValueError(f"assignment {cluster} is not below k={k}")
+        total = sums[cluster]
+        for d, value in enumerate(row):
+            total[d] += value
+        counts[cluster] += 1
+    out: list[float] = []
+    for total, count in zip(sums, counts, strict=True):
+        scale = 1.0 / count if count else 0.0
+        if normalize and count:
+            norm = math.sqrt(sum(value * value for value in total))
+            scale = 1.0 / norm if norm > 0.0 else 0.0
+        out.extend(value * scale for value in total)
+    return pack(out), counts
+
+
+def tolerance(metric: str, a: Sequence[float], b: Sequence[float]) -> float:
+    """How far the C core's score of a against b may be from this module's (threadloom.h)."""
+    na = math.sqrt(math.fsum(x * x for x in a))
+    nb = math.sqrt(math.fsum(x * x for x in b))
+    if check_metric(metric) == "inner_product":
+        return 1e-5 * na * nb
+    if metric == "l2":
+        return 1e-5 * (na + nb)
+    return 1e-5
