@@ -20,6 +20,7 @@ LAYERS = {
     "threadloom.saver": 3,
     "threadloom._langgraph": 3,
     "threadloom.store": 3,
+    "threadloom._storeops": 3,
     "threadloom.memories": 3,
     "threadloom": 3,  # the package root re-exports the adapters
     "threadloom.cli": 4,

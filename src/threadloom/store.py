@@ -15,18 +15,14 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, cast
 
 from langgraph.store.base import (
     BaseStore,
     GetOp,
     IndexConfig,
-    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -39,94 +35,23 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
+from threadloom._storeops import (
+    Prepared,
+    as_item,
+    as_search_item,
+    check_labels,
+    namespace_matches,
+    strings,
+    validate,
+)
 from threadloom.engine import File
-from threadloom.engine.items import Items, Stored, Write, check_json, now_us
+from threadloom.engine.items import Items, Stored, Write, now_us
 from threadloom.engine.recall import Recall
 from threadloom.errors import InvalidArgumentError
 
 log = logging.getLogger(__name__)
 
 Metric = Literal["cosine", "l2", "inner_product"]
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def _time(us: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=us)
-
-
-def _item(stored: Stored) -> Item:
-    return Item(
-        value=stored.value,
-        key=stored.key,
-        namespace=stored.namespace,
-        created_at=_time(stored.created_at),
-        updated_at=_time(stored.updated_at),
-    )
-
-
-def _search_item(stored: Stored) -> SearchItem:
-    return SearchItem(
-        namespace=stored.namespace,
-        key=stored.key,
-        value=stored.value,
-        created_at=_time(stored.created_at),
-        updated_at=_time(stored.updated_at),
-        score=stored.score,
-    )
-
-
-def _labels(namespace: Sequence[Any], *, full: bool) -> None:
-    """BaseStore's namespace rules, for ops handed to `batch` directly too."""
-    if full and not namespace:
-        raise InvalidNamespaceError("Namespace cannot be empty.")
-    for label in namespace:
-        if not isinstance(label, str):
-            raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are strings"
-            )
-        if not label or "." in label or "\x00" in label:
-            raise InvalidNamespaceError(
-                f"Invalid namespace label {label!r} in {tuple(namespace)}: a label is a "
-                "non-empty string without '.' or NUL"
-            )
-    if full and namespace[0] == "langgraph":
-        raise InvalidNamespaceError(
-            f'Root label for namespace cannot be "langgraph". Got: {tuple(namespace)}'
-        )
-
-
-def _validate(op: Op) -> None:
-    if isinstance(op, PutOp):
-        _labels(op.namespace, full=True)
-        if not isinstance(op.key, str):
-            raise InvalidArgumentError(f"an item key is a str, not {type(op.key).__name__}")
-        if op.value is not None and not isinstance(op.value, dict):
-            raise InvalidArgumentError(
-                f"an item value is a dict (a JSON object), not {type(op.value).__name__}"
-            )
-        if op.value is not None:
-            check_json(op.value)
-    elif isinstance(op, GetOp):
-        _labels(op.namespace, full=False)
-    elif isinstance(op, SearchOp):
-        _labels(op.namespace_prefix, full=False)
-    elif isinstance(op, ListNamespacesOp):
-        for condition in op.match_conditions or ():
-            _labels([p for p in condition.path if p != "*"], full=False)
-    else:
-        raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
-
-
-@dataclass
-class _Prepared:
-    """What a batch needs that comes from outside the file: texts and embeddings."""
-
-    ops: list[Op]
-    writes: list[Write]
-    queries: dict[str, list[float]]
-    embed: list[str]
-    #: (write index, field path) per text in `embed`.
-    slots: list[tuple[int, str]]
 
 
 class _StoreBase:
@@ -177,10 +102,10 @@ class _StoreBase:
 
     # -- preparing a batch (outside any transaction) ---------------------------------------
 
-    def _prepare(self, ops: Iterable[Op]) -> _Prepared:
+    def _prepare(self, ops: Iterable[Op]) -> Prepared:
         listed = list(ops)
         for op in listed:
-            _validate(op)
+            validate(op)
         writes: list[Write] = []
         embed: list[str] = []
         slots: list[tuple[int, str]] = []
@@ -200,7 +125,7 @@ class _StoreBase:
         queries: dict[str, list[float]] = {}
         if self.embeddings is not None:
             queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}
-        return _Prepared(listed, writes, queries, embed, slots)
+        return Prepared(listed, writes, queries, embed, slots)
 
     def _texts(self, op: PutOp) -> tuple[list[str] | None, list[tuple[str, str]]]:
         """The item's text-index texts, and (field path, text) pairs to embed."""
@@ -217,7 +142,7 @@ class _StoreBase:
         embedded: list[tuple[str, str]] = []
         for path, tokens in fields:
             if path == "$":
-                texts.extend(_strings(op.value))
+                texts.extend(strings(op.value))
                 found = get_text_at_path(op.value, "$") if self.embeddings is not None else []
             else:
                 found = get_text_at_path(op.value, tokens)
@@ -228,7 +153,7 @@ class _StoreBase:
                 embedded.append((path, found[0]))
         return (texts if self.text else None), embedded
 
-    def _attach(self, prepared: _Prepared, vectors: Sequence[Sequence[float]]) -> None:
+    def _attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
         if len(vectors) != len(prepared.slots):
             raise InvalidArgumentError(
                 f"the embedder returned {len(vectors)} vectors for {len(prepared.slots)} texts"
@@ -240,7 +165,7 @@ class _StoreBase:
 
     # -- running a batch (one transaction) -------------------------------------------------
 
-    def _run(self, prepared: _Prepared) -> list[Result]:
+    def _run(self, prepared: Prepared) -> list[Result]:
         if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
             return [self._get(prepared.ops[0])]
         now = now_us()
@@ -261,12 +186,15 @@ class _StoreBase:
                     self.items.refresh(conn, refresh, now)
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
-                if self.items.vectors is not None:
-                    self.items.vectors.maintain(conn)
         if refresh and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, refresh, now)
         self.items.after_write()
+        if writing and self.items.vectors is not None:
+            # Retraining the lists (when the index grew or shrank enough) takes its own
+            # write transaction: the batch is committed, and readers go on meanwhile.
+            with self.file.write() as conn:
+                self.items.vectors.maintain(conn)
         del reads
         return results
 
@@ -281,13 +209,13 @@ class _StoreBase:
         if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, [stored.id], now)
-        return _item(stored)
+        return as_item(stored)
 
     def _read(
         self,
         conn: Any,
         op: Op,
-        prepared: _Prepared,
+        prepared: Prepared,
         live_at: int | None,
         refresh: list[int],
     ) -> Result:
@@ -297,17 +225,17 @@ class _StoreBase:
                 return None
             if op.refresh_ttl and stored.ttl is not None:
                 refresh.append(stored.id)
-            return _item(stored)
+            return as_item(stored)
         if isinstance(op, SearchOp):
             found = self._search(conn, op, prepared, live_at)
             if op.refresh_ttl:
                 refresh.extend(s.id for s in found if s.ttl is not None)
-            return [_search_item(s) for s in found]
+            return [as_search_item(s) for s in found]
         assert isinstance(op, ListNamespacesOp)
         return self._namespaces(conn, op, live_at)
 
     def _search(
-        self, conn: Any, op: SearchOp, prepared: _Prepared, live_at: int | None
+        self, conn: Any, op: SearchOp, prepared: Prepared, live_at: int | None
     ) -> list[Stored]:
         prefix, limit, offset = op.namespace_prefix, op.limit, op.offset
         if limit < 0 or offset < 0:
@@ -334,7 +262,7 @@ class _StoreBase:
         found = [
             ns
             for ns in self.items.namespaces(conn, fixed, live_at)
-            if all(_matches(c, ns) for c in conditions)
+            if all(namespace_matches(c, ns) for c in conditions)
         ]
         if op.max_depth is not None:
             found = sorted({ns[: op.max_depth] for ns in found})
@@ -359,11 +287,11 @@ class _StoreBase:
                 "this store keeps no full-text index; open it with text=True (new items are "
                 "indexed from then on)"
             )
-        _labels(namespace_prefix, full=False)
+        check_labels(namespace_prefix, full=False)
         live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
         with self.file.read() as conn:
             found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
-        return [_search_item(s) for s in found]
+        return [as_search_item(s) for s in found]
 
     async def asearch_text(
         self,
@@ -380,11 +308,28 @@ class _StoreBase:
             self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
         )
 
+    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """A batch with the embedder's async methods, the file on a worker thread."""
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
+        return await asyncio.to_thread(self._run, prepared)
+
+    async def asweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        return await asyncio.to_thread(self.purge, namespace_prefix)
+
     # -- maintenance -----------------------------------------------------------------------
 
     def purge(self, namespace_prefix: tuple[str, ...]) -> int:
         """Delete every item under `namespace_prefix` in one transaction; return how many."""
-        _labels(namespace_prefix, full=True)
+        check_labels(namespace_prefix, full=True)
         return self.items.purge(namespace_prefix)
 
     def sweep_ttl(self) -> int:
@@ -416,6 +361,9 @@ class _StoreBase:
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
         """Stop the sweeper thread; True when it stopped within `timeout` seconds."""
+        return self._stop_thread(timeout)
+
+    def _stop_thread(self, timeout: float | None) -> bool:
         self._stop.set()
         if self._sweeper is None:
             return True
@@ -427,7 +375,10 @@ class _StoreBase:
 
     def close(self) -> None:
         """Stop the sweeper and let go of the file (others on it keep it open)."""
-        self.stop_ttl_sweeper(5)
+        self._stop_thread(5)
+        task = getattr(self, "_task_sweeper", None)
+        if task is not None:
+            task.cancel()
         self.file.close()
 
     def __enter__(self) -> Any:
@@ -435,32 +386,6 @@ class _StoreBase:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _strings(value: Any) -> Iterator[str]:
-    """Every string value inside `value` (keys excluded): the text of the `$` field."""
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for child in value.values():
-            yield from _strings(child)
-    elif isinstance(value, list):
-        for child in value:
-            yield from _strings(child)
-
-
-def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = tuple(condition.path)
-    if len(namespace) < len(path):
-        return False
-    pairs = (
-        zip(namespace, path, strict=False)
-        if condition.match_type == "prefix"
-        else zip(reversed(namespace), reversed(path), strict=False)
-    )
-    if condition.match_type not in ("prefix", "suffix"):
-        raise InvalidArgumentError(f"match type {condition.match_type!r} is not prefix or suffix")
-    return all(p == "*" or n == p for n, p in pairs)
 
 
 class Store(_StoreBase, BaseStore):
@@ -517,7 +442,7 @@ class Store(_StoreBase, BaseStore):
         if refresh_ttl is None:
             refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
         op = GetOp(namespace, str(key), bool(refresh_ttl))
-        _validate(op)
+        validate(op)
         return self._get(op)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
@@ -529,18 +454,7 @@ class Store(_StoreBase, BaseStore):
         return self._run(prepared)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
-        for query in prepared.queries:
-            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
-        return await asyncio.to_thread(self._run, prepared)
-
-    async def asweep_ttl(self) -> int:
-        return await asyncio.to_thread(self.sweep_ttl)
-
-    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
-        return await asyncio.to_thread(self.purge, namespace_prefix)
+        return await self._abatch(ops)
 
 
 class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
@@ -561,6 +475,7 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
     ) -> None:
         AsyncBatchedBaseStore.__init__(self)
         self._setup(path, index, ttl, readonly, text)
+        self._task_sweeper: asyncio.Task[None] | None = None
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -582,20 +497,42 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         try:
             yield store
         finally:
+            await store.stop_ttl_sweeper(5)
             await asyncio.to_thread(store.close)
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
-        for query in prepared.queries:
-            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
-        return await asyncio.to_thread(self._run, prepared)
+        return await self._abatch(ops)
 
-    async def asweep_ttl(self) -> int:
-        """Delete the items whose TTL ran out; return how many."""
-        return await asyncio.to_thread(self.sweep_ttl)
+    async def start_ttl_sweeper(  # type: ignore[override]
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's,
+        else 5) on the event loop, each sweep on a worker thread; as LangGraph's async
+        stores, a task to await or cancel (or `stop_ttl_sweeper`)."""
+        if self._task_sweeper is not None and not self._task_sweeper.done():
+            return self._task_sweeper
+        minutes = float(
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
 
-    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
-        """Delete every item under `namespace_prefix` in one transaction; return how many."""
-        return await asyncio.to_thread(self.purge, namespace_prefix)
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(minutes * 60)
+                try:
+                    swept = await asyncio.to_thread(self.sweep_ttl)
+                    if swept:
+                        log.info("%s: swept %d expired store items", self.file.path, swept)
+                except Exception:  # keep sweeping: one failure (a busy file) is not the last
+                    log.exception("%s: the TTL sweep failed", self.file.path)
+
+        self._task_sweeper = asyncio.create_task(loop())
+        return self._task_sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+        """Cancel the sweeper task; True when it ended within `timeout` seconds."""
+        task, self._task_sweeper = self._task_sweeper, None
+        if task is None or task.done():
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)

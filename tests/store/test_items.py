@@ -246,3 +246,33 @@ def test_doctor_counts_the_store_and_compact_keeps_it(
         assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=100)) == 50
         assert store.search(("u",), query="fact 7", limit=1)[0].key == "k7"
         assert verify(store.file).sound
+
+
+def _writer(path: str, who: str) -> None:
+    with Store.from_conn_string(path) as store:
+        for i in range(150):
+            store.put(("shared", who), f"k{i}", {"text": f"{who} fact {i}", "i": i})
+            if i % 10 == 0:
+                store.delete(("shared", who), f"k{i - 5}")
+
+
+def test_two_processes_write_one_store(tmp_path: Path) -> None:
+    """Processes writing the same file (and new namespaces, paths and text) at once end
+    with every item each wrote, and a sound file."""
+    import multiprocessing
+
+    path = str(tmp_path / "shared.db")
+    Store(path).close()
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, who)) for who in ("a", "b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+        assert worker.exitcode == 0
+    with Store.from_conn_string(path) as store:
+        for who in ("a", "b"):
+            found = store.search(("shared", who), limit=1000)
+            assert len(found) == 150 - 14
+            assert store.search(("shared",), query=f"{who} fact 77", limit=1)[0].key == "k77"
+        assert verify(store.file).sound

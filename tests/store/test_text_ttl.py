@@ -177,3 +177,22 @@ def test_async_store_batches_concurrent_calls_off_the_loop(tmp_path: Path) -> No
             assert await store.apurge(("u",)) == 200
 
     asyncio.run(main())
+
+
+def test_the_async_sweeper_is_a_task(tmp_path: Path) -> None:
+    ttl = TTLConfig(default_ttl=0.0005, sweep_interval_minutes=0.001)  # type: ignore[typeddict-item]
+
+    async def main() -> None:
+        async with AsyncStore.from_conn_string(tmp_path / "s.db", ttl=ttl) as store:
+            await store.aput(("s",), "a", {"v": 1})
+            task = await store.start_ttl_sweeper()
+            assert await store.start_ttl_sweeper() is task
+            for _ in range(100):
+                if await store.aget(("s",), "a", refresh_ttl=False) is None:
+                    break
+                await asyncio.sleep(0.05)
+            assert await store.aget(("s",), "a", refresh_ttl=False) is None
+            assert await store.stop_ttl_sweeper(timeout=2)
+            assert task.done()
+
+    asyncio.run(main())

@@ -225,3 +225,18 @@ def test_async_store_with_an_async_embedding_function(tmp_path: Path) -> None:
 
     asyncio.run(main())
     assert sum(calls) >= 31 and len(calls) < 31  # concurrent puts were batched
+
+
+def test_a_store_without_embeddings_leaves_no_stale_vector(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    path = tmp_path / "mixed.db"
+    with opened(path, recorder) as store:
+        store.put(("d",), "a", {"text": "cat dog"})
+        store.put(("d",), "b", {"text": "sun rain"})
+    with Store.from_conn_string(path) as plain:
+        plain.put(("d",), "a", {"text": "river bridge"})
+    with opened(path, recorder) as store:
+        hits = store.search(("d",), query="cat dog")
+        assert [h.key for h in hits] == ["b"]
+        assert verify(store.file).sound

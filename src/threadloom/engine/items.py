@@ -310,6 +310,9 @@ class Items:
             )
         if self.vectors is not None:
             self.vectors.replace(conn, item, w.vectors or [])
+        elif old:
+            # A store without embeddings replaced the value: its old vectors would be stale.
+            conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
         rows = fetchall(conn, _OLD + _OLD_WHERE, (namespace_name(namespace), key))

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from typing import Any, Final, cast
 
 import apsw
 
@@ -485,6 +485,23 @@ class VectorIndex:
         See `vector_checks.problems` for the checks.
         """
         return vector_checks.problems(conn, self.dims, self._meta(conn).dims)
+
+
+def stored_index(conn: apsw.Connection) -> VectorIndex | None:
+    """The index as the file records it (dims and metric), for readers without a Store
+    config (`threadloom verify`); None when the file holds no vector settings."""
+    rows: dict[str, Any] = dict(
+        fetchall(conn, "SELECT key, value FROM meta WHERE key IN (?, ?)", _SETTINGS)
+    )
+    dims = rows.get(_SETTINGS[0])
+    if dims is None:
+        return None
+    metric = rows.get(_SETTINGS[1]) or "cosine"
+    return VectorIndex(int(dims), cast(Metric, str(metric)))
+
+
+#: The `meta` keys `stored_index` reads.
+_SETTINGS: Final = ("vector_dims", "vector_metric")
 
 
 class _Candidates:

@@ -42,6 +42,7 @@ from threadloom.engine.items import Items
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.values import children
+from threadloom.engine.vectors import stored_index
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol import references
 
@@ -328,8 +329,8 @@ def _decoded(
 
 def _store(db: File, conn: apsw.Connection, report: Report) -> None:
     """The Store's items: each body decoded against its seal, its filter index rows,
-    the namespace counts."""
-    for line in Items(db).problems(conn):
+    the namespace counts, and the vector index as the file records it."""
+    for line in Items(db, stored_index(conn)).problems(conn):
         report.add(Problem("store", line))
 
 
