@@ -35,9 +35,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-import pytest
+from tests.helpers import unavailable
 
 T = TypeVar("T")
 
@@ -68,13 +68,6 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 class Unavailable(Exception):
     """A real component cannot be set up on this machine (no network, binary missing)."""
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip the test for `reason` outside CI; fail it in CI, where every peer must run."""
-    if "CI" in os.environ:
-        pytest.fail(f"CI is set, so this component must run: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def require(setup: Callable[[], T]) -> T:
