@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import os
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -59,6 +60,48 @@ def look(path: str) -> apsw.Connection:
     return apsw.Connection(uri(path, readonly=True, immutable=not wal), flags=flags)
 
 
+def _schema(path: str) -> tuple[set[str], set[str]]:
+    """The file's table names and the columns of its `checkpoints` table, if any.
+
+    An immutable read takes no lock, so another process folding its WAL into the file at
+    that moment can tear it (SQLite then says "malformed"): a failed read is tried again,
+    the last time with an ordinary locked read-only open, before the file is called
+    damaged.
+    """
+    for attempt in range(_READS):
+        try:
+            conn = look(path) if attempt < _READS - 1 else _locked(path)
+            try:
+                tables = {
+                    row[0]
+                    for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
+                }
+                columns = (
+                    {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}
+                    if "checkpoints" in tables
+                    else set()
+                )
+            finally:
+                conn.close()
+            return tables, columns
+        except (apsw.Error, UnicodeDecodeError):
+            if attempt == _READS - 1:
+                raise
+            time.sleep(0.01 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+#: How many times `_schema` reads a file before it calls it damaged.
+_READS = 3
+
+
+def _locked(path: str) -> apsw.Connection:
+    """A read-only connection that takes SQLite's locks (so no writer can tear the read)."""
+    return apsw.Connection(
+        uri(path, readonly=True), flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI
+    )
+
+
 def recognize(path: str) -> Kind:
     """Classify `path` without changing it.
 
@@ -86,19 +129,7 @@ def recognize(path: str) -> Kind:
             "untouched: give the path of a threadloom file, or a new path to create one"
         )
     try:
-        conn = look(path)
-        try:
-            tables = {
-                row[0]
-                for row in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
-            }
-            columns = (
-                {row[1] for row in conn.execute("PRAGMA table_info(checkpoints)")}
-                if "checkpoints" in tables
-                else set()
-            )
-        finally:
-            conn.close()
+        tables, columns = _schema(path)
     except (apsw.Error, UnicodeDecodeError) as exc:
         raise DamagedDatabaseError(
             f"{path!r} starts like an SQLite database but cannot be read as one ({exc}); "
