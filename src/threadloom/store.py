@@ -170,7 +170,6 @@ class _StoreBase:
             return [self._get(prepared.ops[0])]
         now = now_us()
         live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
-        reads = [op for op in prepared.ops if not isinstance(op, PutOp)]
         refresh: list[int] = []
         results: list[Result] = []
         writing = bool(prepared.writes)
@@ -195,7 +194,6 @@ class _StoreBase:
             # write transaction: the batch is committed, and readers go on meanwhile.
             with self.file.write() as conn:
                 self.items.vectors.maintain(conn)
-        del reads
         return results
 
     def _get(self, op: GetOp) -> Item | None:
