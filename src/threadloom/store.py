@@ -198,15 +198,16 @@ class _StoreBase:
 
     def _get(self, op: GetOp) -> Item | None:
         """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
-        now = now_us()
-        live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        live_at = None
+        if self.ttl_config and self.ttl_config.get("omit_expired"):
+            live_at = now_us()
         with self.file.connection() as conn:
             stored = self.items.get(conn, op.namespace, op.key, live_at)
         if stored is None:
             return None
         if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
             with self.file.write() as conn:
-                self.items.refresh(conn, [stored.id], now)
+                self.items.refresh(conn, [stored.id], now_us())
         return as_item(stored)
 
     def _read(

@@ -280,3 +280,10 @@ def test_a_metadata_key_row_changed_to_match_a_filter_raises(tmp_path: Path) -> 
         with pytest.raises(CorruptionError, match="matched filter"):
             list(saver.list(None, filter={"user": "bob"}))
         assert {p.check for p in verify(saver.db).problems} == {"keys"}
+
+
+def test_an_identity_from_a_shared_prefix_is_the_same_identity() -> None:
+    from threadloom.engine.seal import identity_after, prefix
+
+    for first, rest in [(("store_items", "a.b", ""), ("k",)), (("vals", "ns", "agent"), (1, None))]:
+        assert identity_after(prefix(*first), *rest) == identity(*first, *rest)

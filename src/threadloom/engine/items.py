@@ -68,7 +68,7 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
-@dataclass
+@dataclass(slots=True)
 class Stored:
     """An item as read: times in microseconds, `score` set by searches that rank."""
 
@@ -165,6 +165,7 @@ class Items:
         self._path_ids: dict[str, int] = {}
         #: Identity digests of recently read items (the seal's half that never changes).
         self._identities: dict[tuple[str, str], bytes] = {}
+        self._prefixes: dict[str, str] = {}
 
     # -- text ------------------------------------------------------------------------------
 
@@ -407,8 +408,12 @@ class Items:
         if bound is None:
             if len(self._identities) >= _IDENTITIES:
                 self._identities.clear()
-            bound = seal.identity(STORE_ITEMS.name, name, "", key)
-            self._identities[(name, key)] = bound
+            start = self._prefixes.get(name)
+            if start is None:
+                if len(self._prefixes) >= _IDENTITIES:
+                    self._prefixes.clear()
+                start = self._prefixes[name] = seal.prefix(STORE_ITEMS.name, name, "")
+            bound = self._identities[(name, key)] = seal.identity_after(start, key)
         return seal.xor(digest, bound) if len(digest) == len(bound) else b""
 
     def decode(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> list[Stored]:

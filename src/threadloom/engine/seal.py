@@ -47,6 +47,17 @@ def identity(*parts: str | int | None) -> bytes:
     return blake3.blake3(encoded.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
 
 
+def prefix(*parts: str | int | None) -> str:
+    """The encoding of the first parts of identities that share them (`identity_after`)."""
+    return "\x1f".join([_part(part) for part in parts]) + "\x1f"
+
+
+def identity_after(start: str, *parts: str | int | None) -> bytes:
+    """`identity(*first, *parts)` given `start = prefix(*first)`."""
+    text = start + "\x1f".join([_part(part) for part in parts])
+    return blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
+
+
 def _part(part: str | int | None) -> str:
     if type(part) is str:
         return f"s{len(part)}:{part}"
