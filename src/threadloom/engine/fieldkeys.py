@@ -29,6 +29,7 @@ import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
+from operator import ge, gt, le, lt
 from typing import Any, Final
 
 import blake3
@@ -385,30 +386,24 @@ def _equal(a: Any, b: Any) -> bool:
     return ka is not None and ka == kb
 
 
-def _apply(found: Any, operator: str, operand: Any) -> bool:
-    if operator == "$eq":
+def _apply(found: Any, name: str, operand: Any) -> bool:
+    if name == "$eq":
         return found is not _MISSING and _equal(found, operand)
-    if operator == "$ne":
+    if name == "$ne":
         return found is _MISSING or not _equal(found, operand)
     kind = _kind(operand)
     if found is _MISSING or _kind(found) != kind:
         return False
-    if kind == STRING:
-        mine_text, theirs_text = str(found), str(operand)
-        if operator == "$gt":
-            return mine_text > theirs_text
-        if operator == "$gte":
-            return mine_text >= theirs_text
-        if operator == "$lt":
-            return mine_text < theirs_text
-        return mine_text <= theirs_text
-    mine, theirs = key(found), key(operand)
-    if mine is None or theirs is None:
-        return False
-    if operator == "$gt":
-        return mine > theirs
-    if operator == "$gte":
-        return mine >= theirs
-    if operator == "$lt":
-        return mine < theirs
-    return mine <= theirs
+    compare = _COMPARE[name]
+    if kind == STRING:  # strings compare whole (their keys hold only 32 bytes of long ones)
+        return bool(compare(str(found), str(operand)))
+    mine, theirs = key(found), key(operand)  # numbers compare by their exact keys
+    return mine is not None and theirs is not None and bool(compare(mine, theirs))
+
+
+_COMPARE: Final = {
+    "$gt": gt,
+    "$gte": ge,
+    "$lt": lt,
+    "$lte": le,
+}
