@@ -276,3 +276,22 @@ def test_two_processes_write_one_store(tmp_path: Path) -> None:
             assert len(found) == 150 - 14
             assert store.search(("shared",), query=f"{who} fact 77", limit=1)[0].key == "k77"
         assert verify(store.file).sound
+
+
+def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
+    from threadloom.errors import ReadOnlyError
+
+    path = tmp_path / "ro.db"
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    with Store.from_conn_string(path, ttl=ttl) as store:  # type: ignore[arg-type]
+        store.put(("u",), "a", {"text": "tea in lisbon", "n": 1})
+    before = path.read_bytes()
+    with Store(path, readonly=True, ttl=ttl) as store:  # type: ignore[arg-type]
+        item = store.get(("u",), "a")  # refresh_on_read, but nothing may be written
+        assert item is not None and item.value["n"] == 1
+        assert [i.key for i in store.search(("u",), query="tea")] == ["a"]
+        assert [i.key for i in store.search(("u",), filter={"n": 1})] == ["a"]
+        assert store.list_namespaces() == [("u",)]
+        with pytest.raises(ReadOnlyError):
+            store.put(("u",), "b", {"n": 2})
+    assert path.read_bytes() == before
