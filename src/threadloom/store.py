@@ -121,7 +121,8 @@ class _StoreBase:
                 for path, text in fields:
                     slots.append((len(writes), path))
                     embed.append(text)
-            writes.append(Write(op.namespace, op.key, op.value, ttl, texts, []))
+            # `validate` checked the value is JSON (before its texts were read).
+            writes.append(Write(op.namespace, op.key, op.value, ttl, texts, [], checked=True))
         queries: dict[str, list[float]] = {}
         if self.embeddings is not None:
             queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}

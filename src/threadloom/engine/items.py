@@ -92,6 +92,7 @@ class Write:
             it out of the text index.
         vectors: (field path, embedding) per indexed field, or None for none.
         ttl: minutes until the item expires unless read (None: never).
+        checked: `value` already passed `check_json`.
     """
 
     namespace: tuple[str, ...]
@@ -100,6 +101,7 @@ class Write:
     ttl: float | None = None
     texts: list[str] | None = None
     vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
+    checked: bool = False
 
 
 def namespace_name(namespace: Sequence[str]) -> str:
@@ -115,14 +117,16 @@ def prefix_clause(prefix: Sequence[str], column: str = "n.name") -> tuple[str, l
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [name, name + ".", name + "/"]
 
 
-def encode_value(value: Mapping[str, Any]) -> bytes:
-    """A value's JSON text, exactly: refuses what JSON would silently change.
+def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
+    """A value's JSON text, exactly: refuses what JSON would silently change
+    (`checked`: the caller ran `check_json` on it already).
 
     Raises:
         TypeError: a key that is not a string, or a value JSON cannot hold as it is
             (a tuple, a set, bytes, a datetime...), naming where it is.
     """
-    check_json(value)
+    if not checked:
+        check_json(value)
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
     return text.encode("utf-8", "surrogatepass")
 
@@ -198,7 +202,7 @@ class Items:
         if content.epoch != (int(epoch[0][0]) if epoch else 0):
             content.reload(conn)
         puts = [w for w in last.values() if w.value is not None]
-        raws = [encode_value(w.value) for w in puts if w.value is not None]
+        raws = [encode_value(w.value, checked=w.checked) for w in puts if w.value is not None]
         packs = [content.pack_raw(raw) for raw in raws]
         content.prepare(packs, conn)
         for w in last.values():
@@ -206,10 +210,19 @@ class Items:
                 self._delete(conn, w.namespace, w.key, now)
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
+        present = self._present(conn, puts)
         embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
+        fields: list[tuple[int, bytes, int]] = []
+        texts: list[tuple[int, str]] = []
         for w, raw, packed in zip(puts, raws, packs, strict=True):
-            item = self._put(conn, w, len(raw), packed, now, known)
+            old = present.get((namespace_name(w.namespace), w.key))
+            item = self._put(conn, w, len(raw), packed, now, known, old, fields, texts)
             embedded.append((item, w.vectors or []))
+        # One statement each for the whole batch's index rows.
+        conn.executemany(
+            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)", fields
+        )
+        conn.executemany("INSERT INTO store_text(rowid, text) VALUES(?, ?)", texts)
         if self.vectors is not None:
             self.vectors.replace_many(conn, embedded)
         if content.note_inline(conn, packs):
@@ -241,6 +254,25 @@ class Items:
         known[name] = int(rows[0][0])
         return known[name]
 
+    def _present(
+        self, conn: apsw.Connection, puts: Sequence[Write]
+    ) -> dict[tuple[str, str], Sequence[Any]]:
+        """The stored rows (`_OLD` + created_at) of the items `puts` replace, by (namespace
+        name, key): one query per namespace of the batch."""
+        keys: dict[str, list[str]] = {}
+        for w in puts:
+            keys.setdefault(namespace_name(w.namespace), []).append(w.key)
+        found: dict[tuple[str, str], Sequence[Any]] = {}
+        for name, wanted in keys.items():
+            rows = fetchall(
+                conn,
+                _OLD + ", x.created_at FROM store_items x WHERE x.ns = "
+                "(SELECT id FROM store_namespaces WHERE name = ?1) AND x.key IN carray(?2)",
+                (name, ids(wanted)),
+            )
+            found.update(((name, str(row[2])), row) for row in rows)
+        return found
+
     def _put(
         self,
         conn: apsw.Connection,
@@ -249,8 +281,12 @@ class Items:
         packed: Packed,
         now: int,
         known: dict[str, int],
+        stored: Sequence[Any] | None,
+        fields: list[tuple[int, bytes, int]],
+        texts: list[tuple[int, str]],
     ) -> int:
-        """Write one item (its value, filter rows and text); return its row id."""
+        """Write one item's row (`stored`: the row it replaces), adding its filter and text
+        rows to `fields` and `texts`; return its row id."""
         name = namespace_name(w.namespace)
         digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
@@ -259,7 +295,7 @@ class Items:
         terms = None
         if w.texts is not None:
             terms = len({t for text in w.texts for t in self.tokens(text)})
-        old = fetchall(conn, _OLD + ", x.created_at" + _OLD_WHERE, (name, w.key))
+        old = [stored] if stored is not None else []
         if old:
             item, body, blocks, created = old[0][0], old[0][3], old[0][5], old[0][6]
             if blocks:
@@ -306,14 +342,9 @@ class Items:
             item = int(made[0][0])
         self.file.content.link(conn, [packed], now / 1e6)
         paths = self._paths(conn, [path for path, _ in rows])
-        conn.executemany(
-            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)",
-            [(paths[path], found, item) for path, found in rows],
-        )
+        fields.extend((paths[path], found, item) for path, found in rows)
         if w.texts:
-            conn.execute(
-                "INSERT INTO store_text(rowid, text) VALUES(?, ?)", (item, "\n".join(w.texts))
-            )
+            texts.append((item, "\n".join(w.texts)))
         if self.vectors is None and old:
             # A store without embeddings replaced the value: its old vectors would be stale.
             conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
