@@ -240,3 +240,25 @@ def test_a_store_without_embeddings_leaves_no_stale_vector(
         hits = store.search(("d",), query="cat dog")
         assert [h.key for h in hits] == ["b"]
         assert verify(store.file).sound
+
+
+def test_verify_names_a_damaged_vector_and_a_read_raises_no_wrong_answer(
+    tmp_path: Path, recorder: Recorder
+) -> None:
+    path = tmp_path / "dv.db"
+    with opened(path, recorder) as store:
+        for i in range(20):
+            store.put(("d",), f"k{i}", {"text": sentence(i)})
+    raw = apsw.Connection(str(path))
+    raw.execute(
+        "UPDATE store_vectors SET vector = substr(vector, 1, 12) WHERE rowid = "
+        "(SELECT min(rowid) FROM store_vectors)"
+    )
+    raw.execute("UPDATE store_lists SET size = size + 3 WHERE id = 0")
+    raw.close()
+    with opened(path, recorder) as store:
+        report = verify(store.file)
+        lines = [p.detail for p in report.problems if p.check == "store"]
+        assert not report.sound and any("size" in line for line in lines), lines
+        with pytest.raises(ThreadloomError):
+            store.search(("d",), query="tea", limit=20)
