@@ -20,8 +20,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from threadloom.engine.items import Stored, Write, check_json
-from threadloom.errors import InvalidArgumentError
+from threadloom.engine.items import Stored, Write, check_json, check_text
+from threadloom.errors import InvalidArgumentError, InvalidValueError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -71,11 +71,19 @@ def check_labels(namespace: Sequence[Any], *, full: bool) -> None:
         )
 
 
+def check_key(key: object) -> None:
+    """An item key is text SQLite can hold whole: a str without NUL or lone surrogates."""
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"an item key is a str, not {type(key).__name__}")
+    if "\x00" in key:
+        raise InvalidValueError(f"the item key {key!r} holds a NUL character; remove it")
+    check_text(key, f"the item key {key!r}")
+
+
 def validate(op: Op) -> None:
     if isinstance(op, PutOp):
         check_labels(op.namespace, full=True)
-        if not isinstance(op.key, str):
-            raise InvalidArgumentError(f"an item key is a str, not {type(op.key).__name__}")
+        check_key(op.key)
         if op.value is not None and not isinstance(op.value, dict):
             raise InvalidArgumentError(
                 f"an item value is a dict (a JSON object), not {type(op.value).__name__}"
@@ -84,6 +92,7 @@ def validate(op: Op) -> None:
             check_json(op.value)
     elif isinstance(op, GetOp):
         check_labels(op.namespace, full=False)
+        check_key(op.key)
     elif isinstance(op, SearchOp):
         check_labels(op.namespace_prefix, full=False)
     elif isinstance(op, ListNamespacesOp):

@@ -34,6 +34,11 @@ class MissingDocumentsError(ProtocolError):
         super().__init__(f"Checkpoint documents are missing: {self.refs[:5]}")
 
 
+class InvalidValueError(ThreadloomError, ValueError):
+    """An argument has the right type but a value threadloom cannot take as it is (a
+    filter with an unknown operator, a vector of the wrong size, text UTF-8 cannot hold)."""
+
+
 class EngineError(ThreadloomError):
     """The SQLite engine could not do what was asked."""
 

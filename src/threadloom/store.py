@@ -47,7 +47,8 @@ from threadloom._storeops import (
 from threadloom.engine import File
 from threadloom.engine.items import Items, Stored, Write, now_us
 from threadloom.engine.recall import Recall
-from threadloom.errors import InvalidArgumentError
+from threadloom.engine.vectors import VectorIndex
+from threadloom.errors import InvalidArgumentError, ThreadloomError
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +69,27 @@ class _StoreBase:
         text: bool | None = None,
     ) -> None:
         self.file = File.open(path, readonly=readonly)
+        try:
+            vectors = self._configure(index, ttl, text)
+        except BaseException:
+            self.file.close()  # a Store that does not open holds no share of the file
+            raise
+        self.items = Items(self.file, vectors)
+        self.recall = Recall(self.items)
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def _configure(
+        self, index: IndexConfig | None, ttl: TTLConfig | None, text: bool | None
+    ) -> VectorIndex | None:
+        """Check the settings (and the file's index against them); the vector index."""
         #: Items' indexed text goes to the full-text index (default: without embeddings).
         self.text = not index if text is None else bool(text)
         self.ttl_config = ttl
         self.index_config = dict(index) if index else None
         self.embeddings: Any = None
         self._fields: list[tuple[str, list[str] | str]] = [("$", "$")]
-        vectors = None
+        vectors: VectorIndex | None = None
         if index:
             if "dims" not in index or "embed" not in index:
                 raise InvalidArgumentError(
@@ -90,15 +105,10 @@ class _StoreBase:
                 raise InvalidArgumentError(
                     f"distance_type {metric!r} is not one of cosine, l2, inner_product"
                 )
-            from threadloom.engine.vectors import VectorIndex
-
             vectors = VectorIndex(int(index["dims"]), metric)
             with self.file.read() as conn:
                 vectors.check_config(conn)
-        self.items = Items(self.file, vectors)
-        self.recall = Recall(self.items)
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
+        return vectors
 
     # -- preparing a batch (outside any transaction) ---------------------------------------
 
@@ -186,6 +196,8 @@ class _StoreBase:
                     self.items.refresh(conn, refresh, now)
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
+        if writing:
+            self.items.committed()
         if refresh and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, refresh, now)
@@ -193,8 +205,13 @@ class _StoreBase:
         if writing and self.items.vectors is not None:
             # Retraining the lists (when the index grew or shrank enough) takes its own
             # write transaction: the batch is committed, and readers go on meanwhile.
-            with self.file.write() as conn:
-                self.items.vectors.maintain(conn)
+            try:
+                with self.file.write() as conn:
+                    self.items.vectors.maintain(conn)
+            except ThreadloomError:
+                # The batch is committed: report the failed retraining, do not fail the put.
+                # (The lists are retried at the next batch; verify names any damage.)
+                log.exception("%s: retraining the vector index failed", self.file.path)
         return results
 
     def _get(self, op: GetOp) -> Item | None:
@@ -243,7 +260,12 @@ class _StoreBase:
         if op.query and self.embeddings is not None:
             vector = prepared.queries[op.query]
             return self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
-        if op.query and self.text:
+        if op.query and not self.text:
+            raise InvalidArgumentError(
+                "this store has neither embeddings nor a full-text index, so search(query=...) "
+                "cannot rank; give it an index config, or open it with text=True"
+            )
+        if op.query:
             return self.recall.text(conn, prefix, op.query, op.filter, limit, offset, live_at)
         return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
 

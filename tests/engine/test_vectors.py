@@ -149,8 +149,9 @@ def test_untrained_search_and_exact_equal_brute_force(
 
 @pytest.mark.parametrize("metric", METRICS)
 def test_trained_search_probing_everything_is_exact(file: File, metric: Any) -> None:
-    """After training, a search told to probe every list, and one whose `want` covers every
-    item, both equal exact search, which equals brute force."""
+    """After training, a search told to probe every list equals exact search, which equals
+    brute force; one whose `want` covers every item returns every item (ranked in tiers:
+    the first lists' items, then the next ones')."""
     index = VectorIndex(8, metric, train_from=200, probes=1)
     items = _clustered(400, 8, seed=3)
     _put(file, index, items)
@@ -164,10 +165,36 @@ def test_trained_search_probing_everything_is_exact(file: File, metric: Any) -> 
             query = _gauss(rng, 8)
             exact = index.exact(conn, query, 10)
             assert index.search(conn, query, 10, probes=lists) == exact
+            assert index.search(conn, query, 400, probes=lists) == index.exact(conn, query, 400)
             everything = index.search(conn, query, 400)
-            assert everything == index.exact(conn, query, 400)
+            assert sorted(everything) == sorted(index.exact(conn, query, 400))
             truth = sorted(_brute(metric, query, items).items(), key=lambda e: -e[1])
-            assert [item for item, _ in everything][:5] == [item for item, _ in truth][:5]
+            exact = index.exact(conn, query, 400)
+            assert [item for item, _ in exact][:5] == [item for item, _ in truth][:5]
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_pages_of_a_trained_index_neither_repeat_nor_skip(file: File, metric: Any) -> None:
+    """Pages ask for more (`want` = offset + limit) as they go deeper, and the search then
+    probes more lists: its tiers keep the earlier ranks where they were, so the pages
+    concatenate to one ranking of every item, with and without a filter."""
+    index = VectorIndex(8, metric, train_from=200, probes=1)
+    items = _clustered(600, 8, seed=5)
+    _put(file, index, items)
+    with file.write() as conn:
+        assert index.maintain(conn)
+    rng = random.Random(6)
+    odd = lambda found: [i for i in found if i % 2]  # noqa: E731
+    with file.read() as conn:
+        for accept in (None, odd):
+            query = _gauss(rng, 8)
+            whole = index.search(conn, query, 600, accept)
+            pages: list[tuple[int, float]] = []
+            for offset in range(0, 620, 37):
+                pages.extend(index.search(conn, query, offset + 37, accept)[offset:])
+            assert pages == whole
+            keys = [item for item, _ in pages]
+            assert len(keys) == len(set(keys)) == (300 if accept else 600)
 
 
 def test_probing_a_quarter_of_the_lists_finds_the_neighbours(file: File) -> None:
@@ -216,8 +243,9 @@ def test_selective_filter_returns_every_match_in_exact_order(file: File) -> None
 
 
 def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
-    """want=150 with probes=1 probes on until 150 items are found, each with its exact score,
-    best first; want=300 (every item) equals exact search."""
+    """want=150 with probes=1 probes on until 150 items are found, each with its exact score
+    (best first within each tier of lists); want=300 returns every item, and the 150 are
+    its first 150."""
     index = VectorIndex(8, "inner_product", train_from=200, probes=1)
     _put(file, index, _clustered(300, 8, seed=9))
     with file.write() as conn:
@@ -227,10 +255,10 @@ def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
         found = index.search(conn, query, 150)
         exact = dict(index.exact(conn, query, 300))
         everything = index.search(conn, query, 300)
-        assert everything == index.exact(conn, query, 300)
+        assert sorted(everything) == sorted(index.exact(conn, query, 300))
     assert len(found) == len({item for item, _ in found}) == 150
     assert all(score == exact[item] for item, score in found)
-    assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
+    assert everything[:150] == found
 
 
 def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
@@ -278,7 +306,8 @@ def test_maintain_trains_when_the_count_doubles(file: File) -> None:
         held = {row[0] for row in conn.execute("SELECT DISTINCT list FROM store_vectors")}
         assert held <= lists and len(lists) == 20  # round(sqrt(400))
         query = _gauss(random.Random(12), 8)
-        assert index.search(conn, query, 500) == index.exact(conn, query, 500)
+        everything = index.search(conn, query, 500)
+        assert sorted(everything) == sorted(index.exact(conn, query, 500))  # every item
         assert index.search(conn, query, 5, probes=len(lists)) == index.exact(conn, query, 5)
 
 

@@ -295,3 +295,58 @@ def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
         with pytest.raises(ReadOnlyError):
             store.put(("u",), "b", {"n": 2})
     assert path.read_bytes() == before
+
+
+def test_nan_is_present_equals_nothing_and_leaves_no_stale_rows(store: Store) -> None:
+    from threadloom.engine.fieldkeys import matches
+
+    nan = float("nan")
+    docs = {"nan": {"x": nan}, "none": {"x": None}, "missing": {"y": 1}}
+    for key, value in docs.items():
+        store.put(("n",), key, value)
+    for filter in ({"x": None}, {"x": {"$eq": nan}}, {"x": {"$ne": nan}}, {"x": nan}):
+        want = {k for k, v in docs.items() if matches(v, filter)}
+        assert {i.key for i in store.search(("n",), filter=filter)} == want, filter
+    store.put(("n",), "obj", {"a": {"b": nan}, "tags": [nan]})
+    assert verify(store.file).sound
+    store.put(("n",), "obj", {"a": 5})
+    assert "obj" not in {i.key for i in store.search(("n",), filter={"a": {}})}
+    assert "obj" in {i.key for i in store.search(("n",), filter={"tags": None})}
+    assert verify(store.file).sound
+
+
+def test_text_sqlite_cannot_hold_is_refused_clearly(store: Store) -> None:
+    from threadloom.errors import InvalidValueError
+
+    for namespace, key, value in [
+        (("n",), "a\x00b", {"v": 1}),
+        (("n",), "k", {"v": "\udc80"}),
+        (("n",), "k", {"\ud800": 1}),
+        (("n",), "k", {"v": 1 << 20_000}),
+        (("n",), "\ud800", {"v": 1}),
+    ]:
+        with pytest.raises(InvalidValueError):
+            store.put(namespace, key, value)
+    assert store.list_namespaces() == []
+
+
+def test_a_store_that_cannot_open_keeps_no_share_of_the_file(tmp_path: Path) -> None:
+    from threadloom.engine.file import File
+
+    path = tmp_path / "s.db"
+    with Store.from_conn_string(path):
+        pass
+    for index in ({"dims": 4}, {"dims": 4, "embed": lambda t: [[0.0] * 4], "distance_type": "x"}):
+        with pytest.raises(InvalidArgumentError):
+            Store(path, index=index)  # type: ignore[arg-type]
+    shared = File.open(path)
+    assert shared._users == 1
+    shared.close()
+
+
+def test_a_query_without_any_index_is_refused(tmp_path: Path) -> None:
+    with Store.from_conn_string(tmp_path / "q.db", text=False) as store:
+        store.put(("n",), "a", {"text": "tea"})
+        with pytest.raises(InvalidArgumentError, match="text=True"):
+            store.search(("n",), query="tea")
+        assert [i.key for i in store.search(("n",))] == ["a"]

@@ -262,3 +262,36 @@ def test_verify_names_a_damaged_vector_and_a_read_raises_no_wrong_answer(
         assert not report.sound and any("size" in line for line in lines), lines
         with pytest.raises(ThreadloomError):
             store.search(("d",), query="tea", limit=20)
+
+
+def test_a_vector_too_large_for_float32_is_refused(tmp_path: Path) -> None:
+    from threadloom.errors import InvalidValueError
+
+    def huge(texts: list[str]) -> list[list[float]]:
+        return [[3e38] + [0.0] * (DIMS - 1) for _ in texts]
+
+    index = {"dims": DIMS, "embed": huge}
+    with Store.from_conn_string(tmp_path / "h.db", index=index) as store:  # type: ignore[arg-type]
+        with pytest.raises(InvalidValueError, match="overflow"):
+            store.put(("d",), "a", {"text": "tea"})
+        assert store.get(("d",), "a") is None
+
+
+def test_a_batch_failing_in_its_transaction_leaves_no_wrong_field_numbers(
+    store: Store,
+) -> None:
+    """The batch numbers a new field path, then fails inside its transaction (a field
+    indexed twice); the rolled-back number goes to the next new path, and filters on
+    both paths still answer right."""
+    from langgraph.store.base import PutOp
+
+    from threadloom.errors import InvalidValueError
+
+    with pytest.raises(InvalidValueError, match="twice"):
+        store.batch([PutOp(("n",), "k1", {"colour": "red", "text": "tea"}, index=["text", "text"])])
+    assert store.get(("n",), "k1") is None
+    store.put(("n",), "k5", {"size": "red", "text": "cat"})
+    store.put(("n",), "k6", {"colour": "red", "text": "dog"})
+    assert [i.key for i in store.search(("n",), filter={"colour": "red"})] == ["k6"]
+    assert [i.key for i in store.search(("n",), filter={"size": "red"})] == ["k5"]
+    assert verify(store.file).sound

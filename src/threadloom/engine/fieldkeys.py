@@ -34,6 +34,8 @@ from typing import Any, Final
 
 import blake3
 
+from threadloom.errors import InvalidValueError
+
 NULL: Final = b"\x01"
 FALSE: Final = b"\x02"
 TRUE: Final = b"\x03"
@@ -44,6 +46,8 @@ LONG: Final = b"\x22"
 SHORT: Final = 32
 OBJECT: Final = b"\x30"
 ARRAY: Final = b"\x31"
+#: A NaN: indexed so its field counts as present, outside every range and equality.
+NAN: Final = b"\x12"
 #: Upper bound (exclusive) of each type's keys.
 _END: Final = {
     NUMBER: b"\x11",
@@ -133,8 +137,8 @@ def _canonical(value: Any) -> bytes:
         raw = value.encode("utf-8", "surrogatepass")
         return b"s" + len(raw).to_bytes(4, "big") + raw
     found = key(value)
-    if found is None:  # NaN: never equal, not even to itself
-        return b"n" + blake3.blake3(repr(id(value)).encode()).digest(length=8)
+    if found is None:  # NaN: one token, so a value's keys are the same at every reading
+        return b"nan"
     return len(found).to_bytes(4, "big") + found
 
 
@@ -161,8 +165,7 @@ def fields(value: Mapping[str, Any]) -> tuple[list[tuple[str, bytes]], bool]:
                 break
             continue
         found = key(leaf)
-        if found is not None:
-            rows.append((path_text(path), found))
+        rows.append((path_text(path), NAN if found is None else found))
     return rows, complete
 
 
@@ -206,7 +209,7 @@ class Compiled:
     recheck: bool
 
 
-class FilterError(ValueError):
+class FilterError(InvalidValueError):
     """A filter that cannot be decided (an unknown operator, a range over an object)."""
 
 
@@ -291,8 +294,8 @@ def _operator(path: str, operator: str, operand: Any) -> tuple[Condition, bool]:
     found = key(operand)
     if operator in ("$eq", "$ne"):
         negate = operator == "$ne"
-        if found is None:  # NaN equals nothing, so $ne NaN holds for everything
-            return Condition(path, ((b"", b""),), negate=negate, or_missing=True), False
+        if found is None:  # NaN equals nothing: $eq NaN holds for nothing, $ne NaN for all
+            return Condition(path, ((b"", b""),), negate=negate), False
         return Condition(path, ((found, found + b"\x00"),), negate=negate), False
     kind = _kind(operand)
     if kind is None or found is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.tables import STORE_ITEMS
 from threadloom.engine.text import TOKENIZER
-from threadloom.errors import CorruptionError, EngineError
+from threadloom.errors import CorruptionError, InvalidValueError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -132,8 +133,25 @@ def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
 
 
 def check_json(value: Any, where: str = "$") -> None:
-    """Raise TypeError, naming where, for what JSON text would not give back as it is."""
-    if value is None or isinstance(value, (str, bool, int, float)):
+    """Raise, naming where, for what JSON text would not give back as it is.
+
+    Raises:
+        TypeError: a type JSON does not have (a tuple, a set, a non-string key...).
+        InvalidValueError: text UTF-8 cannot hold (a lone surrogate), or an integer too
+            long for Python to write as text (more than 4300 digits).
+    """
+    if isinstance(value, str):
+        check_text(value, where)
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _INT_BITS:
+            raise InvalidValueError(
+                f"store values are JSON text: the integer at {where} has more than 14,000 "
+                "bits (about 4,200 digits; Python writes at most 4,300 as text); store it "
+                "as a string"
+            )
+        return
+    if value is None or isinstance(value, (bool, float)):
         return
     if isinstance(value, dict):
         for key, child in value.items():
@@ -142,6 +160,7 @@ def check_json(value: Any, where: str = "$") -> None:
                     f"store values are JSON: the key {key!r} at {where} is a "
                     f"{type(key).__name__}; use str keys"
                 )
+            check_text(key, f"{where} (a key)")
             check_json(child, f"{where}.{key}")
         return
     if isinstance(value, list):
@@ -152,6 +171,23 @@ def check_json(value: Any, where: str = "$") -> None:
         f"store values are JSON: {where} is a {type(value).__name__}, which JSON would "
         "change; convert it (a list for a tuple, a string for a datetime)"
     )
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise InvalidValueError when `text` is not Unicode text UTF-8 can hold."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidValueError(
+            f"the text at {where} holds {text[exc.start]!r} (a lone surrogate), which UTF-8 "
+            "cannot hold; decode it properly first (or store it escaped)"
+        ) from None
+
+
+#: Integers past this many bits may have more than 4300 digits (`sys.int_max_str_digits`).
+_INT_BITS: Final = 14_000
 
 
 class Items:
@@ -166,7 +202,11 @@ class Items:
         self.file = file
         self.vectors = vectors
         self._tokenizer: Any = None
+        #: A write made a dictionary training due (`after_write` runs it).
+        self._train_due = False
+        #: Field path numbers read from committed rows (never deleted, so never stale).
         self._path_ids: dict[str, int] = {}
+        self._local = threading.local()
         #: Identity digests of recently read items (the seal's half that never changes).
         self._identities: dict[tuple[str, str], bytes] = {}
         self._prefixes: dict[str, str] = {}
@@ -191,7 +231,9 @@ class Items:
     # -- writing ---------------------------------------------------------------------------
 
     def write(self, conn: apsw.Connection, writes: Sequence[Write], now: int) -> None:
-        """Apply puts and deletes inside the caller's write transaction (last one per key wins)."""
+        """Apply puts and deletes inside the caller's write transaction (last one per key
+        wins); the caller calls `committed()` once that transaction commits."""
+        self.begin()
         last: dict[tuple[tuple[str, ...], str], Write] = {}
         for w in writes:
             last[(tuple(w.namespace), w.key)] = w
@@ -227,8 +269,6 @@ class Items:
             self.vectors.replace_many(conn, embedded)
         if content.note_inline(conn, packs):
             self._train_due = True
-
-    _train_due = False
 
     def after_write(self) -> None:
         """Retrain the content dictionary when a write made it due (outside the write)."""
@@ -355,11 +395,18 @@ class Items:
         self._drop(conn, rows, now)
 
     def _paths(self, conn: apsw.Connection, paths: Iterable[str]) -> dict[str, int]:
-        """The numbers of field paths, numbering the new ones (paths are never deleted,
-        so a number once read stays right)."""
+        """The numbers of field paths, numbering the new ones.
+
+        Paths are never deleted, so a committed number stays right and is remembered; a
+        number read or made in this write transaction is remembered only once it commits
+        (`committed`): a rolled-back number is given to the next new path.
+        """
+        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
         out: dict[str, int] = {}
         for path in paths:
             found = self._path_ids.get(path)
+            if found is None and fresh is not None:
+                found = fresh.get(path)
             if found is None:
                 rows = fetchall(
                     conn,
@@ -367,9 +414,22 @@ class Items:
                     "SET path = excluded.path RETURNING id",
                     (path,),
                 )
-                found = self._path_ids[path] = int(rows[0][0])
+                found = int(rows[0][0])
+                if fresh is not None:
+                    fresh[path] = found
             out[path] = found
         return out
+
+    def begin(self) -> None:
+        """Start remembering the path numbers this thread's write transaction reads."""
+        self._local.fresh = {}
+
+    def committed(self) -> None:
+        """The write transaction `begin` started committed: keep its path numbers."""
+        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
+        self._local.fresh = None
+        if fresh:
+            self._path_ids.update(fresh)
 
     def _unindex(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> None:
         """Delete the filter index rows of items given as `_OLD` rows, found from their
@@ -407,17 +467,21 @@ class Items:
     def purge(self, prefix: Sequence[str]) -> int:
         """Delete every item under `prefix` in one transaction; return how many."""
         clause, args = prefix_clause(prefix)
+        self.begin()
         with self.file.write() as conn:
             rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
             self._drop(conn, rows, now_us())
+        self.committed()
         return len(rows)
 
     def sweep(self, now: int | None = None) -> int:
         """Delete the items whose TTL ran out; return how many."""
         moment = now_us() if now is None else now
+        self.begin()
         with self.file.write() as conn:
             rows = fetchall(conn, _OLD_NAMED + " WHERE x.expires_at <= ?", (moment,))
             self._drop(conn, rows, moment)
+        self.committed()
         return len(rows)
 
     def refresh(self, conn: apsw.Connection, items: Iterable[int], now: int) -> None:
@@ -554,7 +618,3 @@ class Items:
         if self.vectors is not None:
             found.extend(self.vectors.problems(conn))
         return found
-
-
-class StoreConfigError(EngineError):
-    """A Store opened with settings the file's store cannot serve."""

@@ -4,8 +4,8 @@ Engine layer. Every search is decided in SQL over the namespace range, the filte
 (`fieldkeys.compile_filter`) and the TTL; only the few values the filter index holds in
 part (`store_items.partial`), and filters comparing arrays of objects by containment, are
 checked again in Python with the same semantics (`fieldkeys.matches`). Pages are in a
-total order (score, then newest update, then row id), so consecutive pages neither
-repeat nor skip an item.
+total order (listing: newest update, then row id; text: score, then those; vector: the
+index's tiers, `VectorIndex.search`), so consecutive pages neither repeat nor skip an item.
 """
 
 from __future__ import annotations

@@ -32,7 +32,12 @@ from threadloom import core
 from threadloom.core.similarity import Metric, check_metric, pack
 from threadloom.engine import vector_checks
 from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError, EngineError, VectorConfigError
+from threadloom.errors import (
+    CorruptionError,
+    EngineError,
+    InvalidValueError,
+    VectorConfigError,
+)
 
 __all__ = ["LIST_BITS", "Metric", "VectorIndex"]
 
@@ -111,6 +116,9 @@ class VectorIndex:
         # euclidean distance (the dot product would crowd everything into the longest centroid).
         self._assign = "l2" if self.metric == "inner_product" else self.metric
         self._cache: _Lists | None = None
+        #: The largest component a vector may have: a dot product of two such vectors,
+        #: or a squared norm, stays within float32 (the C kernels add in float32).
+        self._largest = math.sqrt(_FLOAT32_MAX / dims) / 2
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -125,6 +133,14 @@ class VectorIndex:
                 f"the file's vector index holds vectors of {held} dimensions, and the Store's "
                 f"index config says {self.dims}: open the Store with dims={held}, or re-embed "
                 "(delete the indexed items and put them again with the new embeddings)"
+            )
+        meta = self._meta(conn)
+        if meta.generation and meta.metric and meta.metric != self.metric:
+            # Two stores with different metrics would retrain the lists at every batch.
+            raise VectorConfigError(
+                f"the file's vector index is trained for distance_type={meta.metric!r}, and "
+                f"the Store's index config says {self.metric!r}: open the Store with "
+                f"distance_type={meta.metric!r} (every store on the file must agree)"
             )
 
     def _meta(self, conn: apsw.Connection) -> _Meta:
@@ -164,15 +180,22 @@ class VectorIndex:
 
     def _pack(self, values: Sequence[float], what: str) -> bytes:
         if isinstance(values, (str, bytes, bytearray)):
-            raise ValueError(f"{what} must be a sequence of floats, not {type(values).__name__}")
+            raise InvalidValueError(
+                f"{what} must be a sequence of floats, not {type(values).__name__}"
+            )
         if len(values) != self.dims:
-            raise ValueError(f"{what} has {len(values)} dimensions, expected {self.dims}")
+            raise InvalidValueError(f"{what} has {len(values)} dimensions, expected {self.dims}")
         try:
             packed = array("f", values)
         except TypeError as error:
-            raise ValueError(f"{what} must hold only numbers ({error})") from None
+            raise InvalidValueError(f"{what} must hold only numbers ({error})") from None
         if not all(map(math.isfinite, packed)):
-            raise ValueError(f"{what} holds a value that is not a finite float32 (NaN, inf)")
+            raise InvalidValueError(f"{what} holds a value that is not a finite float32 (NaN, inf)")
+        if packed and max(map(abs, packed)) > self._largest:
+            raise InvalidValueError(
+                f"{what} has a component above {self._largest:.3g}: its products would "
+                "overflow float32; scale it down (embeddings are usually normalized)"
+            )
         return pack(packed)
 
     def _lists(self, conn: apsw.Connection) -> _Lists:
@@ -231,7 +254,7 @@ class VectorIndex:
             ]
             fields = [field for field, _ in packed]
             if len(set(fields)) != len(fields):
-                raise ValueError(f"a field is given twice among {fields}")
+                raise InvalidValueError(f"a field is given twice among {fields}")
             flat.extend((item, field, blob) for field, blob in packed)
         if not entries:
             return
@@ -290,7 +313,12 @@ class VectorIndex:
         when None), then twice as many in total, and so on, while fewer than `want`
         candidates are accepted; `accept(item_ids)` returns those passing the caller's
         filters and is called on batches of candidates, best first, each id at most once.
-        Probing every list gives the exact answer, so a selective filter loses nothing.
+        Probing every list gives every accepted item, so a selective filter loses nothing.
+
+        The ranking is in tiers: the items of the first lists probed, best first, then
+        those the next lists add, best first, and so on. The tiers depend on the query
+        only, never on `want`, so pages (`want` = offset + limit) of one query neither
+        repeat nor skip an item. Until the index is trained there is one list: exact.
 
         Raises:
             ValueError: a query of the wrong length or with a non-finite value.
@@ -304,13 +332,15 @@ class VectorIndex:
             closeness = core.vector_scores(blob, lists.centroids, self.dims, self.metric)
             order += [lists.ids[i] for i in core.vector_top(closeness, None, len(lists.ids))]
         step = 1 + (probes or self.probes)
-        candidates = _Candidates()
         decided: dict[int, bool] = {}
+        found: list[tuple[int, float]] = []
+        ranked: set[int] = set()
         probed = 0
         while True:
+            tier = _Candidates()
             for list_id in order[probed : probed + step]:
                 low = list_id << LIST_BITS
-                candidates.add(
+                tier.add(
                     self._scored(
                         blob,
                         conn.execute(
@@ -320,9 +350,11 @@ class VectorIndex:
                     )
                 )
             probed += step
-            found = candidates.best(want, accept, decided)
+            added = tier.best(want - len(found), accept, decided, ranked)
+            found.extend(added)
+            ranked.update(item for item, _ in added)
             if len(found) >= want or probed >= len(order):
-                return found
+                return found[:want]
             step = probed
 
     def exact(
@@ -517,6 +549,9 @@ def stored_index(conn: apsw.Connection) -> VectorIndex | None:
     return VectorIndex(int(dims), cast(Metric, str(metric)))
 
 
+#: The largest finite float32.
+_FLOAT32_MAX: Final = 3.4028234663852886e38
+
 #: The `meta` keys `stored_index` reads.
 _SETTINGS: Final = ("vector_dims", "vector_metric")
 
@@ -537,8 +572,10 @@ class _Candidates:
         want: int,
         accept: Callable[[Sequence[int]], Collection[int]] | None,
         decided: dict[int, bool],
+        ranked: Collection[int] = (),
     ) -> list[tuple[int, float]]:
-        """The best `want` accepted items (an item's first, best, vector ranks it).
+        """The best `want` accepted items not in `ranked` (an item's first, best, vector
+        ranks it).
 
         Vectors are ranked by (score desc, item, reading order); `accept` sees each batch of
         new items in that order, batches growing fourfold, and `decided` remembers its
@@ -548,7 +585,7 @@ class _Candidates:
         total = len(scores)
         k = min(total, max(2 * want, 64))
         found: list[tuple[int, float]] = []
-        seen: set[int] = set()
+        seen: set[int] = set(ranked)
         walked = 0
         while True:
             order = core.vector_top(scores, items, k)
