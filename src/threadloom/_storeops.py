@@ -20,7 +20,8 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from threadloom.engine.items import Stored, Write, check_json, check_text
+from threadloom.engine.items import Stored, Write
+from threadloom.engine.jsontext import check_json, check_text
 from threadloom.errors import InvalidArgumentError, InvalidValueError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

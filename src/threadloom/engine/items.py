@@ -26,10 +26,11 @@ from threadloom.engine import fieldkeys, seal
 from threadloom.engine.blocks import Packed
 from threadloom.engine.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.file import File
+from threadloom.engine.jsontext import encode_value
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.tables import STORE_ITEMS
 from threadloom.engine.text import TOKENIZER
-from threadloom.errors import CorruptionError, InvalidValueError
+from threadloom.errors import CorruptionError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
@@ -116,78 +117,6 @@ def prefix_clause(prefix: Sequence[str], column: str = "n.name") -> tuple[str, l
         return "1", []
     name = namespace_name(prefix)
     return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [name, name + ".", name + "/"]
-
-
-def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
-    """A value's JSON text, exactly: refuses what JSON would silently change
-    (`checked`: the caller ran `check_json` on it already).
-
-    Raises:
-        TypeError: a key that is not a string, or a value JSON cannot hold as it is
-            (a tuple, a set, bytes, a datetime...), naming where it is.
-    """
-    if not checked:
-        check_json(value)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
-    return text.encode("utf-8", "surrogatepass")
-
-
-def check_json(value: Any, where: str = "$") -> None:
-    """Raise, naming where, for what JSON text would not give back as it is.
-
-    Raises:
-        TypeError: a type JSON does not have (a tuple, a set, a non-string key...).
-        InvalidValueError: text UTF-8 cannot hold (a lone surrogate), or an integer too
-            long for Python to write as text (more than 4300 digits).
-    """
-    if isinstance(value, str):
-        check_text(value, where)
-        return
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value.bit_length() > _INT_BITS:
-            raise InvalidValueError(
-                f"store values are JSON text: the integer at {where} has more than 14,000 "
-                "bits (about 4,200 digits; Python writes at most 4,300 as text); store it "
-                "as a string"
-            )
-        return
-    if value is None or isinstance(value, (bool, float)):
-        return
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if not isinstance(key, str):
-                raise TypeError(
-                    f"store values are JSON: the key {key!r} at {where} is a "
-                    f"{type(key).__name__}; use str keys"
-                )
-            check_text(key, f"{where} (a key)")
-            check_json(child, f"{where}.{key}")
-        return
-    if isinstance(value, list):
-        for i, child in enumerate(value):
-            check_json(child, f"{where}[{i}]")
-        return
-    raise TypeError(
-        f"store values are JSON: {where} is a {type(value).__name__}, which JSON would "
-        "change; convert it (a list for a tuple, a string for a datetime)"
-    )
-
-
-def check_text(text: str, where: str) -> None:
-    """Raise InvalidValueError when `text` is not Unicode text UTF-8 can hold."""
-    if text.isascii():
-        return
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidValueError(
-            f"the text at {where} holds {text[exc.start]!r} (a lone surrogate), which UTF-8 "
-            "cannot hold; decode it properly first (or store it escaped)"
-        ) from None
-
-
-#: Integers past this many bits may have more than 4300 digits (`sys.int_max_str_digits`).
-_INT_BITS: Final = 14_000
 
 
 class Items:
@@ -572,49 +501,3 @@ class Items:
             )
             bound.append(live_at)
         return [tuple(str(r[0]).split(".")) for r in fetchall(conn, sql, bound)]
-
-    def problems(self, conn: apsw.Connection) -> list[str]:
-        """What `verify` finds wrong with the Store's tables (bodies are checked by decoding)."""
-        found: list[str] = []
-        for name, key, count in fetchall(
-            conn,
-            "SELECT n.name, n.items, (SELECT count(*) FROM store_items x WHERE x.ns = n.id) "
-            "FROM store_namespaces n",
-        ):
-            if int(key) != int(count):
-                found.append(f"store namespace {name!r} counts {key} items but holds {count}")
-        orphans = fetchall(
-            conn,
-            "SELECT count(*) FROM store_items x WHERE NOT EXISTS "
-            "(SELECT 1 FROM store_namespaces n WHERE n.id = x.ns)",
-        )[0][0]
-        if orphans:
-            found.append(f"{orphans} store items belong to no namespace row")
-        indexed: dict[int, set[tuple[str, bytes]]] = {}
-        for item, path, value in conn.execute(
-            "SELECT f.item, p.path, f.value FROM store_fields f "
-            "LEFT JOIN store_paths p ON p.id = f.path"
-        ):
-            indexed.setdefault(int(item), set()).add((str(path), bytes(value)))
-        rows = fetchall(conn, f"SELECT {ITEM_COLUMNS}, x.partial FROM store_items x{_NAMED}")
-        for row in rows:
-            held = indexed.pop(int(row[0]), set())
-            try:
-                (item,) = self.decode(conn, [row[:9]])
-            except Exception as exc:  # noqa: BLE001 - verify reports, never raises
-                found.append(f"store item {row[1]}/{row[2]}: {exc}")
-                continue
-            expected, complete = fieldkeys.fields(item.value)
-            if held != set(expected) or bool(row[9]) == complete:
-                found.append(
-                    f"store item {row[1]}/{row[2]}: its filter index rows differ from "
-                    "its value (filters would decide on them)"
-                )
-        if indexed:
-            found.append(
-                f"{sum(map(len, indexed.values()))} filter index rows belong to no item "
-                "(left by a damaged item; harmless, item ids are never reused)"
-            )
-        if self.vectors is not None:
-            found.extend(self.vectors.problems(conn))
-        return found

@@ -29,23 +29,23 @@ _PATH: Final = "(SELECT id FROM store_paths WHERE path = ?)"
 _BY_UPDATE: Final = _FROM.replace("store_items x", "store_items x INDEXED BY store_items_updated")
 
 
-def _condition(c: Condition) -> tuple[str, list[Any]]:
+def _driving(c: Condition) -> tuple[str, list[Any]]:
+    """The items a positive condition holds for, as a query (and its arguments)."""
     ranges = " OR ".join("(value >= ? AND value < ?)" for _ in c.ranges)
-    inside = f"x.id IN (SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges}))"
-    args: list[Any] = [c.path, *(bound for pair in c.ranges for bound in pair)]
+    inner = f"SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges})"
+    return inner, [c.path, *(b for pair in c.ranges for b in pair)]
+
+
+def _condition(c: Condition) -> tuple[str, list[Any]]:
+    """The condition as a test of an item `x` (and its arguments)."""
+    inner, args = _driving(c)
+    inside = f"x.id IN ({inner})"
     if c.negate:
         inside = "NOT " + inside
     if c.or_missing:
         inside = f"({inside} OR x.id NOT IN (SELECT item FROM store_fields WHERE path = {_PATH}))"
         args.append(c.path)
     return inside, args
-
-
-def _driving(c: Condition) -> tuple[str, list[Any]]:
-    """The items a positive condition holds for, as a query (and its arguments)."""
-    ranges = " OR ".join("(value >= ? AND value < ?)" for _ in c.ranges)
-    inner = f"SELECT item FROM store_fields WHERE path = {_PATH} AND ({ranges})"
-    return inner, [c.path, *(b for pair in c.ranges for b in pair)]
 
 
 def where(

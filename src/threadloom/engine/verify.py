@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import ormsgpack
 
-from threadloom.engine import heads, keys
+from threadloom.engine import heads, item_checks, keys
 from threadloom.engine.items import Items
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
@@ -330,7 +330,7 @@ def _decoded(
 def _store(db: File, conn: apsw.Connection, report: Report) -> None:
     """The Store's items: each body decoded against its seal, its filter index rows,
     the namespace counts, and the vector index as the file records it."""
-    for line in Items(db, stored_index(conn)).problems(conn):
+    for line in item_checks.problems(Items(db, stored_index(conn)), conn):
         report.add(Problem("store", line))
 
 

@@ -1,0 +1,86 @@
+"""The Store's values as JSON text: exactly what was put, or a clear refusal (no SQL).
+
+Engine layer. `check_json` refuses what JSON text would not give back as it is (a tuple
+would come back a list, an int key a string), text UTF-8 cannot hold, and integers too
+long for Python to write; `encode_value` is the compact JSON of a checked value.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from threadloom.errors import InvalidValueError
+
+
+def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
+    """A value's JSON text, exactly: refuses what JSON would silently change
+    (`checked`: the caller ran `check_json` on it already).
+
+    Raises:
+        TypeError: a key that is not a string, or a value JSON cannot hold as it is
+            (a tuple, a set, bytes, a datetime...), naming where it is.
+    """
+    if not checked:
+        check_json(value)
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def check_json(value: Any, where: str = "$") -> None:
+    """Raise, naming where, for what JSON text would not give back as it is.
+
+    Raises:
+        TypeError: a type JSON does not have (a tuple, a set, a non-string key...).
+        InvalidValueError: text UTF-8 cannot hold (a lone surrogate), or an integer too
+            long for Python to write as text (more than 4300 digits).
+    """
+    if isinstance(value, str):
+        check_text(value, where)
+        return
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value.bit_length() > _INT_BITS:
+            raise InvalidValueError(
+                f"store values are JSON text: the integer at {where} has more than 14,000 "
+                "bits (about 4,200 digits; Python writes at most 4,300 as text); store it "
+                "as a string"
+            )
+        return
+    if value is None or isinstance(value, (bool, float)):
+        return
+    if isinstance(value, dict):
+        for key, child in value.items():
+            if not isinstance(key, str):
+                raise TypeError(
+                    f"store values are JSON: the key {key!r} at {where} is a "
+                    f"{type(key).__name__}; use str keys"
+                )
+            check_text(key, f"{where} (a key)")
+            check_json(child, f"{where}.{key}")
+        return
+    if isinstance(value, list):
+        for i, child in enumerate(value):
+            check_json(child, f"{where}[{i}]")
+        return
+    raise TypeError(
+        f"store values are JSON: {where} is a {type(value).__name__}, which JSON would "
+        "change; convert it (a list for a tuple, a string for a datetime)"
+    )
+
+
+def check_text(text: str, where: str) -> None:
+    """Raise InvalidValueError when `text` is not Unicode text UTF-8 can hold."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidValueError(
+            f"the text at {where} holds {text[exc.start]!r} (a lone surrogate), which UTF-8 "
+            "cannot hold; decode it properly first (or store it escaped)"
+        ) from None
+
+
+#: Integers past this many bits may have more than 4300 digits (`sys.int_max_str_digits`).
+_INT_BITS: Final = 14_000
