@@ -184,6 +184,7 @@ class _StoreBase:
         refresh: list[int] = []
         results: list[Result] = []
         writing = bool(prepared.writes)
+        retrain = False
         transaction = self.file.write() if writing else self.file.read()
         with transaction as conn:
             for op in prepared.ops:
@@ -196,13 +197,15 @@ class _StoreBase:
                     self.items.refresh(conn, refresh, now)
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
+                vectors = self.items.vectors
+                retrain = vectors is not None and vectors.due(conn) is not None
         if writing:
             self.items.committed()
         if refresh and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, refresh, now)
         self.items.after_write()
-        if writing and self.items.vectors is not None:
+        if writing and retrain and self.items.vectors is not None:
             # Retraining the lists (when the index grew or shrank enough) takes its own
             # write transaction: the batch is committed, and readers go on meanwhile.
             try:
@@ -354,6 +357,16 @@ class _StoreBase:
         check_labels(namespace_prefix, full=True)
         return self.items.purge(namespace_prefix)
 
+    def _sweep_logged(self) -> None:
+        """One sweep of a background sweeper: logged, never raised (one failure, a busy
+        file, is not the last sweep)."""
+        try:
+            swept = self.sweep_ttl()
+            if swept:
+                log.info("%s: swept %d expired store items", self.file.path, swept)
+        except Exception:
+            log.exception("%s: the TTL sweep failed", self.file.path)
+
     def sweep_ttl(self) -> int:
         """Delete the items whose TTL ran out; return how many."""
         return self.items.sweep()
@@ -370,12 +383,7 @@ class _StoreBase:
 
         def loop() -> None:
             while not self._stop.wait(float(minutes) * 60):
-                try:
-                    swept = self.sweep_ttl()
-                    if swept:
-                        log.info("%s: swept %d expired store items", self.file.path, swept)
-                except Exception:  # keep sweeping: one failure (a busy file) is not the last
-                    log.exception("%s: the TTL sweep failed", self.file.path)
+                self._sweep_logged()
 
         self._sweeper = threading.Thread(target=loop, name="threadloom-ttl-sweeper", daemon=True)
         self._sweeper.start()
@@ -540,12 +548,7 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         async def loop() -> None:
             while True:
                 await asyncio.sleep(minutes * 60)
-                try:
-                    swept = await asyncio.to_thread(self.sweep_ttl)
-                    if swept:
-                        log.info("%s: swept %d expired store items", self.file.path, swept)
-                except Exception:  # keep sweeping: one failure (a busy file) is not the last
-                    log.exception("%s: the TTL sweep failed", self.file.path)
+                await asyncio.to_thread(self._sweep_logged)
 
         self._task_sweeper = asyncio.create_task(loop())
         return self._task_sweeper

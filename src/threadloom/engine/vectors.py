@@ -417,20 +417,28 @@ class VectorIndex:
         vectors per list, `sqrt(N)` lists, then every vector is moved to its nearest list.
         """
         _writing(conn)
+        total = self.due(conn)
+        if total is None:
+            return False
+        self._train(conn, total)
+        return True
+
+    def due(self, conn: apsw.Connection) -> int | None:
+        """The vector count when a training is due (see `maintain`), else None; reads only,
+        so a writer can ask inside its own transaction and train after it commits."""
         meta = self._meta(conn)
         if meta.dims is not None and meta.dims != self.dims:
             self.check_config(conn)
-            return False
+            return None
         total = self._count(conn)
         if total < self.train_from:
-            return False
+            return None
         if meta.generation and meta.metric == self.metric:
             grown = total >= GROWTH * meta.trained
             shrunk = total * GROWTH * GROWTH <= meta.trained
             if not (grown or shrunk):
-                return False
-        self._train(conn, total)
-        return True
+                return None
+        return total
 
     def _train(self, conn: apsw.Connection, total: int) -> None:
         rng = random.Random(total)
