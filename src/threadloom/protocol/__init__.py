@@ -2,7 +2,8 @@
 
 Pure and I/O-free; every store (the SQLite engine, NATS export, serve) plans its
 writes and decodes its reads here, so compatibility with the shared engine is
-decided in this package. It imports nothing from naas packages.
+decided in this package. It imports nothing from naas packages. Tools that show
+stored values read them with `plain` (no class they name is imported).
 """
 
 from threadloom.protocol.constants import (
@@ -20,6 +21,7 @@ from threadloom.protocol.constants import (
     WRITES_V1,
 )
 from threadloom.protocol.memory import KnownReferences, read_entries
+from threadloom.protocol.plain import message, plain, title
 from threadloom.protocol.plan import Planner
 from threadloom.protocol.read import Batch, Resolution, batches, references
 from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
@@ -70,11 +72,14 @@ __all__ = [
     "created_before",
     "document_key",
     "kept_checkpoints",
+    "message",
     "next_version",
+    "plain",
     "raw_value",
     "read_entries",
     "redact_secrets",
     "references",
     "restore",
     "root_parent",
+    "title",
 ]
