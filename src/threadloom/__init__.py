@@ -8,19 +8,25 @@ to those the shared engine's document service holds.
 import logging
 from typing import Any
 
-from threadloom.errors import ThreadloomError
+from threadloom.errors import LeaseLostError, ThreadBusyError, ThreadloomError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AsyncSaver",
     "AsyncStore",
+    "Erased",
+    "Lease",
+    "LeaseLostError",
     "MemoryBudget",
     "OutsideOwnerError",
     "OwnerStore",
     "Saver",
     "Store",
+    "ThreadBusyError",
+    "ThreadInfo",
     "ThreadloomError",
+    "Transcript",
     "__version__",
     "aupdate_profile",
     "memory_budget",
@@ -55,6 +61,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import store
 
         return getattr(store, name)
+    if name in {"Erased", "Lease", "ThreadInfo", "Transcript"}:
+        from threadloom import conversations
+
+        return getattr(conversations, name)
     if name in _MEMORIES:
         from threadloom import memories
 

@@ -131,3 +131,26 @@ class LangGraphFileError(NotOurFileError):
 
 class ForeignDatabaseError(NotOurFileError):
     """The path holds another application's SQLite database."""
+
+
+class ThreadBusyError(EngineError):
+    """Another run holds the thread's lease (`Saver.lease`): refused at once, never queued.
+
+    Attributes:
+        thread_id: the thread asked for.
+        host, pid: where the holder runs.
+        expires_at: Unix time the holder's lease runs out unless it is renewed.
+    """
+
+    def __init__(
+        self, message: str, *, thread_id: str, host: str, pid: int, expires_at: float
+    ) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.host = host
+        self.pid = pid
+        self.expires_at = expires_at
+
+
+class LeaseLostError(EngineError):
+    """A lease ran out before its holder renewed it, and another run took the thread."""

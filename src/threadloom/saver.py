@@ -25,15 +25,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadloom._langgraph import checkpoint_tuple, serialization
+from threadloom.conversations import Conversations
 from threadloom.core.lru import Budget as MemoryBudget
 from threadloom.engine import CheckpointStore, File
+from threadloom.engine.threadindex import MESSAGES, OWNER_KEYS
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
 
 _DONE = object()
 
 
-class _SaverBase(BaseCheckpointSaver[Any]):
+class _SaverBase(Conversations, BaseCheckpointSaver[Any]):
     """Shared implementation of Saver and AsyncSaver.
 
     Args:
@@ -51,6 +53,10 @@ class _SaverBase(BaseCheckpointSaver[Any]):
             THREADLOOM_MEMORY_BUDGET says otherwise), shared by every saver, store and
             server of the process; a `MemoryBudget`: that one, shared by every saver
             given it; an int: a budget of this saver's own.
+        owner_keys: the `configurable` keys a new thread's owner is taken from, first
+            present wins (default `user_id`, then `langgraph_auth_user_id`).
+        messages_channel: the list channel whose length the thread index counts, whose
+            first human message titles a thread, and that `messages()` reads.
 
     Every saver (and every other threadloom object) on one path in a process shares one
     open file: one connection pool, one write lock, one content store.
@@ -70,8 +76,14 @@ class _SaverBase(BaseCheckpointSaver[Any]):
         synchronous: str = "NORMAL",
         readonly: bool | None = None,
         memory_budget: int | MemoryBudget | None = None,
+        owner_keys: Sequence[str] = OWNER_KEYS,
+        messages_channel: str = MESSAGES,
     ) -> None:
         super().__init__(serde=serde)
+        if isinstance(owner_keys, str) or not all(isinstance(k, str) for k in owner_keys):
+            raise InvalidArgumentError("owner_keys must be a list of configurable keys")
+        if not isinstance(messages_channel, str) or not messages_channel:
+            raise InvalidArgumentError("messages_channel must be a channel name")
         budget = _budget(memory_budget)
         self.db = File.open(path, readonly=readonly, synchronous=synchronous)
         self._closed = False
@@ -83,6 +95,8 @@ class _SaverBase(BaseCheckpointSaver[Any]):
                 serialization=serialization(self.serde),
                 budget=budget,
             )
+            self.store.scope.owner_keys = tuple(owner_keys)
+            self.store.scope.messages_channel = messages_channel
         except BaseException:
             self.close()
             raise

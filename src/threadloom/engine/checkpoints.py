@@ -7,18 +7,25 @@ Engine layer. `CheckpointStore` only wires the parts (each in its own module) ov
 from __future__ import annotations
 
 import builtins
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from threadloom.core.lru import Budget
+from threadloom.engine import threadindex
 from threadloom.engine.cache import DEFAULT_CAPACITY
 from threadloom.engine.documents import Documents, ImportCount, StoredDocument
+from threadloom.engine.erasure import Erased, erase
 from threadloom.engine.file import File
+from threadloom.engine.leases import Leases
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.reader import Reader
 from threadloom.engine.scope import Scope
+from threadloom.engine.threadindex import UNSET, ThreadInfo
+from threadloom.engine.transcript import Tail, Transcripts
 from threadloom.engine.values import Values
 from threadloom.engine.writer import Writer
+from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import Restored, Serialization
 
 __all__ = ["CheckpointStore", "ImportCount", "StoredDocument"]
@@ -61,6 +68,8 @@ class CheckpointStore:
         self.reader = Reader(self.scope, values)
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
+        self.transcripts = Transcripts(self.reader, values)
+        self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
 
     def close(self) -> None:
         """Let go of what the scope's caches hold (the file stays open for its other users)."""
@@ -148,6 +157,68 @@ class CheckpointStore:
     def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
         """See `Maintenance.prune`."""
         self.maintenance.prune(thread_ids, strategy)
+
+    # -- conversations -----------------------------------------------------------------------
+
+    def threads(
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = 20,
+        before: str | None = None,
+        order: str = "updated",
+    ) -> builtins.list[ThreadInfo]:
+        """See `threadindex.page`."""
+        if self.scope.id is None:
+            return []
+        with self.db.read() as conn:
+            return threadindex.page(
+                conn, self.scope.id, owner=owner, limit=limit, before=before, order=order
+            )
+
+    def thread(self, thread_id: str) -> ThreadInfo | None:
+        """See `threadindex.one`."""
+        if self.scope.id is None:
+            return None
+        with self.db.read() as conn:
+            return threadindex.one(conn, self.scope.id, thread_id)
+
+    def set_thread(self, thread_id: str, **fields: Any) -> ThreadInfo:
+        """See `threadindex.set_fields` (the thread is created in the index if new)."""
+        if not isinstance(thread_id, str) or not thread_id:
+            raise InvalidArgumentError("thread_id must be a non-empty str")
+        unknown = fields.keys() - {"title", "summary", "tags", "owner"}
+        if unknown:
+            raise InvalidArgumentError(
+                f"set_thread sets title, summary, tags, owner; not {sorted(unknown)}"
+            )
+        given = {k: v for k, v in fields.items() if v is not UNSET}
+        with self.db.write() as conn:
+            thread = self.scope.ensure_thread(conn, thread_id, time.time())
+            threadindex.set_fields(
+                conn,
+                thread,
+                name=given.get("title", UNSET),
+                summary=given.get("summary", UNSET),
+                tags=given.get("tags", UNSET),
+                owner=given.get("owner", UNSET),
+            )
+            if "title" in given and given["title"] is None:
+                self.scope.reindex(conn, thread, recount=False)
+            assert self.scope.id is not None
+            found = threadindex.one(conn, self.scope.id, thread_id)
+        assert found is not None
+        return found
+
+    def tail(self, thread_id: str, **options: Any) -> Tail:
+        """See `Transcripts.tail`."""
+        if self.scope.id is None:
+            return Tail(None, 0, 0, [])
+        return self.transcripts.tail(thread_id, **options)
+
+    def erase(self, owner: str, prefixes: Sequence[Sequence[str]], *, apply: bool = True) -> Erased:
+        """See `erasure.erase`."""
+        return erase(self.scope, self.maintenance, owner, prefixes, apply=apply)
 
     # -- the document view -----------------------------------------------------------------
 

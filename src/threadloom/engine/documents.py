@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from threadloom.engine import threadindex
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
@@ -334,6 +335,7 @@ class Documents:
             if thread is None:
                 return False
             condition = f"thread = ? AND {where}"
+            held = threadindex.row_bytes(conn, scope.content, table, condition, (thread, *ident))
             scope.content.unlink_rows(conn, table, condition, (thread, *ident))
             if table == "checkpoints":
                 conn.execute(
@@ -346,6 +348,10 @@ class Documents:
             if gone and table == "vals":
                 scope.bump_epoch(conn)
                 scope.cache.drop(thread, [fields["ref"]])
+            if gone:
+                conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (held, thread))
+                if table == "checkpoints" and fields["checkpoint_ns"] == "":
+                    scope.reindex(conn, thread, recount=False)
             scope.content.sweep(conn, scope.grace)
         if gone:
             scope.memory.forget(thread_id)
@@ -363,7 +369,10 @@ class Documents:
         with scope.file.write() as conn:
             thread, seq = scope.reserve(conn, data["thread_id"], 1, now, [packed])
             key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
-            scope.content.unlink_rows(conn, "writes", WRITE_KEY, (*key, data["index"]))
+            where = (*key, data["index"])
+            held = threadindex.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
+            conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (held, thread))
+            scope.content.unlink_rows(conn, "writes", WRITE_KEY, where)
             columns = (
                 *key[1:],
                 data["index"],
@@ -434,6 +443,7 @@ class Documents:
         packs = content.pack_many(body for _, _, body in docs)
         stored = ImportCount()
         now = time.time()
+        heads = False
         with scope.file.write() as conn:
             thread, seq = scope.reserve(conn, thread_id, len(docs), now, packs)
             for offset, ((collection, data, body), packed) in enumerate(
@@ -473,10 +483,14 @@ class Documents:
                 if conn.changes():
                     stored.stored += 1
                     content.link(conn, [packed], now)
+                    heads |= table == "checkpoints" and data["checkpoint_ns"] == ""
                     continue
                 stored.present += 1
+                scope.unheld(conn, thread, [packed])
                 if table == "checkpoints":
                     same_checkpoint(scope, conn, thread, data, body)
+            if heads:
+                scope.reindex(conn, thread, recount=False)
             due = content.note_inline(conn, packs)
         count.stored += stored.stored
         count.present += stored.present

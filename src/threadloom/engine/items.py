@@ -395,12 +395,17 @@ class Items:
 
     def purge(self, prefix: Sequence[str]) -> int:
         """Delete every item under `prefix` in one transaction; return how many."""
-        clause, args = prefix_clause(prefix)
         self.begin()
         with self.file.write() as conn:
-            rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
-            self._drop(conn, rows, now_us())
+            count = self.purge_in(conn, prefix, now_us())
         self.committed()
+        return count
+
+    def purge_in(self, conn: apsw.Connection, prefix: Sequence[str], now: int) -> int:
+        """`purge` inside the caller's write transaction."""
+        clause, args = prefix_clause(prefix)
+        rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
+        self._drop(conn, rows, now)
         return len(rows)
 
     def sweep(self, now: int | None = None) -> int:

@@ -53,18 +53,27 @@ class Maintenance:
             thread = scope.thread(conn, thread_id)
             if thread is None:
                 return
-            conn.execute(
-                "DELETE FROM checkpoint_keys WHERE checkpoint IN "
-                "(SELECT id FROM checkpoints WHERE thread = ?)",
-                (thread,),
-            )
-            for table in _THREAD_TABLES:
-                scope.content.unlink_rows(conn, table, "thread = ?", (thread,))
-                conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
-            conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
+            self.delete_rows(conn, thread)
             scope.bump_epoch(conn)
             scope.content.sweep(conn, scope.grace)
         scope.forget_thread(thread_id, thread)
+
+    def delete_rows(self, conn: apsw.Connection, thread: int) -> dict[str, int]:
+        """Delete a thread's rows and its index row (inside the caller's write); return
+        how many rows of each table went. The caller bumps the epoch and sweeps."""
+        content = self.scope.content
+        conn.execute(
+            "DELETE FROM checkpoint_keys WHERE checkpoint IN "
+            "(SELECT id FROM checkpoints WHERE thread = ?)",
+            (thread,),
+        )
+        gone: dict[str, int] = {}
+        for table in _THREAD_TABLES:
+            content.unlink_rows(conn, table, "thread = ?", (thread,))
+            conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
+            gone[table] = conn.changes()
+        conn.execute("DELETE FROM threads WHERE id = ?", (thread,))
+        return gone
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and their writes) whose metadata `run_id` is in `run_ids`.
@@ -164,6 +173,18 @@ class Maintenance:
                 "ON CONFLICT DO NOTHING",
                 moved,
             )
+            # The copy is the same conversation: what the application set comes along
+            # (where the target has nothing of its own), the counts are its rows'.
+            conn.execute(
+                "UPDATE threads SET owner = coalesce(threads.owner, o.owner), "
+                "title = CASE WHEN threads.titled = 0 THEN coalesce(o.title, threads.title) "
+                "ELSE threads.title END, titled = max(threads.titled, o.titled), "
+                "summary = coalesce(threads.summary, o.summary), "
+                "tags = coalesce(threads.tags, o.tags) FROM (SELECT owner, title, titled, "
+                "summary, tags FROM threads WHERE id = ?1) o WHERE threads.id = ?2",
+                (origin, copy),
+            )
+            scope.reindex(conn, copy)
 
     def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
         """Prune threads: `keep_latest` keeps each namespace's newest checkpoint, `delete` all.
@@ -303,6 +324,7 @@ class Maintenance:
             scope.cache.drop(thread, doomed)
             scope.bump_epoch(conn)
         scope.content.sweep(conn, scope.grace)
+        scope.reindex(conn, thread)
         return len(doomed)
 
 

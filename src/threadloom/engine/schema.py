@@ -444,7 +444,59 @@ yet; `size` counts a list's vectors (triggers, cascaded deletes included). Setti
 every training; caches of the centroids are keyed by it).
 """
 
+FORMAT_6: Final = """
+ALTER TABLE threads ADD COLUMN owner TEXT;
+ALTER TABLE threads ADD COLUMN title TEXT;
+ALTER TABLE threads ADD COLUMN titled INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN summary TEXT;
+ALTER TABLE threads ADD COLUMN tags TEXT;
+ALTER TABLE threads ADD COLUMN messages INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE threads ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX threads_by_updated ON threads(scope, updated_at, id);
+CREATE INDEX threads_by_created ON threads(scope, created_at, id);
+CREATE INDEX threads_by_owner ON threads(scope, owner, updated_at, id) WHERE owner IS NOT NULL;
+
+CREATE TABLE leases(
+    scope INTEGER NOT NULL REFERENCES scopes(id),
+    thread_id TEXT NOT NULL,
+    holder TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    acquired_at REAL NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY(scope, thread_id)
+) STRICT, WITHOUT ROWID;
+
+INSERT INTO meta(key, value) VALUES('thread_index', 'pending')
+    ON CONFLICT(key) DO UPDATE SET value = excluded.value;
+"""
+"""Format 6: conversations as records (engine/threadindex.py, engine/leases.py).
+
+`threads` gains the thread index, kept in the transaction of each write: `owner` (from
+the run's `configurable`, or set), `title` (the first human message, truncated, unless
+set: `titled` = 1), `summary`, `tags` (a JSON array of strings), `messages` (the length
+of the messages channel of the newest root checkpoint) and `bytes` (what the thread's
+rows take as stored: inline bodies at their stored length, block bodies at the raw size
+of the blocks they list). Checkpoint counts, heads and namespaces come from `heads`.
+Three indexes answer a page of threads by last activity, creation or owner in time
+proportional to the page.
+
+`leases`: at most one run per thread (scope and thread id; the thread need not exist
+yet): the holder's token, host and pid, and when the lease runs out.
+
+The migration adds the columns and tables and marks `meta.thread_index` 'pending'; the
+first writable open afterwards fills the index from each thread's rows (one write
+transaction; a crash before it commits leaves it pending, and the next open does it).
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
-MIGRATIONS: Final[list[str]] = [FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4, FORMAT_5]
+MIGRATIONS: Final[list[str]] = [
+    FORMAT_1,
+    FORMAT_2,
+    FORMAT_3,
+    FORMAT_4,
+    FORMAT_5,
+    FORMAT_6,
+]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

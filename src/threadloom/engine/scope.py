@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import apsw
 
 from threadloom.core.lru import Budget, Lru, MiB, process_budget
-from threadloom.engine import heads
+from threadloom.engine import heads, threadindex
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
 from threadloom.engine.file import File
 from threadloom.engine.seal import Sealer
@@ -110,6 +110,10 @@ class Scope:
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
+        #: The `configurable` keys a new thread's owner is taken from (thread index).
+        self.owner_keys: tuple[str, ...] = threadindex.OWNER_KEYS
+        #: The channel the thread index counts messages of and takes titles from.
+        self.messages_channel = threadindex.MESSAGES
         self._thread_rows: Lru[str, int] = Lru(
             THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
         )
@@ -131,6 +135,10 @@ class Scope:
                 )
                 self.id = self._find(conn)
             self._epoch = self.read_epoch(conn)
+            if threadindex.pending(conn):
+                # The format-6 upgrade left the index to fill from the rows (schema.py).
+                count = threadindex.build(conn, self.content)
+                log.info("%s: thread index built for %d threads", file.path, count)
 
     def _find(self, conn: apsw.Connection) -> int | None:
         # A file holds a handful of scopes: scanning them keeps a damaged unique index
@@ -238,7 +246,9 @@ class Scope:
         packs: Sequence[Packed] = (),
     ) -> tuple[int, int]:
         """Check the GC epoch, then reserve `count` sequence numbers of a thread (created
-        if needed), in one statement when the thread's row id is remembered.
+        if needed), in one statement when the thread's row id is remembered; the thread's
+        last activity becomes `now` and its bytes grow by what `packs` take (a row that
+        turns out to be stored already is taken back with `unheld`).
 
         Returns:
             The thread's row id and the first reserved number. Row ids are never
@@ -248,17 +258,37 @@ class Scope:
             StaleMemory: see `check_epoch` (the caller's transaction rolls back).
         """
         sql = (
-            "UPDATE threads SET seq = seq + ?, updated_at = ? WHERE id = ? "
+            "UPDATE threads SET seq = seq + ?, updated_at = ?, bytes = bytes + ? WHERE id = ? "
             "RETURNING seq, (SELECT value FROM meta WHERE key = 'gc_epoch')"
         )
+        grown = threadindex.held(packs)
         thread = self._thread_rows.get(thread_id)
-        rows = fetchall(conn, sql, (count, now, thread)) if thread is not None else []
+        rows = fetchall(conn, sql, (count, now, grown, thread)) if thread is not None else []
         if not rows:
             thread = self.ensure_thread(conn, thread_id, now)
-            rows = fetchall(conn, sql, (count, now, thread))
+            rows = fetchall(conn, sql, (count, now, grown, thread))
         end, epoch = rows[0]
         self.check_epoch(conn, packs, int(epoch or 0))
         return cast(int, thread), int(end) - count + 1
+
+    def reindex(self, conn: apsw.Connection, thread: int, *, recount: bool = True) -> None:
+        """Read a thread's index facts again from its rows (`threadindex.refresh`)."""
+        threadindex.refresh(
+            conn,
+            self.content,
+            thread,
+            owner_keys=self.owner_keys,
+            channel=self.messages_channel,
+            recount=recount,
+        )
+
+    def unheld(self, conn: apsw.Connection, thread: int, packs: Sequence[Packed]) -> None:
+        """Take back the bytes `reserve` counted for rows that were stored already."""
+        if packs:
+            conn.execute(
+                "UPDATE threads SET bytes = bytes - ? WHERE id = ?",
+                (threadindex.held(packs), thread),
+            )
 
     # -- collection epoch ------------------------------------------------------------------
 

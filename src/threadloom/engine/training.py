@@ -8,6 +8,7 @@ the retired dictionary plan and pack again.
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import apsw
 import zstandard
@@ -23,6 +24,7 @@ from threadloom.engine.blocks import (
 )
 from threadloom.engine.codec import Dictionary, check, digest, frame_block, unframe
 from threadloom.engine.sql import fetchall
+from threadloom.engine.threadindex import held
 
 
 class Training(BlockStore):
@@ -122,6 +124,10 @@ class Training(BlockStore):
             )
             chunked: list[Packed] = []
             again = []
+            # What each thread's rows take changes with their bodies (the thread index's
+            # `bytes`, engine/threadindex.py).
+            grown: Counter[int] = Counter()
+            at_thread = columns.index("thread") if described.threaded else -1
             for *row, expected in rows:
                 name = described.name_row(dict(zip(columns, row, strict=True)))
                 raw = unframe(row[at_body], lambda ident: self.dictionary(conn, ident), name)
@@ -132,8 +138,14 @@ class Training(BlockStore):
                 changed = list(row)
                 changed[at_body], changed[at_blocks] = packed.body, len(packed.keys)
                 again.append(changed)
+                if at_thread >= 0:
+                    grown[row[at_thread]] += held([packed]) - len(row[at_body])
             self.prepare(chunked, conn)
             self.link(conn, chunked, now)
+            conn.executemany(
+                "UPDATE threads SET bytes = bytes + ? WHERE id = ?",
+                [(change, thread) for thread, change in grown.items() if change],
+            )
             if described.dependents:
                 conn.executemany(
                     f"UPDATE {table} SET body = ?, blocks = ? WHERE rowid = ?",

@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from threadloom.engine import keys
+from threadloom.engine import keys, threadindex
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.store import Packed
@@ -138,11 +138,14 @@ class Writer:
             if not rows:
                 data = document.data
                 same_checkpoint(scope, conn, thread, data, {k: data[k] for k in CHECKPOINT_BODY})
+                scope.unheld(conn, thread, [head])
             else:
                 content.link(conn, [head], now)
                 if listed:
                     row = rows[0][0]
                     conn.executemany(INSERT_KEY, [(row, key, value) for key, value in listed])
+                if ns == "":
+                    self._index(conn, thread, config, checkpoint, document.data["checkpoint_id"])
             due = content.note_inline(conn, packs)
         if due:
             content.train()
@@ -208,8 +211,16 @@ class Writer:
                 if put.if_version == 0:
                     conn.execute(INSERT_WRITE, args)
                     changed = conn.changes()
+                    if not changed:
+                        scope.unheld(conn, thread, [packed])
                 else:
-                    content.unlink_rows(conn, "writes", WRITE_KEY, (*key, data["index"]))
+                    where = (*key, data["index"])
+                    replaced = threadindex.row_bytes(conn, content, "writes", WRITE_KEY, where)
+                    if replaced:
+                        conn.execute(
+                            "UPDATE threads SET bytes = bytes - ? WHERE id = ?", (replaced, thread)
+                        )
+                    content.unlink_rows(conn, "writes", WRITE_KEY, where)
                     fetchall(conn, REPLACE_WRITE, args)
                     changed = 1
                 if packed.keys and changed:
@@ -233,14 +244,16 @@ class Writer:
         def sealed(ref: str, packed: Packed) -> bytes:
             return scope.seal(VALS, packed.digest, thread_id, ref)
 
-        conn.executemany(
-            INSERT_VALUE,
-            [
-                (thread, ref, seq + i, packed.body, sealed(ref, packed), now, 0)
-                for i, (ref, packed) in enumerate(encoded)
-                if not packed.keys
-            ],
-        )
+        inline = [
+            (thread, ref, seq + i, packed.body, sealed(ref, packed), now, 0)
+            for i, (ref, packed) in enumerate(encoded)
+            if not packed.keys
+        ]
+        stored: list[Packed] = []
+        if inline:
+            inserted = {r[0] for r in conn.executemany(INSERT_VALUE + " RETURNING ref", inline)}
+            if len(inserted) < len(inline):
+                stored += [p for ref, p in encoded if not p.keys and ref not in inserted]
         for i, (ref, packed) in enumerate(encoded):
             if packed.keys:
                 # One at a time: a row already stored must not count its blocks twice.
@@ -250,6 +263,10 @@ class Writer:
                 )
                 if conn.changes():
                     self.scope.content.link(conn, [packed], now)
+                else:
+                    stored.append(packed)
+        # `reserve` counted these rows' bytes; the thread held them already.
+        scope.unheld(conn, thread, stored)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
@@ -306,6 +323,27 @@ class Writer:
             return {}
         parent = scope.planner.loads(raw_value(stored["checkpoint"], {}))
         return read_entries(stored["channels"], parent.get("channel_versions") or {})
+
+    def _index(
+        self,
+        conn: apsw.Connection,
+        thread: int,
+        config: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        checkpoint_id: str,
+    ) -> None:
+        """Keep the thread index of a root checkpoint just inserted (threadindex.py)."""
+        scope = self.scope
+        values = checkpoint.get("channel_values") or {}
+        messages = values.get(scope.messages_channel) if isinstance(values, Mapping) else None
+        threadindex.note_checkpoint(
+            conn,
+            thread,
+            checkpoint_id,
+            len(messages) if isinstance(messages, (list, tuple)) else 0,
+            threadindex.derived_title(messages),
+            threadindex.owner_of(config["configurable"], scope.owner_keys),
+        )
 
 
 def same_checkpoint(

@@ -1,0 +1,165 @@
+"""Run leases: at most one holder per thread, across threads and processes on the file.
+
+Engine layer (docs/FORMAT.md, format 6). A lease is a row of `leases` keyed by scope and
+thread id, taken in one write transaction: the file's write lock orders every taker, so
+two can never both see the thread free. A taker meeting a live lease is refused at once
+(`ThreadBusyError`: no waiting, no queue). A lease ends when its holder releases it, when
+it runs out (`expires_at`, unless renewed), or, on the same host, as soon as its holder's
+process is gone (a SIGKILLed run frees its thread without waiting for the expiry).
+
+Clocks: expiry compares Unix times of the processes on the file; on one machine that is
+one clock. A pid reused by an unrelated process reads as alive, so such a lease only
+waits for its expiry.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+import apsw
+
+from threadloom.engine.file import File
+from threadloom.engine.sql import fetchall
+from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadBusyError
+
+#: Longest lease one take or renewal grants (a day): a holder that needs longer renews.
+MAX_TTL: Final = 86_400.0
+
+_HOST: Final = socket.gethostname()
+
+
+@dataclass(frozen=True)
+class Held:
+    """A lease as the file holds it."""
+
+    thread_id: str
+    holder: str
+    host: str
+    pid: int
+    acquired_at: float
+    expires_at: float
+
+
+class Leases:
+    """The leases of one scope of a file.
+
+    Args:
+        file: the open file (writable to take leases).
+        scope: the scope's row id.
+    """
+
+    def __init__(self, file: File, scope: int) -> None:
+        self.file = file
+        self.scope = scope
+
+    def acquire(self, thread_id: str, ttl: float) -> Held:
+        """Take the thread's lease for `ttl` seconds.
+
+        Raises:
+            ThreadBusyError: another holder's lease is live.
+            ReadOnlyError: the file is open read-only.
+        """
+        _check(thread_id, ttl)
+        token = uuid.uuid4().hex
+        with self.file.write() as conn:
+            now = time.time()
+            found = self._find(conn, thread_id)
+            if found is not None and found.expires_at > now and _alive(found):
+                raise ThreadBusyError(
+                    f"thread {thread_id!r} is busy: a run (pid {found.pid} on {found.host}) "
+                    f"holds its lease for {found.expires_at - now:.1f} s more; refuse this "
+                    "request (HTTP 409) or retry once that run ends",
+                    thread_id=thread_id,
+                    host=found.host,
+                    pid=found.pid,
+                    expires_at=found.expires_at,
+                )
+            conn.execute(
+                "INSERT INTO leases(scope, thread_id, holder, host, pid, acquired_at, expires_at) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(scope, thread_id) DO UPDATE SET "
+                "holder = excluded.holder, host = excluded.host, pid = excluded.pid, "
+                "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
+                (self.scope, thread_id, token, _HOST, os.getpid(), now, now + ttl),
+            )
+        return Held(thread_id, token, _HOST, os.getpid(), now, now + ttl)
+
+    def renew(self, held: Held, ttl: float) -> Held:
+        """Extend a lease this holder still holds by `ttl` seconds from now.
+
+        Raises:
+            LeaseLostError: the lease ran out and another run took the thread (or it was
+                released).
+        """
+        _check(held.thread_id, ttl)
+        with self.file.write() as conn:
+            now = time.time()
+            conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE scope = ? AND thread_id = ? AND holder = ?",
+                (now + ttl, self.scope, held.thread_id, held.holder),
+            )
+            if not conn.changes():
+                raise LeaseLostError(
+                    f"the lease on thread {held.thread_id!r} was lost (it ran out and another "
+                    "run took the thread, or it was released); stop this run's writes"
+                )
+        return Held(held.thread_id, held.holder, held.host, held.pid, held.acquired_at, now + ttl)
+
+    def release(self, held: Held) -> bool:
+        """Give a lease back; False when it was no longer this holder's."""
+        with self.file.write() as conn:
+            conn.execute(
+                "DELETE FROM leases WHERE scope = ? AND thread_id = ? AND holder = ?",
+                (self.scope, held.thread_id, held.holder),
+            )
+            return conn.changes() > 0
+
+    def holder(self, thread_id: str) -> Held | None:
+        """The live lease on a thread, or None."""
+        with self.file.read() as conn:
+            found = self._find(conn, thread_id)
+        if found is None or found.expires_at <= time.time() or not _alive(found):
+            return None
+        return found
+
+    def _find(self, conn: apsw.Connection, thread_id: str) -> Held | None:
+        rows = fetchall(
+            conn,
+            "SELECT thread_id, holder, host, pid, acquired_at, expires_at FROM leases "
+            "WHERE scope = ? AND thread_id = ?",
+            (self.scope, thread_id),
+        )
+        return Held(*rows[0]) if rows else None
+
+
+def _check(thread_id: str, ttl: float) -> None:
+    if not isinstance(thread_id, str) or not thread_id:
+        raise InvalidArgumentError("thread_id must be a non-empty str")
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_TTL:
+        raise InvalidArgumentError(f"ttl must be seconds, more than 0 and at most {MAX_TTL:.0f}")
+
+
+def _alive(held: Held) -> bool:
+    """False only when the holder ran on this host and its process is gone."""
+    if held.host != _HOST or held.pid == os.getpid():
+        return True
+    try:
+        os.kill(held.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return not _zombie(held.pid)
+
+
+def _zombie(pid: int) -> bool:
+    """True for a process that exited and waits for its parent to collect it (Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rpartition(b")")[2].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return False

@@ -1,0 +1,89 @@
+"""Erasure: nothing of the owner is left, everything of the others is as it was."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from tests.conversations._index import check_all
+from tests.engine.test_graphs import agent_graph
+from threadloom import AsyncSaver, OwnerStore, Saver, Store
+from threadloom.engine.verify import verify
+from threadloom.errors import InvalidArgumentError
+
+
+def fill(saver: Saver, store: Store) -> None:
+    graph = agent_graph().compile(checkpointer=saver)
+    for owner, threads in (("ada", ("a1", "a2")), ("bob", ("b1",))):
+        for thread_id in threads:
+            for turn in range(2):
+                graph.invoke(
+                    {"messages": [HumanMessage(content=f"{thread_id} turn {turn}")]},
+                    {"configurable": {"thread_id": thread_id, "user_id": owner}},
+                )
+        OwnerStore(store, owner).put(("facts",), "f1", {"text": f"{owner} likes tea"})
+        store.put(("acme", "user", owner, "profile"), "p", {"name": owner})
+    saver.set_thread("a1", summary="private summary")
+
+
+def test_erase_removes_every_thread_and_namespace_of_the_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        fill(saver, store)
+        with saver.lease("a2"):
+            pass
+        bobs = saver.documents("b1")
+        dry = saver.erase("ada", store=[("ada",), ("acme", "user", "ada")], apply=False)
+        assert dry.threads == ["a1", "a2"] and dry.items == 2 and not dry.applied
+        assert saver.thread("a1") is not None  # a dry run changes nothing
+        done = saver.erase("ada", store=[("ada",), ("acme", "user", "ada")])
+        assert done.as_json() == {**dry.as_json(), "applied": True}
+        assert done.checkpoints > 0 and done.values > 0
+        assert saver.threads(owner="ada") == [] and saver.thread("a1") is None
+        assert saver.documents("a1") == [] and saver.documents("a2") == []
+        assert store.search(("ada",)) == [] and store.search(("acme", "user", "ada")) == []
+        assert saver.documents("b1") == bobs
+        assert [i.key for i in store.search(("bob",))] == ["f1"]
+        assert [t.thread_id for t in saver.threads()] == ["b1"]
+        with saver.db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM leases").fetchall() == [(0,)]
+        check_all(saver)
+        assert verify(saver.db).sound
+        again = saver.erase("ada")
+        assert (again.threads, again.items) == ([], 0)
+
+
+def test_the_default_namespace_is_the_owner_store_root(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        fill(saver, store)
+        report = saver.erase("bob")
+        assert report.items == 1 and report.namespaces == [["bob"]]
+        assert store.search(("acme", "user", "bob"))  # a tenant layout names its own prefix
+        assert saver.erase("ada", store=()).items == 0
+        assert OwnerStore(store, "ada").search(("facts",))
+
+
+def test_an_empty_prefix_or_owner_is_refused(tmp_path: Path) -> None:
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        with pytest.raises(InvalidArgumentError, match="every item"):
+            saver.erase("ada", store=[()])
+        with pytest.raises(InvalidArgumentError, match="tuple of labels"):
+            saver.erase("ada", store=["ada"])  # type: ignore[list-item]
+        with pytest.raises(InvalidArgumentError, match="owner"):
+            saver.erase("")
+
+
+def test_aerase(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        fill(saver, store)
+
+    async def main() -> list[str]:
+        async with AsyncSaver.from_conn_string(str(path)) as saver:
+            return (await saver.aerase("ada")).threads
+
+    assert asyncio.run(main()) == ["a1", "a2"]
