@@ -62,7 +62,7 @@ def test_verify_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["verify", "--db", str(path), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["sound"] and report["problems"] == [] and report["threads"] == 1
-    assert report["checks"] == ["sqlite", "owners", "heads", "rows", "store", "blocks"]
+    assert report["checks"] == ["sqlite", "owners", "heads", "rows", "index", "store", "blocks"]
     assert main(["verify", "--db", str(path), "--quick"]) == 0
     assert "sound" in capsys.readouterr().out
     truncated = tmp_path / "truncated.db"

@@ -279,3 +279,15 @@ def test_a_messages_state_without_a_messages_channel_counts_zero(tmp_path: Path)
         info = saver.thread("x")
         assert info is not None and (info.messages, info.title) == (0, None)
         check_all(saver)
+
+
+def test_verify_reports_a_thread_whose_bytes_the_index_got_wrong(tmp_path: Path) -> None:
+    from threadloom.engine.verify import verify
+
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        chat(saver, "t", "hello", user_id="ada")
+        assert verify(saver.db).sound
+        with saver.db.write() as conn:
+            conn.execute("UPDATE threads SET bytes = bytes + 1")
+        found = [p for p in verify(saver.db).problems if p.check == "index"]
+        assert len(found) == 1 and found[0].thread == "t" and "bytes" in found[0].detail

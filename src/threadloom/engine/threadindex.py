@@ -399,6 +399,27 @@ def build(conn: apsw.Connection, content: BlockStore) -> int:
     return len(threads)
 
 
+def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, str, str]]:
+    """What `verify` finds wrong with the index: `(scope, thread id, detail)` for each
+    thread whose bytes are not what its rows take, and one line when the index was never
+    filled. (Message counts and titles depend on each saver's `messages_channel` and are
+    read again by a prune; they are not checked.)"""
+    if pending(conn):
+        yield "", "", "the thread index was never filled: open the file writable once"
+        return
+    for thread, kept, namespace, agent_id, thread_id in conn.execute(
+        "SELECT t.id, t.bytes, s.namespace, s.agent_id, t.thread_id FROM threads t "
+        "JOIN scopes s ON s.id = t.scope ORDER BY t.id"
+    ).fetchall():
+        counted = stored_bytes(conn, content, thread)
+        if kept != counted:
+            yield (
+                f"{namespace}/{agent_id}",
+                thread_id,
+                f"the index says the thread takes {kept} bytes, its rows take {counted}",
+            )
+
+
 def pending(conn: apsw.Connection) -> bool:
     """True when the file's index was never filled (a format-6 upgrade not finished)."""
     rows = fetchall(conn, "SELECT value FROM meta WHERE key = 'thread_index'")

@@ -19,7 +19,10 @@ Checks, in order (`--quick` runs those marked q):
    rows `list(filter=...)` decides on).
 6. `references`: every value a checkpoint, a pending write or another value names is
    stored in its thread.
-7. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
+7. `index`: every thread's `bytes` in the thread index is what its rows take, and the
+   index was filled (format 6).
+8. `store`: the Store's items (engine/item_checks.py).
+9. `blocks` (q): every block a row lists exists, `blocks.refs` equals the references the
    rows hold, every extent's `live` equals its blocks (a count above what the rows
    hold is a `leak`: kept too long, never data lost).
 
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import ormsgpack
 
-from threadloom.engine import heads, item_checks, keys
+from threadloom.engine import heads, item_checks, keys, threadindex
 from threadloom.engine.items import Items
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
@@ -125,6 +128,7 @@ def verify(db: File, *, quick: bool = False) -> Report:
     ]
     if not quick:
         checks.append(("rows", lambda conn, rep: _rows(db, conn, rep)))
+        checks.append(("index", lambda conn, rep: _index(db, conn, rep)))
         checks.append(("store", lambda conn, rep: _store(db, conn, rep)))
     checks.append(("blocks", lambda conn, rep: _blocks(db, rep)))
     with db.connection() as conn:
@@ -325,6 +329,12 @@ def _decoded(
             )
             data = None
         yield row, data
+
+
+def _index(db: File, conn: apsw.Connection, report: Report) -> None:
+    """The thread index: each thread's bytes are what its rows take (threadindex.py)."""
+    for scope, thread_id, detail in threadindex.problems(conn, db.content):
+        report.add(Problem("index", detail, scope or None, thread_id or None))
 
 
 def _store(db: File, conn: apsw.Connection, report: Report) -> None:
