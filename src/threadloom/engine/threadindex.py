@@ -407,15 +407,16 @@ def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, 
     if pending(conn):
         yield "", "", "the thread index was never filled: open the file writable once"
         return
-    for thread, kept, namespace, agent_id, thread_id in conn.execute(
+    for thread, kept, namespace, agent_id, thread_id in fetchall(
+        conn,
         "SELECT t.id, t.bytes, s.namespace, s.agent_id, t.thread_id FROM threads t "
-        "JOIN scopes s ON s.id = t.scope ORDER BY t.id"
-    ).fetchall():
-        counted = stored_bytes(conn, content, thread)
+        "JOIN scopes s ON s.id = t.scope ORDER BY t.id",
+    ):
+        counted = stored_bytes(conn, content, int(thread))
         if kept != counted:
             yield (
                 f"{namespace}/{agent_id}",
-                thread_id,
+                str(thread_id),
                 f"the index says the thread takes {kept} bytes, its rows take {counted}",
             )
 
