@@ -9,7 +9,8 @@ better, as LangGraph's PostgresStore reports them:
 - `inner_product`: a.b.
 
 This module sums in double precision, one term at a time; the C core sums in float32
-lanes and stays within `tolerance(...)` of it. Its speed matters only for small data.
+lanes and stays within `tolerance(...)` of it (for cosine: of vectors whose squared norm
+is 0 or a normal float32, `FLOAT32_NORMAL`). Its speed matters only for small data.
 """
 
 from __future__ import annotations
@@ -177,8 +178,19 @@ def tolerance(metric: str, a: Sequence[float], b: Sequence[float]) -> float:
     """How far the C core's score of a against b may be from this module's (threadloom.h)."""
     na = math.sqrt(math.fsum(x * x for x in a))
     nb = math.sqrt(math.fsum(x * x for x in b))
+    # float32 products below its smallest subnormal are 0 in the core: an absolute floor
+    # (a difference under ~1e-22 squares to nothing, a product under 2**-149 vanishes).
     if check_metric(metric) == "inner_product":
-        return 1e-5 * na * nb
+        return 1e-5 * na * nb + len(a) * FLOAT32_TINY
     if metric == "l2":
-        return 1e-5 * (na + nb)
+        return 1e-5 * (na + nb) + math.sqrt(len(a) * FLOAT32_TINY)
     return 1e-5
+
+
+#: The smallest float32 subnormal, 2**-149: a product below it is 0 in float32.
+FLOAT32_TINY = 2.0**-149
+#: The smallest normal float32, 2**-126. `cosine` is within `tolerance` for vectors whose
+#: squared norm is 0 or at least this: below it float32 squares lose the vector's
+#: direction (a vector of norm 1e-19 is scored as a zero vector by the core). Embedding
+#: models give norms near 1.
+FLOAT32_NORMAL = 2.0**-126
