@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
@@ -20,15 +21,26 @@ from typing import TYPE_CHECKING, Any, overload
 from threadloom.engine.erasure import Erased
 from threadloom.engine.leases import Held, Leases
 from threadloom.engine.threadindex import UNSET, ThreadInfo
-from threadloom.engine.transcript import Tail
+from threadloom.engine.transcript import Tail, read_plain
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
 from threadloom.memories import encode_label
-from threadloom.protocol.plain import message, plain
+from threadloom.protocol.plain import message, text
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
 
-__all__ = ["Conversations", "Erased", "Lease", "ThreadInfo", "Transcript"]
+__all__ = ["OWNER", "Conversations", "Erased", "Lease", "ThreadInfo", "Transcript"]
+
+
+class _Owner:
+    """The owner's label in a Store namespace prefix given to `erase`."""
+
+    def __repr__(self) -> str:
+        return "OWNER"
+
+
+#: Stands for the owner's (encoded) label in `erase(owner, store=[(tenant, "user", OWNER)])`.
+OWNER: Any = _Owner()
 
 
 @dataclass(frozen=True)
@@ -119,9 +131,14 @@ class Lease:
         self.held = self._leases.acquire(self.thread_id, self.ttl)
         self.lost = False
         if self._renews:
-            self._stop.clear()
+            self._stop = threading.Event()
+            # The renewer holds the lease weakly: a lease dropped without release stops
+            # being renewed (and runs out), instead of living as long as the process.
             self._renewer = threading.Thread(
-                target=self._renew_loop, name=f"threadloom-lease-{self.thread_id}", daemon=True
+                target=_renew_loop,
+                args=(weakref.ref(self), self._stop, self.ttl / 3),
+                name=f"threadloom-lease-{self.thread_id}",
+                daemon=True,
             )
             self._renewer.start()
         return self
@@ -147,17 +164,13 @@ class Lease:
         if renewer is not None and renewer is not threading.current_thread():
             renewer.join()
         held, self.held = self.held, None
-        if held is not None and not self._leases.release(held):
+        if held is None or self._leases.file.closed:
+            return  # a lease of a closed file runs out by itself
+        if not self._leases.release(held):
             self.lost = True
 
-    def _renew_loop(self) -> None:
-        while not self._stop.wait(self.ttl / 3):
-            try:
-                self.renew()
-            except LeaseLostError:
-                return
-            except ThreadloomError:  # busy file: the next tick tries again
-                continue
+    def __del__(self) -> None:
+        self._stop.set()
 
     def __enter__(self) -> Lease:
         return self.acquire()
@@ -176,7 +189,18 @@ class Lease:
             )
 
     async def __aenter__(self) -> Lease:
-        return await asyncio.to_thread(self.acquire)
+        taking = asyncio.ensure_future(asyncio.to_thread(self.acquire))
+        try:
+            return await asyncio.shield(taking)
+        except asyncio.CancelledError:
+            # The request went away while the lease was being taken; the take finishes
+            # in its worker thread anyway: give the lease back once it has.
+            taking.add_done_callback(self._undo)
+            raise
+
+    def _undo(self, taking: asyncio.Future[Lease]) -> None:
+        if not taking.cancelled() and taking.exception() is None:
+            threading.Thread(target=self.release, daemon=True).start()
 
     async def __aexit__(
         self,
@@ -268,10 +292,17 @@ class Conversations:
                 before it.
             channel: the list channel (default: the saver's `messages_channel`).
         """
+        loads = self.store.scope.planner.loads
         tail = self.store.tail(
-            thread_id, limit=limit, before=before, checkpoint_id=checkpoint_id, channel=channel
+            thread_id,
+            limit=limit,
+            before=before,
+            checkpoint_id=checkpoint_id,
+            channel=channel,
+            decode=loads,
+            identify=_message_id,
         )
-        return _transcript(self.store, thread_id, tail)
+        return _transcript(loads, thread_id, tail)
 
     async def amessages(
         self,
@@ -296,17 +327,33 @@ class Conversations:
         `with saver.lease(tid):` (or `async with`). See `Lease`."""
         return Lease(self.store.leases, thread_id, ttl, renew)
 
-    def run(self, graph: Any, input: Any, config: Any, *, ttl: float = 60.0, **kwargs: Any) -> Any:
+    def run(
+        self,
+        graph: Any,
+        input: Any,
+        config: Any,
+        *,
+        ttl: float = 60.0,
+        renew: bool = True,
+        **kwargs: Any,
+    ) -> Any:
         """`graph.invoke(input, config, **kwargs)` under the lease of the config's thread:
         `ThreadBusyError` at once when another run holds it."""
-        with self.lease(_thread_of(config), ttl=ttl):
+        with self.lease(_thread_of(config), ttl=ttl, renew=renew):
             return graph.invoke(input, config, **kwargs)
 
     async def arun(
-        self, graph: Any, input: Any, config: Any, *, ttl: float = 60.0, **kwargs: Any
+        self,
+        graph: Any,
+        input: Any,
+        config: Any,
+        *,
+        ttl: float = 60.0,
+        renew: bool = True,
+        **kwargs: Any,
     ) -> Any:
         """`await graph.ainvoke(...)` under the lease of the config's thread (see `run`)."""
-        async with self.lease(_thread_of(config), ttl=ttl):
+        async with self.lease(_thread_of(config), ttl=ttl, renew=renew):
             return await graph.ainvoke(input, config, **kwargs)
 
     # -- erasure ---------------------------------------------------------------------------
@@ -315,31 +362,68 @@ class Conversations:
         self,
         owner: str,
         *,
-        store: Sequence[Sequence[str]] | None = None,
+        store: Sequence[Sequence[Any]] | None = None,
         apply: bool = True,
+        force: bool = False,
     ) -> Erased:
         """Remove every thread of `owner` in this scope (checkpoints, writes, values no
         longer referenced, index rows, leases) and the owner's Store items, in one
         transaction; report what went (`apply=False`: what would go, nothing changed).
 
         Args:
-            store: the Store namespace prefixes that are the owner's. Default: the
-                owner's root as `OwnerStore(store, owner)` makes it, `(owner,)`
-                (encoded); `()` leaves the Store alone. A tenant-first layout names its
-                own, e.g. `[(tenant, "user", owner)]`.
+            store: the Store namespace prefixes that are the owner's, as tuples of
+                labels where `OWNER` stands for the owner's label (encoded as
+                `OwnerStore` encodes it). Default: `[(OWNER,)]`, the root of
+                `OwnerStore(store, owner)`; `()` leaves the Store alone. A tenant-first
+                layout names its own: `[(tenant, "user", OWNER)]`.
+            force: erase threads a live run holds the lease of (else `ThreadBusyError`
+                and nothing changes: the run would write the thread again).
         """
-        prefixes = [(encode_label(owner),)] if store is None else list(store)
-        return self.store.erase(owner, prefixes, apply=apply)
+        label = encode_label(owner) if isinstance(owner, str) and owner else owner
+        prefixes = [
+            prefix  # one string, not a tuple of labels: the engine says so
+            if isinstance(prefix, str)
+            else tuple(label if part is OWNER else part for part in prefix)
+            for prefix in ([(OWNER,)] if store is None else store)
+        ]
+        return self.store.erase(owner, prefixes, apply=apply, force=force)
 
     async def aerase(
         self,
         owner: str,
         *,
-        store: Sequence[Sequence[str]] | None = None,
+        store: Sequence[Sequence[Any]] | None = None,
         apply: bool = True,
+        force: bool = False,
     ) -> Erased:
         """Async `erase`, run on a worker thread."""
-        return await asyncio.to_thread(lambda: self.erase(owner, store=store, apply=apply))
+        return await asyncio.to_thread(
+            lambda: self.erase(owner, store=store, apply=apply, force=force)
+        )
+
+    # -- the index's facts again ---------------------------------------------------------
+
+    def reindex(self, thread_ids: Sequence[str] | None = None) -> int:
+        """Read the index facts of threads (default: every thread of the scope) again from
+        their rows, with this saver's `owner_keys` and `messages_channel` (after opening
+        a file indexed with other settings); return how many were read."""
+        return self.store.reindex(thread_ids)
+
+
+def _renew_loop(lease: weakref.ref[Lease], stop: threading.Event, every: float) -> None:
+    """Renew a lease every `every` seconds until it is released, lost, dropped or its file
+    closes."""
+    while not stop.wait(every):
+        held = lease()
+        if held is None or held._leases.file.closed:
+            return
+        try:
+            held.renew()
+        except LeaseLostError:
+            return
+        except ThreadloomError:  # a busy file: the next tick tries again
+            pass
+        del held
 
 
 def _thread_of(config: Any) -> str:
@@ -354,31 +438,39 @@ def _thread_of(config: Any) -> str:
     return thread_id
 
 
-def _transcript(store: CheckpointStore, thread_id: str, tail: Tail) -> Transcript:
-    loads = store.scope.planner.loads
+def _message_id(message: Any) -> str | None:
+    """The id of a loaded message (a LangChain message, or a dict with an `id`)."""
+    found = message.get("id") if isinstance(message, dict) else getattr(message, "id", None)
+    return found if isinstance(found, str) else None
+
+
+def _transcript(loads: Callable[[Any], Any], thread_id: str, tail: Tail) -> Transcript:
     if tail.elements is not None:
-        return Transcript(
-            thread_id,
-            tail.checkpoint_id,
-            tail.total,
-            tail.start,
-            [loads(typed) for typed in tail.elements],
-            [_plain(typed) for typed in tail.elements],
-        )
-    assert tail.whole is not None
-    value: Any = loads(tail.whole)
-    shown: Any = _plain(tail.whole)
-    for key in tail.path:
-        value = value.get(key) if isinstance(value, dict) else None
-        shown = shown.get(key) if isinstance(shown, dict) else None
-    window = slice(tail.start, tail.start + tail.count)
-    items = list(value)[window] if isinstance(value, (list, tuple)) else []
-    plain_items = list(shown)[window] if isinstance(shown, list) else [None] * len(items)
-    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, plain_items)
+        items = [loads(typed) for typed in tail.elements]
+        shown = [read_plain(typed) for typed in tail.elements]
+    else:
+        items = list(tail.values or [])
+        whole: Any = read_plain(tail.whole) if tail.whole is not None else None
+        for key in tail.path:
+            whole = whole.get(key) if isinstance(whole, dict) else None
+        window = slice(tail.start, tail.start + len(items))
+        shown = list(whole)[window] if isinstance(whole, list) else [None] * len(items)
+    shown = [
+        found if message(found) is not None else _loaded_form(item)
+        for found, item in zip(shown, items, strict=True)
+    ]
+    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, shown)
 
 
-def _plain(typed: tuple[str, bytes]) -> Any:
-    try:
-        return plain(*typed)
-    except ThreadloomError:
+def _loaded_form(item: Any) -> Any:
+    """A plain form of a loaded message the class-free reader could not read (an
+    encrypting serializer): its type, id, name and text."""
+    kind = getattr(item, "type", None)
+    if not isinstance(kind, str):
         return None
+    return {
+        "type": kind,
+        "id": _message_id(item),
+        "name": getattr(item, "name", None),
+        "content": text(getattr(item, "content", "")),
+    }

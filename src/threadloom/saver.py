@@ -94,9 +94,9 @@ class _SaverBase(Conversations, BaseCheckpointSaver[Any]):
                 agent_id=agent_id,
                 serialization=serialization(self.serde),
                 budget=budget,
+                owner_keys=tuple(owner_keys),
+                messages_channel=messages_channel,
             )
-            self.store.scope.owner_keys = tuple(owner_keys)
-            self.store.scope.messages_channel = messages_channel
         except BaseException:
             self.close()
             raise

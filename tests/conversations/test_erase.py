@@ -87,3 +87,55 @@ def test_aerase(tmp_path: Path) -> None:
             return (await saver.aerase("ada")).threads
 
     assert asyncio.run(main()) == ["a1", "a2"]
+
+
+def test_owner_stands_for_the_encoded_label_and_raw_dotted_labels_are_refused(
+    tmp_path: Path,
+) -> None:
+    from threadloom.conversations import OWNER
+
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        email = "ada@example.com"
+        OwnerStore(store, "acme", "user", email).put(("facts",), "f", {"text": "tea"})
+        store.put(("acme", "user", "ada@example", "com"), "other", {"text": "not ada's"})
+        with pytest.raises(InvalidArgumentError, match="encode_label"):
+            saver.erase(email, store=[("acme", "user", email)])
+        report = saver.erase(email, store=[("acme", "user", OWNER)])
+        assert report.items == 1
+        assert OwnerStore(store, "acme", "user", email).search(("facts",)) == []
+        assert [i.key for i in store.search(("acme", "user", "ada@example", "com"))] == ["other"]
+
+
+def test_a_thread_under_a_live_lease_is_not_erased_unless_forced(tmp_path: Path) -> None:
+    from threadloom import LeaseLostError, ThreadBusyError
+
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        fill(saver, store)
+        with pytest.raises(LeaseLostError), saver.lease("a2"):  # the run learns it lost
+            with pytest.raises(ThreadBusyError, match="a2"):
+                saver.erase("ada")
+            assert saver.thread("a1") is not None  # nothing changed
+            assert saver.erase("ada", force=True).threads == ["a1", "a2"]
+
+
+def test_compact_after_an_erase_leaves_no_block_of_the_owner(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        graph = agent_graph().compile(checkpointer=saver)
+        secret = "the launch code is " + "7 1 9 " * 2000  # big: stored in blocks
+        graph.invoke(
+            {"messages": [HumanMessage(content=secret)]},
+            {"configurable": {"thread_id": "s", "user_id": "ada"}},
+        )
+        with saver.db.read() as conn:
+            before = conn.execute("SELECT count(*) FROM blocks").fetchall()[0][0]
+        assert before > 0
+        saver.erase("ada")
+        with saver.db.read() as conn:  # released, waiting for the grace
+            assert conn.execute("SELECT count(*) FROM blocks WHERE refs > 0").fetchall() == [(0,)]
+        saver.db.content.compact()
+        with saver.db.read() as conn:
+            assert conn.execute("SELECT count(*) FROM blocks").fetchall() == [(0,)]
+            assert conn.execute("SELECT count(*) FROM extents").fetchall() == [(0,)]

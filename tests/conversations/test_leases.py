@@ -206,3 +206,53 @@ def test_a_read_only_file_takes_no_lease_and_bad_ttls_are_refused(tmp_path: Path
                 saver.lease("t", ttl=ttl).acquire()
         with pytest.raises(InvalidArgumentError, match="thread_id"):
             saver.lease("").acquire()
+
+
+def test_a_request_cancelled_while_taking_the_lease_gives_it_back(tmp_path: Path) -> None:
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        gate = threading.Event()
+
+        def hold_the_write_lock() -> None:
+            with saver.db.write():
+                gate.set()
+                time.sleep(0.5)
+
+        blocker = threading.Thread(target=hold_the_write_lock)
+        blocker.start()
+        assert gate.wait(5)
+
+        async def handler() -> None:
+            async with saver.lease("t", ttl=30):
+                await asyncio.sleep(0)
+
+        async def main() -> None:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(handler(), timeout=0.1)  # the client went away
+            await asyncio.sleep(1.0)  # the take finished meanwhile, and was given back
+            async with saver.lease("t", ttl=5):
+                pass
+
+        asyncio.run(main())
+        blocker.join()
+
+
+def test_a_lease_dropped_without_release_stops_renewing_and_runs_out(tmp_path: Path) -> None:
+    import gc
+
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        saver.lease("t", ttl=0.3).acquire()  # never released, never referenced again
+        gc.collect()
+        time.sleep(0.7)
+        with saver.lease("t", renew=False):
+            pass
+        renewers = [t for t in threading.enumerate() if t.name.startswith("threadloom-lease-")]
+        assert renewers == []
+
+
+def test_a_renewer_stops_when_the_file_closes(tmp_path: Path) -> None:
+    saver = Saver(str(tmp_path / "m.db"))
+    lease = saver.lease("t", ttl=0.3).acquire()
+    saver.close()
+    time.sleep(0.4)
+    assert not any(t.name == "threadloom-lease-t" for t in threading.enumerate())
+    lease.release()  # the file is closed: the lease runs out by itself, no error

@@ -110,18 +110,23 @@ def test_pages_by_last_activity_cover_every_thread_once_and_filter_by_owner(
 
 
 def test_a_page_is_read_through_an_index_not_a_scan(tmp_path: Path) -> None:
+    from threadloom.engine.threadindex import page_query
+
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         chat(saver, "t", "hi", user_id="ada")
         with saver.db.read() as conn:
-            for owner, order in ((None, "updated"), ("ada", "updated"), (None, "created")):
-                where = "t.scope = 1" + (" AND t.owner = 'ada'" if owner else "")
-                plan = conn.execute(
-                    f"EXPLAIN QUERY PLAN SELECT t.* FROM threads t WHERE {where} AND "
-                    f"(t.{order}_at, t.id) < (1e12, 5) ORDER BY t.{order}_at DESC, t.id DESC "
-                    "LIMIT 20"
-                ).fetchall()
-                text = " ".join(str(r[-1]) for r in plan)
-                assert "INDEX threads_by_" in text and "TEMP B-TREE" not in text, text
+            for owner, order, index in (
+                (None, "updated", "threads_by_updated"),
+                ("ada", "updated", "threads_by_owner"),
+                (None, "created", "threads_by_created"),
+                ("ada", "created", "threads_by_owner_created"),
+            ):
+                for after in (None, (1e12, 5)):
+                    sql, args = page_query(1, owner, order, after)
+                    plan = conn.execute("EXPLAIN QUERY PLAN " + sql, (*args, 20)).fetchall()
+                    text = " ".join(str(r[-1]) for r in plan)
+                    wanted = f"INDEX {index} (scope=?" + (" AND owner=?" if owner else "")
+                    assert wanted in text and "TEMP B-TREE" not in text, text
 
 
 def test_set_thread_keeps_what_the_application_sets(tmp_path: Path) -> None:
@@ -291,3 +296,38 @@ def test_verify_reports_a_thread_whose_bytes_the_index_got_wrong(tmp_path: Path)
             conn.execute("UPDATE threads SET bytes = bytes + 1")
         found = [p for p in verify(saver.db).problems if p.check == "index"]
         assert len(found) == 1 and found[0].thread == "t" and "bytes" in found[0].detail
+
+
+def test_the_upgrade_reads_with_the_savers_settings_and_reindex_reads_again(
+    tmp_path: Path,
+) -> None:
+    data = Path(__file__).resolve().parents[1] / "data" / "format5"
+    path = tmp_path / "old.db"
+    shutil.copy(data / "format5.db", path)
+    with Saver.from_conn_string(str(path), messages_channel="chat", owner_keys=["account"]) as s:
+        gamma = s.thread("gamma")
+        assert gamma is not None and (gamma.owner, gamma.messages) == (None, 0)
+    with Saver.from_conn_string(str(path)) as saver:
+        assert saver.reindex() == 3
+        gamma = saver.thread("gamma")
+        assert gamma is not None and (gamma.owner, gamma.messages) == ("grace", 80)
+
+
+def test_a_title_is_looked_for_only_while_the_thread_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from threadloom.engine import threadindex
+
+    calls: list[int] = []
+    original = threadindex.derived_title
+
+    def counting(messages: Any) -> str | None:
+        calls.append(1)
+        return original(messages)
+
+    monkeypatch.setattr(threadindex, "derived_title", counting)
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        chat(saver, "t", "first")
+        titled = len(calls)
+        chat(saver, "t", "second")
+        assert titled >= 1 and len(calls) == titled  # titled after the first turn

@@ -105,7 +105,8 @@ def test_the_json_form_is_plain_and_indexes_each_message(tmp_path: Path) -> None
 def test_a_tail_reads_a_bounded_number_of_values(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reading 20 messages of a 2,000-message list fetches a few chunks and 20 elements."""
+    """Reading 20 messages of a 2,000-message list fetches the list blob, the chunks of the
+    page and the last one (which proves the cuts), and 20 elements."""
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         conversation(saver, "t", 1000, every=100)
         asked: list[int] = []
@@ -120,10 +121,10 @@ def test_a_tail_reads_a_bounded_number_of_values(
         saver.store.scope.cache.clear()
         page = saver.messages("t", limit=20)
         assert ids(page)[-1] == "a1000" and page.total == 2000
-        assert sum(asked) <= 1 + 2 + 20, asked
+        assert sum(asked) <= 1 + 2 + 20, asked  # the list blob, two chunks, 20 elements
         asked.clear()
         page = saver.messages("t", limit=20, before=1000)
-        assert ids(page)[0] == "h491" and sum(asked) <= 1 + 2 + 20, asked
+        assert ids(page)[0] == "h491" and sum(asked) <= 1 + 3 + 20, asked  # and the last chunk
 
 
 def test_bad_arguments_say_what_to_pass(tmp_path: Path) -> None:
@@ -152,3 +153,69 @@ def test_the_async_twin_reads_the_same_page(tmp_path: Path) -> None:
             return ids(await saver.amessages("t", limit=5))
 
     assert asyncio.run(main()) == ["a38", "h39", "a39", "h40", "a40"]
+
+
+def test_a_list_cut_otherwise_by_another_writer_is_placed_by_counting(tmp_path: Path) -> None:
+    """An imported list whose first chunk holds 10 elements, then 32, 32, 32."""
+    from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS
+
+    with Saver.from_conn_string(str(tmp_path / "a.db")) as source:
+        messages = [
+            HumanMessage(content=f"message {i} " + "w " * 10, id=f"m{i}") for i in range(106)
+        ]
+        made = empty_checkpoint()
+        made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+        made["channel_values"] = {"messages": messages}
+        made["channel_versions"] = {"messages": 1}
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        source.put(config, made, {"source": "loop", "step": 1, "parents": {}}, {})
+        docs = [(c, dict(d)) for c, _, d in source.documents("t")]
+    blob = next(d for c, d in docs if c == BLOBS and "chunks" in d)
+    chunks = {d["ref"]: d for c, d in docs if c == ITEMS and "elements" in d}
+    entries = [e for ref in blob["chunks"] for e in chunks[ref]["elements"]]
+    cuts = [entries[:10], entries[10:42], entries[42:74], entries[74:]]
+    template = next(iter(chunks.values()))
+    moved = [
+        (c, d) for c, d in docs if "elements" not in d and "chunks" not in d and c != CHECKPOINTS
+    ]
+    moved += [
+        (ITEMS, {**template, "ref": f"c-cut{i}", "elements": cut}) for i, cut in enumerate(cuts)
+    ]
+    moved.append((BLOBS, {**blob, "chunks": [f"c-cut{i}" for i in range(4)]}))
+    moved += [(c, d) for c, d in docs if c == CHECKPOINTS]
+    with Saver.from_conn_string(str(tmp_path / "b.db")) as target:
+        target.store.import_documents(moved)
+        for before in (70, 60, 106, 40, 15, None):
+            end = 106 if before is None else before
+            page = target.messages("t", limit=20, before=before)
+            assert ids(page) == [f"m{i}" for i in range(max(0, end - 20), end)], before
+
+
+def test_an_encrypting_serializer_still_pages_and_finds_ids(tmp_path: Path) -> None:
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    with Saver.from_conn_string(str(tmp_path / "m.db"), serde=serde) as saver:
+        for thread_id, messages in (
+            ("small", [HumanMessage(content="hi", id="h1"), AIMessage(content="hello", id="a1")]),
+            ("big", [HumanMessage(content=f"q{i} " * 40, id=f"h{i}") for i in range(50)]),
+        ):
+            made = empty_checkpoint()
+            made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+            made["channel_values"] = {"messages": messages}
+            made["channel_versions"] = {"messages": 1}
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+            saver.put(config, made, {"source": "loop", "step": 1, "parents": {}}, {})
+        small = saver.messages("small")
+        assert ids(small) == ["h1", "a1"] and small.total == 2
+        assert [m["content"] for m in small.as_json()["messages"]] == ["hi", "hello"]
+        assert ids(saver.messages("small", before="a1")) == ["h1"]
+        assert ids(saver.messages("big", limit=2, before="h10")) == ["h8", "h9"]
+        assert saver.messages("big", limit=1).as_json()["messages"][0]["type"] == "human"
+
+
+def test_a_negative_position_is_refused(tmp_path: Path) -> None:
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        conversation(saver, "t", 5)
+        with pytest.raises(InvalidArgumentError, match="position"):
+            saver.messages("t", before=-1)

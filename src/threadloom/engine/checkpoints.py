@@ -43,6 +43,7 @@ class CheckpointStore:
         cache_bytes: size of the decoded-value cache (0 disables it).
         budget: the byte budget every cache of the scope draws on (default: the
             process's, `core.lru.process_budget()`).
+        owner_keys, messages_channel: what the thread index reads (see `Scope`).
     """
 
     def __init__(
@@ -54,6 +55,8 @@ class CheckpointStore:
         serialization: Serialization | None = None,
         cache_bytes: int = DEFAULT_CAPACITY,
         budget: Budget | None = None,
+        owner_keys: Sequence[str] = threadindex.OWNER_KEYS,
+        messages_channel: str = threadindex.MESSAGES,
     ) -> None:
         self.scope = Scope(
             file,
@@ -62,6 +65,8 @@ class CheckpointStore:
             serialization=serialization,
             cache_bytes=cache_bytes,
             budget=budget,
+            owner_keys=owner_keys,
+            messages_channel=messages_channel,
         )
         values = Values(self.scope)
         self.writer = Writer(self.scope)
@@ -210,15 +215,35 @@ class CheckpointStore:
         assert found is not None
         return found
 
+    def reindex(self, thread_ids: Sequence[str] | None = None) -> int:
+        """Read the index facts of threads (default: all of the scope) again from their
+        rows, with this scope's owner keys and messages channel; return how many."""
+        with self.db.write() as conn:
+            rows = [
+                (thread_id, self.scope.thread(conn, thread_id))
+                for thread_id in (thread_ids if thread_ids is not None else self.thread_ids())
+            ]
+            for _, thread in rows:
+                if thread is not None:
+                    self.scope.reindex(conn, thread)
+        return sum(1 for _, thread in rows if thread is not None)
+
     def tail(self, thread_id: str, **options: Any) -> Tail:
         """See `Transcripts.tail`."""
         if self.scope.id is None:
             return Tail(None, 0, 0, [])
         return self.transcripts.tail(thread_id, **options)
 
-    def erase(self, owner: str, prefixes: Sequence[Sequence[str]], *, apply: bool = True) -> Erased:
+    def erase(
+        self,
+        owner: str,
+        prefixes: Sequence[Sequence[str]],
+        *,
+        apply: bool = True,
+        force: bool = False,
+    ) -> Erased:
         """See `erasure.erase`."""
-        return erase(self.scope, self.maintenance, owner, prefixes, apply=apply)
+        return erase(self.scope, self.maintenance, owner, prefixes, apply=apply, force=force)
 
     # -- the document view -----------------------------------------------------------------
 

@@ -349,7 +349,7 @@ class Documents:
                 scope.bump_epoch(conn)
                 scope.cache.drop(thread, [fields["ref"]])
             if gone:
-                conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (held, thread))
+                threadindex.shrink(conn, thread, held)
                 if table == "checkpoints" and fields["checkpoint_ns"] == "":
                     scope.reindex(conn, thread, recount=False)
             scope.content.sweep(conn, scope.grace)
@@ -367,11 +367,12 @@ class Documents:
         packed = scope.content.pack_many([body])[0]
         now = time.time()
         with scope.file.write() as conn:
-            thread, seq = scope.reserve(conn, data["thread_id"], 1, now, [packed])
+            thread, seq, _ = scope.reserve(conn, data["thread_id"], 1, now, [packed])
             key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
             where = (*key, data["index"])
-            held = threadindex.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
-            conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (held, thread))
+            threadindex.shrink(
+                conn, thread, threadindex.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
+            )
             scope.content.unlink_rows(conn, "writes", WRITE_KEY, where)
             columns = (
                 *key[1:],
@@ -445,7 +446,7 @@ class Documents:
         now = time.time()
         heads = False
         with scope.file.write() as conn:
-            thread, seq = scope.reserve(conn, thread_id, len(docs), now, packs)
+            thread, seq, _ = scope.reserve(conn, thread_id, len(docs), now, packs)
             for offset, ((collection, data, body), packed) in enumerate(
                 zip(docs, packs, strict=True)
             ):

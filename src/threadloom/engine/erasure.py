@@ -4,8 +4,9 @@ Engine layer. One write transaction removes the owner's threads (checkpoints, pe
 writes, values, metadata keys, index rows, leases) and every Store item under the given
 namespace prefixes, so a crash leaves either all of it or none of it. Blocks no other
 row references are released by the deletion and swept once the grace period has passed
-(docs/FORMAT.md, format 2): the bytes of an erased owner leave the file by the next
-collection after the grace, or at once with `threadloom compact`.
+(docs/FORMAT.md, format 2): the blocks of an erased owner leave the file by the next
+collection after the grace, or at once with `threadloom compact`; deleted rows are
+overwritten in place (`PRAGMA secure_delete` during the erasure).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import apsw
 
 from threadloom.engine.items import Items, now_us, prefix_clause
+from threadloom.engine.leases import Leases
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetchall, ids
@@ -57,11 +59,19 @@ def erase(
     prefixes: Sequence[Sequence[str]],
     *,
     apply: bool = True,
+    force: bool = False,
 ) -> Erased:
     """Remove every thread of `owner` in the scope and the Store items under `prefixes`.
 
+    A thread a run holds the lease of (engine/leases.py) would be written again by that
+    run: the erasure is refused, nothing changed, unless `force` (the run then loses its
+    lease at its next renewal). Deleted rows are overwritten in the file's pages
+    (`secure_delete`), so the bytes of an erased owner do not linger in free pages.
+
     Raises:
-        InvalidArgumentError: an empty owner or an empty prefix (which names every item).
+        InvalidArgumentError: an empty owner, an empty prefix (it names every item) or a
+            label a namespace cannot hold.
+        ThreadBusyError: a thread of the owner is leased by a live run (and not `force`).
     """
     if not isinstance(owner, str) or not owner:
         raise InvalidArgumentError("owner must be a non-empty str")
@@ -71,11 +81,16 @@ def erase(
     with file.read() if not apply else file.write() as conn:
         threads = fetchall(
             conn,
-            "SELECT id, thread_id FROM threads WHERE scope = ? AND owner = ? ORDER BY thread_id",
+            "SELECT id, thread_id FROM threads WHERE scope = ? AND owner = ?",
             (scope.id, owner),
         )
+        threads.sort(key=lambda row: str(row[1]))
         report.threads = [str(name) for _, name in threads]
         numbers = [int(row) for row, _ in threads]
+        if not force:
+            leases = Leases(file, scope.id if scope.id is not None else -1)
+            for name in report.threads:
+                leases.refuse_if_held(conn, name, "stop that run and erase again (or force=True)")
         if not apply:
             for table in ("checkpoints", "writes", "vals"):
                 count = fetchall(
@@ -84,6 +99,7 @@ def erase(
                 setattr(report, _FIELD[table], int(count))
             report.items = sum(_items_under(conn, p) for p in checked)
             return report
+        conn.execute("PRAGMA secure_delete = ON")
         for row in numbers:
             gone = maintenance.delete_rows(conn, row)
             report.checkpoints += gone["checkpoints"]
@@ -101,6 +117,9 @@ def erase(
         if numbers or report.items:
             scope.bump_epoch(conn)
             scope.content.sweep(conn, scope.grace)
+    if apply:
+        with file.connection() as conn:
+            conn.execute("PRAGMA secure_delete = OFF")
     for row, name in threads:
         scope.forget_thread(str(name), int(row))
     return report
@@ -117,6 +136,14 @@ def _prefix(prefix: Sequence[str]) -> tuple[str, ...]:
             "an empty Store namespace prefix names every item of every owner; name the "
             "owner's namespaces, e.g. (owner,) or (tenant, 'user', owner)"
         )
+    for label in prefix:
+        if not label or "." in label or "\0" in label:
+            raise InvalidArgumentError(
+                f"the Store namespace prefix {prefix!r} holds the label {label!r}, which no "
+                "namespace can hold (empty, '.' or NUL); encode identities with "
+                "threadloom.memories.encode_label, as OwnerStore does (or pass "
+                "threadloom.conversations.OWNER in the owner's place)"
+            )
     return tuple(prefix)
 
 

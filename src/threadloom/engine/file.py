@@ -271,6 +271,11 @@ class File:
                 return
         conn.close()
 
+    @property
+    def closed(self) -> bool:
+        """True once the last user closed the file."""
+        return self._closed
+
     def connection(self) -> contextlib.AbstractContextManager[apsw.Connection]:
         """Borrow a connection (this thread's current one, if it already holds one)."""
         return _Borrowed(self)

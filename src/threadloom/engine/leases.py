@@ -8,8 +8,9 @@ it runs out (`expires_at`, unless renewed), or, on the same host, as soon as its
 process is gone (a SIGKILLed run frees its thread without waiting for the expiry).
 
 Clocks: expiry compares Unix times of the processes on the file; on one machine that is
-one clock. A pid reused by an unrelated process reads as alive, so such a lease only
-waits for its expiry.
+one clock. "The same host" is the host name and the pid namespace, so a container with
+pids of its own never frees another's lease by pid. A pid reused by an unrelated
+process reads as alive, so such a lease only waits for its expiry.
 """
 
 from __future__ import annotations
@@ -30,7 +31,18 @@ from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadBusyEr
 #: Longest lease one take or renewal grants (a day): a holder that needs longer renews.
 MAX_TTL: Final = 86_400.0
 
-_HOST: Final = socket.gethostname()
+
+def _host() -> str:
+    """This machine as leases name it: the host name and, where the kernel says, the pid
+    namespace (containers sharing a host name and a volume have pids of their own)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return socket.gethostname()
+    return f"{socket.gethostname()}/pid:{namespace}"
+
+
+_HOST: Final = _host()
 
 
 @dataclass(frozen=True)
@@ -68,17 +80,7 @@ class Leases:
         token = uuid.uuid4().hex
         with self.file.write() as conn:
             now = time.time()
-            found = self._find(conn, thread_id)
-            if found is not None and found.expires_at > now and _alive(found):
-                raise ThreadBusyError(
-                    f"thread {thread_id!r} is busy: a run (pid {found.pid} on {found.host}) "
-                    f"holds its lease for {found.expires_at - now:.1f} s more; refuse this "
-                    "request (HTTP 409) or retry once that run ends",
-                    thread_id=thread_id,
-                    host=found.host,
-                    pid=found.pid,
-                    expires_at=found.expires_at,
-                )
+            self.refuse_if_held(conn, thread_id, "refuse this request (HTTP 409)")
             conn.execute(
                 "INSERT INTO leases(scope, thread_id, holder, host, pid, acquired_at, expires_at) "
                 "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(scope, thread_id) DO UPDATE SET "
@@ -87,6 +89,26 @@ class Leases:
                 (self.scope, thread_id, token, _HOST, os.getpid(), now, now + ttl),
             )
         return Held(thread_id, token, _HOST, os.getpid(), now, now + ttl)
+
+    def refuse_if_held(self, conn: apsw.Connection, thread_id: str, advice: str) -> None:
+        """Raise ThreadBusyError when a live run holds the thread's lease.
+
+        Raises:
+            ThreadBusyError: naming the holder; the message ends with `advice` (what the
+                caller should do) and "or retry once that run ends".
+        """
+        found = self._find(conn, thread_id)
+        now = time.time()
+        if found is not None and found.expires_at > now and _alive(found):
+            raise ThreadBusyError(
+                f"thread {thread_id!r} is busy: a run (pid {found.pid} on {found.host}) "
+                f"holds its lease for {found.expires_at - now:.1f} s more; {advice} "
+                "or retry once that run ends",
+                thread_id=thread_id,
+                host=found.host,
+                pid=found.pid,
+                expires_at=found.expires_at,
+            )
 
     def renew(self, held: Held, ttl: float) -> Held:
         """Extend a lease this holder still holds by `ttl` seconds from now.

@@ -455,6 +455,8 @@ ALTER TABLE threads ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX threads_by_updated ON threads(scope, updated_at, id);
 CREATE INDEX threads_by_created ON threads(scope, created_at, id);
 CREATE INDEX threads_by_owner ON threads(scope, owner, updated_at, id) WHERE owner IS NOT NULL;
+CREATE INDEX threads_by_owner_created ON threads(scope, owner, created_at, id)
+    WHERE owner IS NOT NULL;
 
 CREATE TABLE leases(
     scope INTEGER NOT NULL REFERENCES scopes(id),
@@ -478,8 +480,8 @@ set: `titled` = 1), `summary`, `tags` (a JSON array of strings), `messages` (the
 of the messages channel of the newest root checkpoint) and `bytes` (what the thread's
 rows take as stored: inline bodies at their stored length, block bodies at the raw size
 of the blocks they list). Checkpoint counts, heads and namespaces come from `heads`.
-Three indexes answer a page of threads by last activity, creation or owner in time
-proportional to the page.
+Four indexes answer a page of threads by last activity or creation, of everyone or of
+an owner, in time proportional to the page.
 
 `leases`: at most one run per thread (scope and thread id; the thread need not exist
 yet): the holder's token, host and pid, and when the lease runs out.

@@ -59,6 +59,15 @@ LIST_MEMO_BYTES = 4 * MiB
 THREAD_ROW_BYTES = 512 * 1024
 
 
+class Reserved(NamedTuple):
+    """What `Scope.reserve` reserved: the thread's row, its first sequence number, and
+    whether the thread index has no title for it yet (the writer then derives one)."""
+
+    thread: int
+    seq: int
+    untitled: bool
+
+
 class StaleMemory(Exception):
     """Values were deleted since the memory a plan relied on was built."""
 
@@ -79,6 +88,8 @@ class Scope:
         cache_bytes: size of the decoded-value cache (0 disables it).
         budget: the byte budget every cache of the scope draws on (default: the
             process's, `core.lru.process_budget()`).
+        owner_keys: the `configurable` keys a thread's owner is taken from (index).
+        messages_channel: the list channel the thread index counts and titles from.
     """
 
     def __init__(
@@ -90,6 +101,8 @@ class Scope:
         serialization: Serialization | None = None,
         cache_bytes: int = DEFAULT_CAPACITY,
         budget: Budget | None = None,
+        owner_keys: Sequence[str] = threadindex.OWNER_KEYS,
+        messages_channel: str = threadindex.MESSAGES,
     ) -> None:
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
             raise ProtocolError("namespace must be a non-empty string without NUL")
@@ -111,9 +124,9 @@ class Scope:
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
         #: The `configurable` keys a new thread's owner is taken from (thread index).
-        self.owner_keys: tuple[str, ...] = threadindex.OWNER_KEYS
+        self.owner_keys: tuple[str, ...] = tuple(owner_keys)
         #: The channel the thread index counts messages of and takes titles from.
-        self.messages_channel = threadindex.MESSAGES
+        self.messages_channel = messages_channel
         self._thread_rows: Lru[str, int] = Lru(
             THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
         )
@@ -136,8 +149,11 @@ class Scope:
                 self.id = self._find(conn)
             self._epoch = self.read_epoch(conn)
             if threadindex.pending(conn):
-                # The format-6 upgrade left the index to fill from the rows (schema.py).
-                count = threadindex.build(conn, self.content)
+                # The format-6 upgrade left the index to fill from the rows (schema.py),
+                # read with this scope's owner keys and messages channel.
+                count = threadindex.build(
+                    conn, self.content, owner_keys=self.owner_keys, channel=messages_channel
+                )
                 log.info("%s: thread index built for %d threads", file.path, count)
 
     def _find(self, conn: apsw.Connection) -> int | None:
@@ -244,22 +260,24 @@ class Scope:
         count: int,
         now: float,
         packs: Sequence[Packed] = (),
-    ) -> tuple[int, int]:
+    ) -> Reserved:
         """Check the GC epoch, then reserve `count` sequence numbers of a thread (created
         if needed), in one statement when the thread's row id is remembered; the thread's
         last activity becomes `now` and its bytes grow by what `packs` take (a row that
         turns out to be stored already is taken back with `unheld`).
 
         Returns:
-            The thread's row id and the first reserved number. Row ids are never
-            reused (AUTOINCREMENT), so a remembered id is checked by the update itself.
+            The thread's row id, the first reserved number, and whether the thread has
+            no title yet. Row ids are never reused (AUTOINCREMENT), so a remembered id is
+            checked by the update itself.
 
         Raises:
             StaleMemory: see `check_epoch` (the caller's transaction rolls back).
         """
         sql = (
             "UPDATE threads SET seq = seq + ?, updated_at = ?, bytes = bytes + ? WHERE id = ? "
-            "RETURNING seq, (SELECT value FROM meta WHERE key = 'gc_epoch')"
+            "RETURNING seq, (SELECT value FROM meta WHERE key = 'gc_epoch'), "
+            "title IS NULL AND titled = 0"
         )
         grown = threadindex.held(packs)
         thread = self._thread_rows.get(thread_id)
@@ -267,9 +285,9 @@ class Scope:
         if not rows:
             thread = self.ensure_thread(conn, thread_id, now)
             rows = fetchall(conn, sql, (count, now, grown, thread))
-        end, epoch = rows[0]
+        end, epoch, untitled = rows[0]
         self.check_epoch(conn, packs, int(epoch or 0))
-        return cast(int, thread), int(end) - count + 1
+        return Reserved(cast(int, thread), int(end) - count + 1, bool(untitled))
 
     def reindex(self, conn: apsw.Connection, thread: int, *, recount: bool = True) -> None:
         """Read a thread's index facts again from its rows (`threadindex.refresh`)."""
@@ -285,10 +303,7 @@ class Scope:
     def unheld(self, conn: apsw.Connection, thread: int, packs: Sequence[Packed]) -> None:
         """Take back the bytes `reserve` counted for rows that were stored already."""
         if packs:
-            conn.execute(
-                "UPDATE threads SET bytes = bytes - ? WHERE id = ?",
-                (threadindex.held(packs), thread),
-            )
+            threadindex.shrink(conn, thread, threadindex.held(packs))
 
     # -- collection epoch ------------------------------------------------------------------
 

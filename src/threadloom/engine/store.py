@@ -29,7 +29,8 @@ class ContentStore(Training, Inspection):
     """
 
     def compact(self) -> Stats:
-        """Retrain the dictionary, re-encode every inline body with it, then VACUUM.
+        """Retrain the dictionary, re-encode every inline body with it, delete the blocks
+        no row references (whatever their grace), rewrite mostly-dead extents, VACUUM.
 
         For a file upgraded from format 1, or one that shrank a lot (deleted threads).
         VACUUM rewrites the whole file and needs no other connection writing to it.
@@ -39,6 +40,9 @@ class ContentStore(Training, Inspection):
         """
         self.train(force=True)
         with self.db.write() as conn:
+            # compact runs with the file to itself (VACUUM needs it): no reader can hold a
+            # released block, so the grace that protects them is not needed.
+            self.sweep(conn, 0.0)
             self._repack(conn, time.time())
         with self.db.connection() as conn:
             try:

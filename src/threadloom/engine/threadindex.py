@@ -139,23 +139,31 @@ def page(
         raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
     if owner is not None and not isinstance(owner, str):
         raise InvalidArgumentError(f"owner must be a str, not {type(owner).__name__}")
+    sql, args = page_query(scope, owner, order, _cursor(before, order) if before else None)
+    return _infos(conn, fetchall(conn, sql, (*args, limit)), order)
+
+
+def page_query(
+    scope: int, owner: str | None, order: str, after: tuple[float, int] | None
+) -> tuple[str, list[Any]]:
+    """The SQL of a page (its LIMIT bound last) and its arguments: read in the order of
+    the index of `order` (and `owner`), so a page costs its rows."""
     column = f"t.{order}_at"
     where = ["t.scope = ?"]
     args: list[Any] = [scope]
+    index = f"threads_by_{order}"
     if owner is not None:
         where.append("t.owner = ?")
         args.append(owner)
-    if before is not None:
-        moment, row = _cursor(before, order)
+        index = "threads_by_owner" if order == "updated" else "threads_by_owner_created"
+    if after is not None:
         where.append(f"({column}, t.id) < (?, ?)")
-        args += [moment, row]
-    rows = fetchall(
-        conn,
-        f"SELECT {_COLUMNS} FROM threads t WHERE {' AND '.join(where)} "
-        f"ORDER BY {column} DESC, t.id DESC LIMIT ?",
-        (*args, limit),
+        args += list(after)
+    sql = (
+        f"SELECT {_COLUMNS} FROM threads t INDEXED BY {index} WHERE {' AND '.join(where)} "
+        f"ORDER BY {column} DESC, t.id DESC LIMIT ?"
     )
-    return _infos(conn, rows, order)
+    return sql, args
 
 
 def one(conn: apsw.Connection, scope: int, thread_id: str) -> ThreadInfo | None:
@@ -232,6 +240,12 @@ def held(packs: Iterable[Packed]) -> int:
         else:
             total += len(packed.body)
     return total
+
+
+def shrink(conn: apsw.Connection, thread: int, size: int) -> None:
+    """The thread's rows take `size` bytes less (rows deleted or replaced)."""
+    if size:
+        conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (size, thread))
 
 
 def owner_of(conf: Mapping[str, Any], keys: Sequence[str]) -> str | None:
@@ -390,11 +404,17 @@ def row_bytes(
     return total
 
 
-def build(conn: apsw.Connection, content: BlockStore) -> int:
+def build(
+    conn: apsw.Connection,
+    content: BlockStore,
+    *,
+    owner_keys: Sequence[str] = OWNER_KEYS,
+    channel: str = MESSAGES,
+) -> int:
     """Fill the index of every thread of the file (format 6 upgrade); return how many."""
     threads = [row[0] for row in fetchall(conn, "SELECT id FROM threads ORDER BY id")]
     for thread in threads:
-        refresh(conn, content, thread)
+        refresh(conn, content, thread, owner_keys=owner_keys, channel=channel)
     conn.execute("UPDATE meta SET value = 'ready' WHERE key = 'thread_index'")
     return len(threads)
 

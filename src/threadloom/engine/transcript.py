@@ -13,7 +13,7 @@ as typed payloads; the adapter decodes them (`serde`), the viewer reads them cla
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ from threadloom.engine.reader import Reader
 from threadloom.engine.sql import fetch
 from threadloom.engine.tables import CHECKPOINT_COLUMNS, CHECKPOINT_FROM, CheckpointRow
 from threadloom.engine.values import Values
-from threadloom.errors import InvalidArgumentError, MissingDocumentsError
+from threadloom.errors import InvalidArgumentError, MissingDocumentsError, ProtocolError
 from threadloom.protocol import raw_value
 from threadloom.protocol.constants import CHUNK_SIZE
 from threadloom.protocol.plain import message, plain
@@ -44,20 +44,39 @@ class Tail:
         checkpoint_id: the checkpoint read (None: the thread has no root checkpoint).
         total: the list's length.
         start: the position of the first element returned.
-        elements: the elements' typed payloads, oldest first; None when `whole` holds them.
-        whole: the typed value holding the list (a schema-1 checkpoint, or a list stored as
-            one value in a non-msgpack kind), with `path` the keys down to the list;
-            the caller decodes it and takes `[start:start + count]`.
-        count: how many elements the page holds.
+        elements: the elements' typed payloads, oldest first; None when the list was
+            stored as one value that could not be cut (`values` holds the page).
+        values: the page's elements decoded (by the `decode` given to `tail`), when the
+            list was a schema-1 checkpoint's or one value of a kind other than msgpack.
+        whole: that value's typed payload, and `path` the keys down to the list in it.
     """
 
     checkpoint_id: str | None
     total: int
     start: int
     elements: list[Typed] | None
+    values: list[Any] | None = None
     whole: Typed | None = None
     path: tuple[str, ...] = ()
-    count: int = 0
+
+    @property
+    def count(self) -> int:
+        """How many elements the page holds."""
+        return len(self.elements if self.elements is not None else self.values or [])
+
+
+def read_plain(typed: Typed) -> Any:
+    """A typed value read class-free (`protocol.plain`), or None when it cannot be read."""
+    try:
+        return plain(*typed)
+    except ProtocolError:
+        return None
+
+
+def plain_id(item: Any) -> str | None:
+    """The id of a message in plain form (None for anything else)."""
+    found = message(item)
+    return found.get("id") if found else None
 
 
 class Transcripts:
@@ -81,9 +100,16 @@ class Transcripts:
         before: int | str | None = None,
         checkpoint_id: str | None = None,
         channel: str | None = None,
+        decode: Callable[[Typed], Any] = read_plain,
+        identify: Callable[[Any], str | None] = plain_id,
     ) -> Tail:
         """The last `limit` elements of `channel` before `before` in the thread's newest
         root checkpoint (or `checkpoint_id`).
+
+        Args:
+            decode: reads an element (or a list stored whole) from its typed payload:
+                class-free by default; the savers pass their serializer.
+            identify: the message id of a decoded element (to find `before`).
 
         Raises:
             InvalidArgumentError: a bad limit or cursor, or a message id not in the list.
@@ -91,7 +117,10 @@ class Transcripts:
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_LIMIT}, not {limit!r}")
         if before is not None and (
-            isinstance(before, bool) or not isinstance(before, (int, str)) or before == ""
+            isinstance(before, bool)
+            or not isinstance(before, (int, str))
+            or before == ""
+            or (isinstance(before, int) and before < 0)
         ):
             raise InvalidArgumentError(
                 "before must be a message id or a position (the `start` of the page after)"
@@ -102,9 +131,10 @@ class Transcripts:
             if row is None:
                 return Tail(None, 0, 0, [])
             doc = self.reader.document(conn, row)
-            page = _Page(self.values, conn, row.thread, limit, before)
+            page = _Page(self.values, conn, row.thread, limit, before, decode, identify)
             if doc["_schema"] != 2:
-                return page.whole(row.checkpoint_id, raw_value(doc["checkpoint"], {}), name)
+                whole = raw_value(doc["checkpoint"], {})
+                return page.decoded(row.checkpoint_id, whole, ("channel_values", name))
             entry = doc["channels"].get(name)
             if entry is None:
                 return page.cut(row.checkpoint_id, [])
@@ -156,19 +186,26 @@ class _Page:
         thread: int,
         limit: int,
         before: int | str | None,
+        decode: Callable[[Typed], Any],
+        identify: Callable[[Any], str | None],
     ) -> None:
         self.values = values
         self.conn = conn
         self.thread = thread
         self.limit = limit
         self.before = before
+        self.decode = decode
+        self.identify = identify
+
+    def _id(self, element: Typed) -> str | None:
+        return self.identify(self.decode(element))
 
     def _end(self, total: int, ids: Sequence[str | None] | None = None) -> int:
         """The position the page ends before."""
         if self.before is None:
             return total
         if isinstance(self.before, int):
-            return max(0, min(self.before, total))
+            return min(self.before, total)
         assert ids is not None
         for position in range(len(ids) - 1, -1, -1):
             if ids[position] == self.before:
@@ -177,29 +214,22 @@ class _Page:
 
     def cut(self, checkpoint_id: str, elements: list[Typed]) -> Tail:
         """A page of a list held whole in memory."""
-        ids = [_id(e) for e in elements] if isinstance(self.before, str) else None
+        ids = [self._id(e) for e in elements] if isinstance(self.before, str) else None
         end = self._end(len(elements), ids)
         start = max(0, end - self.limit)
-        return Tail(checkpoint_id, len(elements), start, elements[start:end], count=end - start)
+        return Tail(checkpoint_id, len(elements), start, elements[start:end])
 
-    def whole(self, checkpoint_id: str, typed: Typed, channel: str) -> Tail:
-        """A schema-1 checkpoint: the list is inside the whole checkpoint's value."""
-        decoded = plain(*typed)
-        values = decoded.get("channel_values") if isinstance(decoded, Mapping) else None
-        items = values.get(channel) if isinstance(values, Mapping) else None
-        items = items if isinstance(items, list) else []
-        ids = [_plain_id(item) for item in items] if isinstance(self.before, str) else None
+    def decoded(self, checkpoint_id: str, typed: Typed, path: tuple[str, ...]) -> Tail:
+        """A list inside one value that cannot be cut (a schema-1 checkpoint, a list
+        serialized whole in a kind other than msgpack): decoded whole, then paged."""
+        value = self.decode(typed)
+        for key in path:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        items = list(value) if isinstance(value, (list, tuple)) else []
+        ids = [self.identify(item) for item in items] if isinstance(self.before, str) else None
         end = self._end(len(items), ids)
         start = max(0, end - self.limit)
-        return Tail(
-            checkpoint_id,
-            len(items),
-            start,
-            None,
-            typed,
-            ("channel_values", channel),
-            count=end - start,
-        )
+        return Tail(checkpoint_id, len(items), start, None, items[start:end], typed, path)
 
     def blob(self, ref: str) -> Mapping[str, Any]:
         """The list blob (or value blob) a channel entry names."""
@@ -212,12 +242,7 @@ class _Page:
         kind, payload = raw_value(stored, fetched)
         spans = array_spans(payload) if kind == "msgpack" else None
         if spans is None:
-            decoded = plain(kind, payload)
-            items = decoded if isinstance(decoded, list) else []
-            ids = [_plain_id(item) for item in items] if isinstance(self.before, str) else None
-            end = self._end(len(items), ids)
-            start = max(0, end - self.limit)
-            return Tail(checkpoint_id, len(items), start, None, (kind, payload), count=end - start)
+            return self.decoded(checkpoint_id, (kind, payload), ())
         return self.cut(checkpoint_id, [(kind, payload[a:b]) for a, b in spans])
 
     def chunked(self, checkpoint_id: str, chunks: Sequence[str], total: int) -> Tail:
@@ -230,18 +255,23 @@ class _Page:
         if end == start:
             return Tail(checkpoint_id, total, start, [])
         first, last = start // CHUNK_SIZE, (end - 1) // CHUNK_SIZE
-        read = self._chunks(chunks[first : last + 1])
-        entries = [entry for chunk in read for entry in chunk]
-        offset = first * CHUNK_SIZE
-        # Chunks are cuts of 32 elements (SPEC §4.2): when the ones read say otherwise,
-        # place the page by counting every chunk.
-        if any(len(c) != CHUNK_SIZE for c in read[:-1]) or (
-            last == len(chunks) - 1 and offset + len(entries) != total
+        wanted = list(range(first, last + 1))
+        if wanted[-1] != len(chunks) - 1:
+            wanted.append(len(chunks) - 1)
+        read = dict(zip(wanted, self._chunks([chunks[i] for i in wanted]), strict=True))
+        # Chunks are cuts of 32 elements (SPEC §4.2), so positions are arithmetic when
+        # the last chunk holds the rest: no chunk holds more than 32, so every earlier
+        # one is then full. Lists cut otherwise (imported) are placed by counting.
+        if len(read[len(chunks) - 1]) == total - CHUNK_SIZE * (len(chunks) - 1) and all(
+            len(read[i]) == CHUNK_SIZE for i in wanted if i != len(chunks) - 1
         ):
+            entries = [entry for i in range(first, last + 1) for entry in read[i]]
+            offset = first * CHUNK_SIZE
+        else:
             entries = [entry for chunk in self._chunks(chunks) for entry in chunk]
             offset = 0
         refs = [ref for ref, _ in entries[start - offset : end - offset]]
-        return Tail(checkpoint_id, total, start, self._elements(refs), count=len(refs))
+        return Tail(checkpoint_id, total, start, self._elements(refs))
 
     def _find(self, chunks: Sequence[str], total: int, wanted: str) -> int:
         """The position of message `wanted`, reading chunks from the end."""
@@ -251,7 +281,7 @@ class _Page:
             position -= len(entries)
             elements = self._elements([ref for ref, _ in entries])
             for offset in range(len(elements) - 1, -1, -1):
-                if _id(elements[offset]) == wanted:
+                if self._id(elements[offset]) == wanted:
                     return position + offset
         raise _unknown(wanted)
 
@@ -273,18 +303,6 @@ class _Page:
         if parts:
             found = {**found, **self._fetch(parts)}
         return [raw_value(found[ref]["value"], found) for ref in refs]
-
-
-def _id(element: Typed) -> str | None:
-    try:
-        return _plain_id(plain(*element))
-    except Exception:  # an element the class-free reader cannot read has no id
-        return None
-
-
-def _plain_id(item: Any) -> str | None:
-    found = message(item)
-    return found.get("id") if found else None
 
 
 def _unknown(wanted: str) -> InvalidArgumentError:

@@ -107,7 +107,7 @@ class Writer:
         listed = _keys(plan.metadata, document.data["metadata"])
         now = time.time()
         with scope.file.write() as conn:
-            thread, seq = scope.reserve(conn, thread_id, len(encoded) + 1, now, packs)
+            thread, seq, untitled = scope.reserve(conn, thread_id, len(encoded) + 1, now, packs)
             self.insert_values(conn, thread, thread_id, encoded, seq, now)
             rows = fetchall(
                 conn,
@@ -145,7 +145,9 @@ class Writer:
                     row = rows[0][0]
                     conn.executemany(INSERT_KEY, [(row, key, value) for key, value in listed])
                 if ns == "":
-                    self._index(conn, thread, config, checkpoint, document.data["checkpoint_id"])
+                    self._index(
+                        conn, thread, config, checkpoint, document.data["checkpoint_id"], untitled
+                    )
             due = content.note_inline(conn, packs)
         if due:
             content.train()
@@ -189,7 +191,9 @@ class Writer:
         rows = list(zip(documents, everything[len(fresh) :], strict=True))
         now = time.time()
         with scope.file.write() as conn:
-            thread, seq = scope.reserve(conn, thread_id, len(encoded) + len(rows), now, everything)
+            thread, seq, _ = scope.reserve(
+                conn, thread_id, len(encoded) + len(rows), now, everything
+            )
             self.insert_values(conn, thread, thread_id, encoded, seq, now)
             seq += len(encoded)
             for offset, (put, packed) in enumerate(rows):
@@ -215,11 +219,11 @@ class Writer:
                         scope.unheld(conn, thread, [packed])
                 else:
                     where = (*key, data["index"])
-                    replaced = threadindex.row_bytes(conn, content, "writes", WRITE_KEY, where)
-                    if replaced:
-                        conn.execute(
-                            "UPDATE threads SET bytes = bytes - ? WHERE id = ?", (replaced, thread)
-                        )
+                    threadindex.shrink(
+                        conn,
+                        thread,
+                        threadindex.row_bytes(conn, content, "writes", WRITE_KEY, where),
+                    )
                     content.unlink_rows(conn, "writes", WRITE_KEY, where)
                     fetchall(conn, REPLACE_WRITE, args)
                     changed = 1
@@ -331,8 +335,10 @@ class Writer:
         config: Mapping[str, Any],
         checkpoint: Mapping[str, Any],
         checkpoint_id: str,
+        untitled: bool,
     ) -> None:
-        """Keep the thread index of a root checkpoint just inserted (threadindex.py)."""
+        """Keep the thread index of a root checkpoint just inserted (threadindex.py); a
+        title is looked for only while the thread has none."""
         scope = self.scope
         values = checkpoint.get("channel_values") or {}
         messages = values.get(scope.messages_channel) if isinstance(values, Mapping) else None
@@ -341,7 +347,7 @@ class Writer:
             thread,
             checkpoint_id,
             len(messages) if isinstance(messages, (list, tuple)) else 0,
-            threadindex.derived_title(messages),
+            threadindex.derived_title(messages) if untitled else None,
             threadindex.owner_of(config["configurable"], scope.owner_keys),
         )
 

@@ -433,7 +433,8 @@ def title(messages: Iterable[Any], limit: int = 80, scan: int = 16) -> str | Non
     for element in islice(messages, scan):
         found = human_text(element)
         if found and not found.isspace():
-            return _shorten(" ".join(found.split()), limit)
+            # A pasted document as the first question: only its start can be the title.
+            return _shorten(" ".join(found[: 16 * limit].split()), limit)
     return None
 
 
