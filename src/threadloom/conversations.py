@@ -20,10 +20,9 @@ from typing import TYPE_CHECKING, Any, overload
 from threadloom.engine.erasure import Erased
 from threadloom.engine.leases import Held, Leases
 from threadloom.engine.threadindex import UNSET, ThreadInfo
-from threadloom.engine.transcript import Tail
+from threadloom.engine.transcript import Tail, plain_elements, transcript_json
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
-from threadloom.memories import encode_label
-from threadloom.protocol.plain import message, plain
+from threadloom.protocol.labels import encode_label
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
@@ -72,19 +71,9 @@ class Transcript(Sequence[Any]):
         """The page as plain JSON-ready data, read without importing any class: each
         message as `protocol.plain.message` gives it (type, id, name, content, tool calls),
         with its `index` in the list."""
-        messages = []
-        for offset, item in enumerate(self._plain):
-            found = message(item) if item is not None else None
-            shown = found if found is not None else {"type": "value", "value": item}
-            messages.append({"index": self.start + offset, **shown})
-        return {
-            "thread_id": self.thread_id,
-            "checkpoint_id": self.checkpoint_id,
-            "total": self.total,
-            "start": self.start,
-            "older": self.older,
-            "messages": messages,
-        }
+        return transcript_json(
+            self.thread_id, self.checkpoint_id, self.total, self.start, self._plain
+        )
 
 
 class Lease:
@@ -356,29 +345,14 @@ def _thread_of(config: Any) -> str:
 
 def _transcript(store: CheckpointStore, thread_id: str, tail: Tail) -> Transcript:
     loads = store.scope.planner.loads
+    shown = plain_elements(tail)
     if tail.elements is not None:
-        return Transcript(
-            thread_id,
-            tail.checkpoint_id,
-            tail.total,
-            tail.start,
-            [loads(typed) for typed in tail.elements],
-            [_plain(typed) for typed in tail.elements],
-        )
-    assert tail.whole is not None
-    value: Any = loads(tail.whole)
-    shown: Any = _plain(tail.whole)
-    for key in tail.path:
-        value = value.get(key) if isinstance(value, dict) else None
-        shown = shown.get(key) if isinstance(shown, dict) else None
-    window = slice(tail.start, tail.start + tail.count)
-    items = list(value)[window] if isinstance(value, (list, tuple)) else []
-    plain_items = list(shown)[window] if isinstance(shown, list) else [None] * len(items)
-    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, plain_items)
-
-
-def _plain(typed: tuple[str, bytes]) -> Any:
-    try:
-        return plain(*typed)
-    except ThreadloomError:
-        return None
+        items = [loads(typed) for typed in tail.elements]
+    else:
+        assert tail.whole is not None
+        value: Any = loads(tail.whole)
+        for key in tail.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        window = slice(tail.start, tail.start + tail.count)
+        items = list(value)[window] if isinstance(value, (list, tuple)) else []
+    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, shown)

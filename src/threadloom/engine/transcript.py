@@ -25,7 +25,7 @@ from threadloom.engine.reader import Reader
 from threadloom.engine.sql import fetch
 from threadloom.engine.tables import CHECKPOINT_COLUMNS, CHECKPOINT_FROM, CheckpointRow
 from threadloom.engine.values import Values
-from threadloom.errors import InvalidArgumentError, MissingDocumentsError
+from threadloom.errors import InvalidArgumentError, MissingDocumentsError, ThreadloomError
 from threadloom.protocol import raw_value
 from threadloom.protocol.constants import CHUNK_SIZE
 from threadloom.protocol.plain import message, plain
@@ -273,6 +273,50 @@ class _Page:
         if parts:
             found = {**found, **self._fetch(parts)}
         return [raw_value(found[ref]["value"], found) for ref in refs]
+
+
+def plain_elements(tail: Tail) -> list[Any]:
+    """The page's elements in plain form (`protocol.plain`, class-free), oldest first;
+    None for an element the class-free reader cannot read."""
+    if tail.elements is not None:
+        return [_plain_or_none(element) for element in tail.elements]
+    if tail.whole is None:
+        return []
+    shown = _plain_or_none(tail.whole)
+    for key in tail.path:
+        shown = shown.get(key) if isinstance(shown, dict) else None
+    if not isinstance(shown, list):
+        return [None] * tail.count
+    return shown[tail.start : tail.start + tail.count]
+
+
+def transcript_json(
+    thread_id: str, checkpoint_id: str | None, total: int, start: int, items: Sequence[Any]
+) -> dict[str, Any]:
+    """A page of messages in plain form as JSON-ready data (`Transcript.as_json()`, the
+    CLI's `show --json`): each element as `protocol.plain.message` gives it, with its
+    `index` in the list; an element that is not a message as `{"type": "value", "value"}`.
+    """
+    messages = []
+    for offset, item in enumerate(items):
+        found = message(item) if item is not None else None
+        shown = found if found is not None else {"type": "value", "value": item}
+        messages.append({"index": start + offset, **shown})
+    return {
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "total": total,
+        "start": start,
+        "older": start if start > 0 else None,
+        "messages": messages,
+    }
+
+
+def _plain_or_none(typed: Typed) -> Any:
+    try:
+        return plain(*typed)
+    except ThreadloomError:
+        return None
 
 
 def _id(element: Typed) -> str | None:
