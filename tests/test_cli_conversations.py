@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -647,3 +648,38 @@ def test_resumed_thread_shows_its_new_head(
         review.invoke(Command(resume="ok"), config("rev"))
         review.invoke(Command(resume="fine"), config("rev"))
     assert run_json(capsys, "show", str(path), "rev")["interrupts"] == []
+
+
+# -- the contract -------------------------------------------------------------------------
+
+
+def shape(value: Any) -> Any:
+    """The keys of a JSON value, nested, down to free-form values (`value`, `args`)."""
+    if isinstance(value, dict):
+        return {k: None if k in ("value", "args") else shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(item) for item in value]
+    return None
+
+
+def test_docs_give_the_json_shapes(
+    written: Written, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each JSON example of docs/cli.md's conversation commands has exactly the fields the
+    command prints."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+    section = docs.read_text()
+    section = section[section.index("## Conversations:") :]
+    examples = [json.loads(block) for block in re.findall(r"```json\n(.*?)```", section, re.S)]
+    db = str(written.path)
+    page = run_json(capsys, "show", db, "t-1", "--tail", "2", "--before", "3")
+    page["interrupts"] = run_json(capsys, "show", db, "rev")["interrupts"]
+    copied = copy(written, tmp_path)
+    real = [
+        run_json(capsys, "threads", db, "--limit", "1"),
+        page,
+        run_json(capsys, "history", db, "tt", "--limit", "1"),
+        json.loads(run(capsys, "delete", str(copied), "t-1", "t-9", "--json")[1]),
+        run_json(capsys, "erase", db, "--owner", "ada"),
+    ]
+    assert [shape(example) for example in examples] == [shape(found) for found in real]
