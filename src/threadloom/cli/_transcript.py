@@ -59,7 +59,7 @@ def _message_lines(item: Mapping[str, Any]) -> list[str]:
 def _content(content: Any) -> str:
     """A message's content as text, large content summarized with its size."""
     if isinstance(content, Mapping) and _tagged(content):
-        return str(brief(content))
+        return _json_line(content, LARGE)
     shown = text(content)
     if len(shown) <= LARGE:
         return shown
@@ -72,9 +72,8 @@ def _call(call: Mapping[str, Any]) -> str:
 
 def _tool_result(item: Mapping[str, Any]) -> str:
     content = item["content"]
-    whole = (
-        str(brief(content)) if isinstance(content, Mapping) and _tagged(content) else text(content)
-    )
+    tagged = isinstance(content, Mapping) and _tagged(content)
+    whole = _json_line(content, LARGE) if tagged else text(content)
     lines = whole.splitlines() or [""]
     first = cut(lines[0], LINE)
     if len(lines) > 1 and not first.endswith("…"):
@@ -126,9 +125,10 @@ def markdown(page: Mapping[str, Any], title: str | None) -> list[str]:
         if messages
         else f"no messages (of {page['total']})"
     )
-    lines += [f"Thread `{page['thread_id']}`, checkpoint `{page['checkpoint_id'] or '-'}`, {span}."]
+    thread, checkpoint = _code(page["thread_id"]), _code(page["checkpoint_id"] or "-")
+    lines += [f"Thread {thread}, checkpoint {checkpoint}, {span}."]
     for item in messages:
-        name = f" `{item['name']}`" if item.get("name") else ""
+        name = f" {_code(item['name'])}" if item.get("name") else ""
         lines += ["", f"### {item['index']} · {item['type']}{name}", ""]
         if item["type"] == "value":
             lines += _fenced(_json_line(item["value"], LARGE))
@@ -141,14 +141,23 @@ def markdown(page: Mapping[str, Any], title: str | None) -> list[str]:
             calls = item.get("tool_calls") or ()
             if content and calls:
                 lines.append("")
-            lines += [f"- tool call `{_call(call)}`" for call in calls]
+            lines += [f"- tool call {_code(_call(call))}" for call in calls]
     for found in page["interrupts"]:
         lines += [
             "",
-            f"> **Interrupted**: `{found['node'] or 'a task'}` waits for "
-            f"`{_json_line(found['value'])}`",
+            f"> **Interrupted**: {_code(found['node'] or 'a task')} waits for "
+            f"{_code(_json_line(found['value']))}",
         ]
     return lines
+
+
+def _code(body: str) -> str:
+    """`body` as a markdown code span, whatever backticks it holds."""
+    ticks = "`"
+    while ticks in body:
+        ticks += "`"
+    pad = " " if body.startswith("`") or body.endswith("`") else ""
+    return f"{ticks}{pad}{body}{pad}{ticks}"
 
 
 def _fenced(body: str) -> list[str]:
