@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, overload
 from threadloom.engine.erasure import Erased
 from threadloom.engine.leases import Held, Leases
 from threadloom.engine.threadindex import UNSET, ThreadInfo
-from threadloom.engine.transcript import Tail, read_plain
+from threadloom.engine.transcript import Tail, plain_elements, transcript_json
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
-from threadloom.memories import encode_label
+from threadloom.protocol.labels import encode_label
 from threadloom.protocol.plain import message, text
 
 if TYPE_CHECKING:
@@ -84,19 +84,9 @@ class Transcript(Sequence[Any]):
         """The page as plain JSON-ready data, read without importing any class: each
         message as `protocol.plain.message` gives it (type, id, name, content, tool calls),
         with its `index` in the list."""
-        messages = []
-        for offset, item in enumerate(self._plain):
-            found = message(item) if item is not None else None
-            shown = found if found is not None else {"type": "value", "value": item}
-            messages.append({"index": self.start + offset, **shown})
-        return {
-            "thread_id": self.thread_id,
-            "checkpoint_id": self.checkpoint_id,
-            "total": self.total,
-            "start": self.start,
-            "older": self.older,
-            "messages": messages,
-        }
+        return transcript_json(
+            self.thread_id, self.checkpoint_id, self.total, self.start, self._plain
+        )
 
 
 class Lease:
@@ -447,27 +437,23 @@ def _message_id(message: Any) -> str | None:
 def _transcript(loads: Callable[[Any], Any], thread_id: str, tail: Tail) -> Transcript:
     if tail.elements is not None:
         items = [loads(typed) for typed in tail.elements]
-        shown = [read_plain(typed) for typed in tail.elements]
     else:
         items = list(tail.values or [])
-        whole: Any = read_plain(tail.whole) if tail.whole is not None else None
-        for key in tail.path:
-            whole = whole.get(key) if isinstance(whole, dict) else None
-        window = slice(tail.start, tail.start + len(items))
-        shown = list(whole)[window] if isinstance(whole, list) else [None] * len(items)
     shown = [
-        found if message(found) is not None else _loaded_form(item)
-        for found, item in zip(shown, items, strict=True)
+        found if found is not None and message(found) is not None else _loaded_form(item, found)
+        for found, item in zip(plain_elements(tail), items, strict=True)
     ]
     return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, shown)
 
 
-def _loaded_form(item: Any) -> Any:
-    """A plain form of a loaded message the class-free reader could not read (an
-    encrypting serializer): its type, id, name and text."""
+def _loaded_form(item: Any, found: Any) -> Any:
+    """The plain form of an element that `found` (the class-free reading) does not show as
+    a message: a loaded message's type, id, name and text when the class-free reader could
+    not read it (an encrypting serializer), else `found` itself."""
     kind = getattr(item, "type", None)
-    if not isinstance(kind, str):
-        return None
+    unread = found is None or (isinstance(found, dict) and "$unreadable" in found)
+    if not unread or not isinstance(kind, str):
+        return found
     return {
         "type": kind,
         "id": _message_id(item),

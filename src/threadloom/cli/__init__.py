@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from threadloom import __version__
+from threadloom.cli.conversations import COMMANDS, add_parsers
 from threadloom.errors import ThreadloomError
 
 
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
             "can use it as its memory)",
         )
     )
+    add_parsers(commands)
     return parser
 
 
@@ -86,6 +88,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.transfer import run_serve
 
             return run_serve(args)
+        if args.command in COMMANDS:
+            from threadloom.cli.conversations import run
+
+            return run(args)
         if args.command in ("export", "import"):
             from threadloom.cli.transfer import run_transfer
 

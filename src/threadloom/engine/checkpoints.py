@@ -17,6 +17,7 @@ from threadloom.engine.cache import DEFAULT_CAPACITY
 from threadloom.engine.documents import Documents, ImportCount, StoredDocument
 from threadloom.engine.erasure import Erased, erase
 from threadloom.engine.file import File
+from threadloom.engine.history import Histories, History, Interrupt
 from threadloom.engine.leases import Leases
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.reader import Reader
@@ -74,6 +75,7 @@ class CheckpointStore:
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
         self.transcripts = Transcripts(self.reader, values)
+        self.histories = Histories(self.reader, values)
         self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
 
     def close(self) -> None:
@@ -233,6 +235,21 @@ class CheckpointStore:
         if self.scope.id is None:
             return Tail(None, 0, 0, [])
         return self.transcripts.tail(thread_id, **options)
+
+    def history(
+        self,
+        thread_id: str,
+        *,
+        ns: str | None = None,
+        limit: int = 20,
+        before: str | None = None,
+    ) -> History:
+        """See `Histories.history`."""
+        return self.histories.history(thread_id, ns=ns, limit=limit, before=before)
+
+    def interrupts(self, thread_id: str, checkpoint_id: str) -> builtins.list[Interrupt]:
+        """See `Histories.interrupts`."""
+        return self.histories.interrupts(thread_id, checkpoint_id)
 
     def erase(
         self,

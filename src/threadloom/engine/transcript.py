@@ -305,6 +305,43 @@ class _Page:
         return [raw_value(found[ref]["value"], found) for ref in refs]
 
 
+def plain_elements(tail: Tail) -> list[Any]:
+    """The page's elements in plain form (`protocol.plain`, class-free), oldest first;
+    None for an element the class-free reader cannot read."""
+    if tail.elements is not None:
+        return [read_plain(element) for element in tail.elements]
+    if tail.whole is None:
+        return []
+    shown = read_plain(tail.whole)
+    for key in tail.path:
+        shown = shown.get(key) if isinstance(shown, dict) else None
+    if not isinstance(shown, list):
+        return [None] * tail.count
+    return shown[tail.start : tail.start + tail.count]
+
+
+def transcript_json(
+    thread_id: str, checkpoint_id: str | None, total: int, start: int, items: Sequence[Any]
+) -> dict[str, Any]:
+    """A page of messages in plain form as JSON-ready data (`Transcript.as_json()`, the
+    CLI's `show --json`): each element as `protocol.plain.message` gives it, with its
+    `index` in the list; an element that is not a message as `{"type": "value", "value"}`.
+    """
+    messages = []
+    for offset, item in enumerate(items):
+        found = message(item) if item is not None else None
+        shown = found if found is not None else {"type": "value", "value": item}
+        messages.append({"index": start + offset, **shown})
+    return {
+        "thread_id": thread_id,
+        "checkpoint_id": checkpoint_id,
+        "total": total,
+        "start": start,
+        "older": start if start > 0 else None,
+        "messages": messages,
+    }
+
+
 def _unknown(wanted: str) -> InvalidArgumentError:
     return InvalidArgumentError(
         f"before={wanted!r} names no message of this list; pass the id of a message "
