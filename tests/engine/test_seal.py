@@ -72,7 +72,7 @@ def test_a_format_3_file_upgrades_reads_back_equal_and_verifies_sound(tmp_path: 
         assert len(list(saver.list(ALPHA, filter={"user": "ada"}))) == 12
         report = verify(saver.db)
         assert report.problems == [] and report.sound
-        assert report.checks == ["sqlite", "owners", "heads", "rows", "store", "blocks"]
+        assert report.checks == ["sqlite", "owners", "heads", "rows", "index", "store", "blocks"]
         assert report.threads == 2 and report.rows > 50
     assert apsw.Connection(str(path)).execute("PRAGMA user_version").fetchall() == [
         (FORMAT_VERSION,)

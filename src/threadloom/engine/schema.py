@@ -469,7 +469,8 @@ CREATE TABLE leases(
     PRIMARY KEY(scope, thread_id)
 ) STRICT, WITHOUT ROWID;
 
-INSERT INTO meta(key, value) VALUES('thread_index', 'pending')
+INSERT INTO meta(key, value)
+    VALUES('thread_index', CASE WHEN EXISTS (SELECT 1 FROM threads) THEN 'pending' ELSE 'ready' END)
     ON CONFLICT(key) DO UPDATE SET value = excluded.value;
 """
 """Format 6: conversations as records (engine/threadindex.py, engine/leases.py).
@@ -486,9 +487,10 @@ an owner, in time proportional to the page.
 `leases`: at most one run per thread (scope and thread id; the thread need not exist
 yet): the holder's token, host and pid, and when the lease runs out.
 
-The migration adds the columns and tables and marks `meta.thread_index` 'pending'; the
-first writable open afterwards fills the index from each thread's rows (one write
-transaction; a crash before it commits leaves it pending, and the next open does it).
+The migration adds the columns and tables and marks `meta.thread_index` 'pending' when
+the file holds threads ('ready' otherwise); the first writable open of a scope
+afterwards (a saver) fills the index from each thread's rows (one write transaction; a
+crash before it commits leaves it pending, and the next open does it).
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
