@@ -425,9 +425,13 @@ def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, 
     filled. (Message counts and titles depend on each saver's `messages_channel` and are
     read again by a prune; they are not checked.)"""
     if pending(conn):
-        yield "", "", (
-            "the thread index (format 6) was not filled yet: open the file writable once "
-            "with a Saver (threadloom.Saver(path)), which fills it"
+        yield (
+            "",
+            "",
+            (
+                "the thread index (format 6) was not filled yet: open the file writable once "
+                "with a Saver (threadloom.Saver(path)), which fills it"
+            ),
         )
         return
     for thread, kept, namespace, agent_id, thread_id in fetchall(
