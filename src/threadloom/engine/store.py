@@ -15,6 +15,7 @@ from threadloom.engine.blocks import CHUNK_FROM, BlockStore, Packed
 from threadloom.engine.inspection import Inspection, Stats
 from threadloom.engine.training import Training
 from threadloom.errors import EngineError
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 __all__ = ["CHUNK_FROM", "BlockStore", "ContentStore", "Packed", "Stats"]
 
@@ -29,7 +30,13 @@ class ContentStore(Training, Inspection):
     """
 
     def compact(self) -> Stats:
-        """Retrain the dictionary, re-encode every inline body with it, then VACUUM.
+        """Sweep released blocks past their grace, retrain the dictionary, re-encode every
+        inline body with it, rewrite mostly-dead extents, then VACUUM (`reclaim`)."""
+        self.reclaim()
+        return self.stats()
+
+    def reclaim(self, grace: float = RETENTION_GRACE_SECONDS) -> tuple[int, int]:
+        """What `compact` does; returns `(blocks swept, extents rewritten)`.
 
         For a file upgraded from format 1, or one that shrank a lot (deleted threads).
         VACUUM rewrites the whole file and needs no other connection writing to it.
@@ -37,9 +44,11 @@ class ContentStore(Training, Inspection):
         Raises:
             EngineError: another connection kept the file busy during VACUUM.
         """
+        with self.db.write() as conn:
+            swept = self.sweep(conn, grace)
         self.train(force=True)
         with self.db.write() as conn:
-            self._repack(conn, time.time())
+            rewritten = self._repack(conn, time.time())
         with self.db.connection() as conn:
             try:
                 conn.execute("VACUUM")
@@ -48,4 +57,4 @@ class ContentStore(Training, Inspection):
                     f"cannot VACUUM {self.db.path!r} while another connection uses it ({exc}); "
                     "stop the other processes and run compact again"
                 ) from exc
-        return self.stats()
+        return swept, rewritten
