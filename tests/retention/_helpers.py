@@ -31,7 +31,9 @@ def snapshots(graph: Any, config: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
             (t.name, tuple(i.value for i in t.interrupts), repr(t.error), plain(t.result))
             for t in state.tasks
         )
-        parent = state.parent_config["configurable"]["checkpoint_id"] if state.parent_config else None
+        parent = (
+            state.parent_config["configurable"]["checkpoint_id"] if state.parent_config else None
+        )
         out[state.config["configurable"]["checkpoint_id"]] = (
             plain(state.values),
             state.next,
@@ -55,9 +57,7 @@ def value_documents(saver: Saver, thread_id: str) -> tuple[set[str], set[str]]:
     level = {ref for root in roots for ref, _ in references(root)}
     while level:
         reached |= level
-        level = {
-            ref for r in level if r in stored for ref, _ in references(stored[r])
-        } - reached
+        level = {ref for r in level if r in stored for ref, _ in references(stored[r])} - reached
     return set(stored), reached
 
 

@@ -169,7 +169,9 @@ def test_delta_channel_ancestors_are_kept_and_the_state_rebuilds(tmp_path: Path)
         assert report.kept == len(after)
         kept_unchanged(before, after, 2)
         rebuilt = 0
-        for checkpoint_id, row in zip(after, delta_history_rows(saver, graph, thread()), strict=True):
+        for checkpoint_id, row in zip(
+            after, delta_history_rows(saver, graph, thread()), strict=True
+        ):
             # A checkpoint whose DeltaChannel changed since its snapshot is rebuilt from
             # its ancestors' writes: that history must be whole. (One holding the
             # snapshot is not; its own ancestors may go.)
