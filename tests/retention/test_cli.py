@@ -185,3 +185,27 @@ def test_doctor_json_has_the_space_fields(
     assert main(["doctor", "--db", str(chat_file)]) == 0
     out = capsys.readouterr().out
     assert "\ntable_bytes\n  " in out and "\n  checkpoints " in out
+
+
+def documented(command: str) -> dict[str, object]:
+    """The first JSON example of a command's section in docs/cli.md."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = text.split(f"## `threadloom {command}", 1)[1].split("\n## ", 1)[0]
+    return json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])  # type: ignore[no-any-return]
+
+
+def test_docs_show_the_json_the_commands_print(
+    chat_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The JSON examples of docs/cli.md have exactly the fields, in the order, that
+    prune --json and compact --json print."""
+    pruned = documented("prune")
+    assert list(pruned) == REPORT_KEYS
+    with Saver.from_conn_string(str(chat_file)) as saver, saver.db.write() as conn:
+        conn.execute("UPDATE threads SET updated_at = updated_at - 86400 WHERE thread_id = 'a'")
+    found = run_json(capsys, "prune", str(chat_file), "--older-than", "1h", "--json")
+    assert found["expired_threads"], "the dry run at 1 s should expire thread a"
+    assert list(pruned["expired_threads"][0]) == list(found["expired_threads"][0])
+    found = run_json(capsys, "prune", str(chat_file), "--keep-last", "1", "--json")
+    assert list(pruned["pruned"][0]) == list(found["pruned"][0])
+    assert list(documented("compact")) == COMPACT_KEYS

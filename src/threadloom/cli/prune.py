@@ -24,7 +24,7 @@ PROGRESS_FROM = 50
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom prune`."""
     parser.add_argument("path", nargs="?", metavar="DB", help="the threadloom file (or --db)")
-    parser.add_argument("--db", help="the threadloom file")
+    parser.add_argument("--db", metavar="FILE", help="the threadloom file")
     parser.add_argument(
         "--keep-last",
         default="20",
