@@ -30,10 +30,19 @@ class Drops:
         self.bytes = 0
         self.listed: Counter[bytes] = Counter()
         self.released: set[bytes] = set()
-        self._pending: list[tuple[str, str, tuple[Any, ...]]] = []
+        self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
 
-    def add(self, table: str, where: str, args: tuple[Any, ...]) -> int:
-        """Count and measure the rows of `table` matching `where`; return how many."""
+    def add(
+        self,
+        table: str,
+        where: str,
+        args: tuple[Any, ...],
+        delete: tuple[str, list[tuple[Any, ...]]] | None = None,
+    ) -> int:
+        """Count and measure the rows of `table` matching `where`; return how many.
+
+        `delete`: the statement and rows (`executemany`) that delete them, when `where`
+        cannot (it reads rows an earlier deletion of `apply` removes)."""
         content = self.content
         count = 0
         listed: Counter[bytes] = Counter()
@@ -55,7 +64,9 @@ class Drops:
             )
             self.bytes += sum(sizes.get(key, 0) * n for key, n in listed.items())
             self.listed.update(listed)
-        self._pending.append((table, where, args))
+        if delete is None:
+            delete = (f"DELETE FROM {table} WHERE {where}", [args])
+        self._pending.append(delete)
         return count
 
     def freed(self) -> int:
@@ -70,9 +81,9 @@ class Drops:
         return sum(1 for key, count in refs if count - self.listed[bytes(key)] <= 0)
 
     def apply(self) -> None:
-        """Drop the rows' block references, then delete them."""
+        """Drop the rows' block references, then delete them (in the order added)."""
         if self.listed:
             self.content.release(self.conn, self.listed, time.time())
             self.released.update(self.listed)
-        for table, where, args in self._pending:
-            self.conn.execute(f"DELETE FROM {table} WHERE {where}", args)
+        for sql, rows in self._pending:
+            self.conn.executemany(sql, rows)

@@ -282,13 +282,20 @@ class Retention:
         drops = Drops(conn, self.scope.content)
         if doomed:
             doomed_ids = ids([r.id for r in doomed])
+            # The checkpoints go first: the trigger of each pending write deleted after
+            # its checkpoint then updates no row (docs/FORMAT.md, format 4 censuses).
+            outcome.checkpoints = drops.add("checkpoints", "id IN carray(?)", (doomed_ids,))
             outcome.writes = drops.add(
                 "writes",
                 "thread = ?1 AND (checkpoint_ns, checkpoint_id) IN "
                 "(SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE id IN carray(?2))",
                 (thread.id, doomed_ids),
+                delete=(
+                    "DELETE FROM writes WHERE thread = ? AND checkpoint_ns = ? "
+                    "AND checkpoint_id = ?",
+                    [(thread.id, r.checkpoint_ns, r.checkpoint_id) for r in doomed],
+                ),
             )
-            outcome.checkpoints = drops.add("checkpoints", "id IN carray(?)", (doomed_ids,))
         if gone_values:
             outcome.values = drops.add(
                 "vals", "thread = ? AND ref IN carray(?)", (thread.id, ids(gone_values))
