@@ -136,6 +136,19 @@ def test_idle_threads_are_deleted_whole(tmp_path: Path) -> None:
         check_all(saver)
 
 
+def test_a_thread_a_run_holds_is_not_idle(tmp_path: Path) -> None:
+    """A thread whose lease a run holds is not deleted for being idle (it is pruned as
+    usual); once the lease is given back, it is."""
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        chat(saver, "a", turns=1)
+        policy = RetentionPolicy(keep_last=2, max_age=86400)
+        week = time.time() + 7 * 86400
+        with saver.lease("a", ttl=3600, renew=False):  # live in real time
+            held = saver.apply_retention(policy, now=week)
+            assert held.expired == [] and [p.thread_id for p in held.pruned] == ["a"]
+        assert [e.thread_id for e in saver.apply_retention(policy, now=week).expired] == ["a"]
+
+
 def test_the_clock_can_be_given(tmp_path: Path) -> None:
     """`now` moves every age: two fresh threads are idle past max_age a week from now, and
     a dry run at that time says so without deleting them."""

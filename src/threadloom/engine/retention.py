@@ -5,7 +5,7 @@ Engine layer. Per thread, one write transaction (in a dry run a read transaction
 decides the same and changes nothing):
 
 1. a thread whose last write (the thread index's `updated_at`) is older than `max_age`
-   is deleted whole;
+   is deleted whole, unless a run holds its lease (`leases.py`);
 2. otherwise the checkpoints kept are decided: SPEC §6.1 (`protocol.kept_checkpoints`:
    the `keep_last` newest root checkpoints, the subgraph checkpoints linked to them
    through `metadata.parents[""]`, the newest of unlinked namespaces), plus the
@@ -256,7 +256,7 @@ class Retention:
             return False
         thread = _Thread(*found[0])
         report.threads += 1
-        if idle is not None and thread.updated_at < idle:
+        if idle is not None and thread.updated_at < idle and not self._leased(conn, thread):
             self._expire(conn, report, thread)
             return True
         if keep_last is None:
@@ -322,6 +322,16 @@ class Retention:
                 self.scope.bump_epoch(conn)
             self.scope.content.sweep(conn, self.scope.grace, drops.released)
         return True
+
+    def _leased(self, conn: apsw.Connection, thread: _Thread) -> bool:
+        """A run holds the thread's lease (it may write any moment: not idle)."""
+        return bool(
+            fetchall(
+                conn,
+                "SELECT 1 FROM leases WHERE scope = ? AND thread_id = ? AND expires_at > ?",
+                (self.scope.id, thread.thread_id, time.time()),
+            )
+        )
 
     def _expire(self, conn: apsw.Connection, report: RetentionReport, thread: _Thread) -> None:
         expired = ThreadExpired(thread.thread_id, thread.updated_at, bytes=thread.bytes)
