@@ -106,8 +106,19 @@ def test_prune_options(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert (found["keep_last"], found["min_age"], found["max_age"]) == (1, 7200.0, 2592000.0)
     assert found["threads"] == 1 and found["values"] == 0 and found["waiting"] > 0
     assert checkpoints(chat_file, "b") == 1 and checkpoints(chat_file, "a") > 1
-    other = run_json(capsys, "prune", str(chat_file), "--agent-id", "someone-else", "--json")
+    other = run_json(
+        capsys, "prune", str(chat_file), "--agent-id", "someone-else", "--apply", "--json"
+    )
     assert other["threads"] == 0 and other["target"]["agent_id"] == "someone-else"
+    assert other["mode"] == "applied"
+    from threadloom.engine import File
+    from threadloom.engine.scope import agent_ids
+
+    file = File.open(str(chat_file), readonly=True)
+    try:  # pruning a scope the file does not hold does not add it
+        assert agent_ids(file, "naas_abi_core.services.agent") == ["engine.v1"]
+    finally:
+        file.close()
 
 
 def test_prune_prints_a_summary_without_json(

@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_prune(args: argparse.Namespace) -> int:
     """Run `threadloom prune`; return the exit code."""
     from threadloom.engine import CheckpointStore, File
-    from threadloom.retention import RetentionPolicy
+    from threadloom.engine.scope import agent_ids
+    from threadloom.retention import RetentionPolicy, RetentionReport
 
     path = _path(args)
     keep: int | None = None if args.keep_last == "all" else _int(args.keep_last, "--keep-last")
@@ -85,6 +86,13 @@ def run_prune(args: argparse.Namespace) -> int:
         raise InvalidValueError(text.replace("pass None", "leave it out")) from None
     database = File.open(path, readonly=not args.apply)
     try:
+        if args.agent_id not in agent_ids(database, args.namespace):
+            # No such scope: nothing to prune, and opening one would add it to the file.
+            empty = RetentionReport(
+                args.apply, args.namespace, args.agent_id, keep, min_age, policy.max_age
+            )
+            _print(empty.as_json(), args.json)
+            return 0
         store = CheckpointStore(database, namespace=args.namespace, agent_id=args.agent_id)
         try:
             progress = _Progress() if sys.stderr.isatty() else None
@@ -102,12 +110,15 @@ def run_prune(args: argparse.Namespace) -> int:
             store.close()
     finally:
         database.close()
-    found = report.as_json()
-    if args.json:
+    _print(report.as_json(), args.json)
+    return 0
+
+
+def _print(found: dict[str, Any], as_json: bool) -> None:
+    if as_json:
         print(json.dumps(found, indent=2))
     else:
         _human(found)
-    return 0
 
 
 def _path(args: argparse.Namespace) -> str:
