@@ -21,6 +21,8 @@ __all__ = [
     "MemoryBudget",
     "OutsideOwnerError",
     "OwnerStore",
+    "RetentionPolicy",
+    "RetentionReport",
     "Saver",
     "Store",
     "ThreadBusyError",
@@ -65,6 +67,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import conversations
 
         return getattr(conversations, name)
+    if name in {"RetentionPolicy", "RetentionReport"}:
+        from threadloom import retention
+
+        return getattr(retention, name)
     if name in _MEMORIES:
         from threadloom import memories
 

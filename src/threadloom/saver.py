@@ -31,11 +31,12 @@ from threadloom.engine import CheckpointStore, File
 from threadloom.engine.threadindex import MESSAGES, OWNER_KEYS
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, next_version
+from threadloom.retention import Retention
 
 _DONE = object()
 
 
-class _SaverBase(Conversations, BaseCheckpointSaver[Any]):
+class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
     """Shared implementation of Saver and AsyncSaver.
 
     Args:
@@ -120,6 +121,7 @@ class _SaverBase(Conversations, BaseCheckpointSaver[Any]):
         """Give back this saver's use of the file (the last user closes it; idempotent)."""
         if not self._closed:
             self._closed = True
+            self.stop_retention(5)
             store = getattr(self, "store", None)
             if store is not None:
                 store.close()

@@ -39,6 +39,7 @@ def _parser() -> argparse.ArgumentParser:
         help="retrain the compression dictionary, re-encode every body and VACUUM a file",
     )
     compact.add_argument("--db", required=True, help="the threadloom file")
+    compact.add_argument("--json", action="store_true", help="print what it did as JSON")
     verify = commands.add_parser(
         "verify",
         help="check everything a read depends on: SQLite's structure, every row's seal and "
@@ -73,6 +74,15 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     add_parsers(commands)
+    from threadloom.cli import prune as prune_command
+
+    prune_command.add_arguments(
+        commands.add_parser(
+            "prune",
+            help="keep the last N checkpoints of each thread and delete idle threads "
+            "(a dry run unless --apply)",
+        )
+    )
     return parser
 
 
@@ -92,6 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.conversations import run
 
             return run(args)
+        if args.command == "prune":
+            from threadloom.cli.prune import run_prune
+
+            return run_prune(args)
         if args.command in ("export", "import"):
             from threadloom.cli.transfer import run_transfer
 
@@ -99,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from threadloom.cli.doctor import run_compact, run_doctor, run_verify
 
         if args.command == "compact":
-            return run_compact(args.db)
+            return run_compact(args.db, as_json=args.json)
         if args.command == "verify":
             return run_verify(args.db, quick=args.quick, as_json=args.json)
         return run_doctor(as_json=args.json, db=args.db)

@@ -46,24 +46,44 @@ def run_doctor(*, as_json: bool, db: str | None = None) -> int:
     else:
         width = max(map(len, found))
         for key, value in found.items():
-            print(f"{key:<{width}}  {value}")
+            if isinstance(value, dict):
+                print(key)
+                inner = max(map(len, value), default=0)
+                for name, item in value.items():
+                    print(f"  {name:<{inner}}  {item}")
+            elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
+                print(key)
+                for item in value:
+                    print("  " + "  ".join(f"{k}={v}" for k, v in item.items()))
+            else:
+                print(f"{key:<{width}}  {value}")
     return 0
 
 
-def run_compact(db: str) -> int:
-    """Retrain the file's dictionary, re-encode its bodies and VACUUM it; print the sizes."""
+def run_compact(db: str, *, as_json: bool = False) -> int:
+    """Collect unreferenced values, sweep released blocks, retrain the file's dictionary,
+    re-encode its bodies, rewrite mostly-dead extents and VACUUM it; print what it did."""
     from threadloom.engine.file import File
+    from threadloom.engine.reclaim import compact
 
     if not Path(db).is_file():
         raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
-    before = inspect(db)["file_bytes"]
     database = File.open(db, readonly=False)
     try:
-        database.content.compact()
+        done = compact(database)
     finally:
         database.close()
-    after = inspect(db)["file_bytes"]
-    print(f"{db}: {before} -> {after} bytes")
+    found = done.as_json()
+    found["bytes_after"] = inspect(db)["file_bytes"]  # after the last close folded the WAL
+    found["reclaimed"] = found["bytes_before"] - found["bytes_after"]
+    if as_json:
+        print(json.dumps(found, indent=2))
+    else:
+        print(
+            f"{db}: {found['bytes_before']} -> {found['bytes_after']} bytes (reclaimed "
+            f"{found['reclaimed']}: {found['values']} values, {found['blocks']} blocks, "
+            f"{found['extents_rewritten']} extents rewritten, {found['pages_freed']} pages freed)"
+        )
     return 0
 
 

@@ -321,11 +321,25 @@ class BlockStore:
                 [(count, key) for key, count in counts.items()],
             )
 
-    def unlink(self, conn: apsw.Connection, bodies: Iterable[bytes], now: float) -> None:
-        """Drop the block references of rows about to be deleted or replaced."""
+    def unlink(
+        self,
+        conn: apsw.Connection,
+        bodies: Iterable[bytes],
+        now: float,
+        released: set[bytes] | None = None,
+    ) -> None:
+        """Drop the block references of rows about to be deleted or replaced (the keys
+        are added to `released`, for a `sweep` of what this transaction released)."""
         counts: Counter[bytes] = Counter()
         for body in bodies:
             counts.update(self.referenced(conn, bytes(body)))
+        if released is not None:
+            released.update(counts)
+        self.release(conn, counts, now)
+
+    def release(self, conn: apsw.Connection, counts: Counter[bytes], now: float) -> None:
+        """Drop `counts[key]` references of each block (a block reaching zero is
+        `released` at `now`)."""
         if counts:
             conn.executemany(
                 "UPDATE blocks SET released = CASE WHEN refs - ?1 <= 0 THEN ?2 ELSE released END, "
@@ -334,20 +348,44 @@ class BlockStore:
             )
 
     def unlink_rows(
-        self, conn: apsw.Connection, table: str, where: str, args: Sequence[Any]
+        self,
+        conn: apsw.Connection,
+        table: str,
+        where: str,
+        args: Sequence[Any],
+        released: set[bytes] | None = None,
     ) -> None:
         """`unlink` the chunked rows of `table` matching `where` (before deleting them)."""
         rows = fetchall(conn, f"SELECT body FROM {table} WHERE blocks > 0 AND {where}", args)
         if rows:
-            self.unlink(conn, (r[0] for r in rows), time.time())
+            self.unlink(conn, (r[0] for r in rows), time.time(), released)
 
-    def sweep(self, conn: apsw.Connection, grace: float) -> int:
+    def sweep(self, conn: apsw.Connection, grace: float, released: Iterable[bytes] = ()) -> int:
         """Delete blocks nothing references whose grace ended, and the extents left
-        without a block; return how many blocks."""
+        without a block; return how many blocks.
+
+        `released`: keys this transaction itself unlinked (`unlink(..., released=)`);
+        those of them that nothing references any more go now, whatever their grace.
+        The grace covers a reader that read a row outside a transaction and reads its
+        blocks in its next statement; a block this transaction released was listed
+        only by rows it deletes, and such a reader finds the row gone and reads again
+        in one transaction (`Reader.get`), so it needs no grace.
+        """
         cutoff = time.time() - grace
-        gone = fetchall(
-            conn, "DELETE FROM blocks WHERE refs <= 0 AND released < ? RETURNING extent", (cutoff,)
-        )
+        keys = tuple(released)
+        if keys:
+            gone = fetchall(
+                conn,
+                "DELETE FROM blocks WHERE refs <= 0 AND (released < ? OR key IN carray(?)) "
+                "RETURNING extent",
+                (cutoff, apsw.carray(keys)),
+            )
+        else:
+            gone = fetchall(
+                conn,
+                "DELETE FROM blocks WHERE refs <= 0 AND released < ? RETURNING extent",
+                (cutoff,),
+            )
         if gone:
             per = Counter(int(r[0]) for r in gone)
             conn.executemany(

@@ -105,3 +105,7 @@ class ValueCache:
             return
         for ref in refs:
             self._lru.pop((thread, ref))
+
+    def drop_threads(self, threads: set[int]) -> None:
+        """Forget every entry of these threads (one pass over the cache)."""
+        self._lru.drop_where(lambda key: key[0] in threads)

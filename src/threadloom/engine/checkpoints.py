@@ -21,6 +21,7 @@ from threadloom.engine.history import Histories, History, Interrupt
 from threadloom.engine.leases import Leases
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.reader import Reader
+from threadloom.engine.retention import Progress, Retention, RetentionReport
 from threadloom.engine.scope import Scope
 from threadloom.engine.threadindex import UNSET, ThreadInfo
 from threadloom.engine.transcript import Tail, Transcripts
@@ -74,6 +75,7 @@ class CheckpointStore:
         self.reader = Reader(self.scope, values)
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
+        self.retention = Retention(self.scope, self.maintenance)
         self.transcripts = Transcripts(self.reader, values)
         self.histories = Histories(self.reader, values)
         self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
@@ -164,6 +166,28 @@ class CheckpointStore:
     def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
         """See `Maintenance.prune`."""
         self.maintenance.prune(thread_ids, strategy)
+
+    def retain(
+        self,
+        *,
+        keep_last: int | None,
+        max_age: float | None,
+        min_age: float,
+        threads: Sequence[str] | None = None,
+        apply: bool = True,
+        now: float | None = None,
+        progress: Progress | None = None,
+    ) -> RetentionReport:
+        """See `Retention.run`."""
+        return self.retention.run(
+            keep_last=keep_last,
+            max_age=max_age,
+            min_age=min_age,
+            threads=threads,
+            apply=apply,
+            now=now,
+            progress=progress,
+        )
 
     # -- conversations -----------------------------------------------------------------------
 

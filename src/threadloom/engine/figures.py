@@ -9,9 +9,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import apsw
+
 from threadloom.engine.recognize import Kind, look, recognize
 from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
+
+#: Threads `doctor --db` lists by size.
+TOP_THREADS = 10
 
 
 def figures(path: str) -> dict[str, object]:
@@ -54,6 +59,52 @@ def figures(path: str) -> dict[str, object]:
             out["store_items"] = count("SELECT count(*) FROM store_items")
             out["store_value_bytes"] = count("SELECT total(size) FROM store_items")
             out["store_vectors"] = count("SELECT count(*) FROM store_vectors")
+        out.update(space(conn, version))
         return out
     finally:
         conn.close()
+
+
+def space(conn: apsw.Connection, version: int, top: int = TOP_THREADS) -> dict[str, object]:
+    """Where the file's bytes are: per table (its indexes included, from SQLite's
+    `dbstat`), the largest threads by the thread index's `bytes`, and what `compact`
+    can give back (free pages, extent bytes no block holds, blocks released and
+    waiting for their grace)."""
+    out: dict[str, object] = {}
+    page_size = int(fetchall(conn, "PRAGMA page_size")[0][0])
+    free = int(fetchall(conn, "PRAGMA freelist_count")[0][0])
+    try:
+        rows = fetchall(
+            conn,
+            "SELECT coalesce(m.tbl_name, d.name), sum(d.pgsize) FROM dbstat d "
+            "LEFT JOIN sqlite_schema m ON m.name = d.name WHERE d.aggregate = 1 "
+            "GROUP BY 1 ORDER BY 2 DESC, 1",
+        )
+    except apsw.SQLError:  # an SQLite built without dbstat
+        rows = []
+    out["table_bytes"] = {str(name): int(size) for name, size in rows}
+    if version >= 6:
+        out["largest_threads"] = [
+            {"namespace": ns, "agent_id": agent, "thread_id": thread_id, "bytes": int(size)}
+            for ns, agent, thread_id, size in fetchall(
+                conn,
+                "SELECT s.namespace, s.agent_id, t.thread_id, t.bytes FROM threads t "
+                "JOIN scopes s ON s.id = t.scope ORDER BY t.bytes DESC, t.id LIMIT ?",
+                (top,),
+            )
+        ]
+    out["free_page_bytes"] = free * page_size
+    reclaimable = free * page_size
+    if version >= 2:
+        extents = int(fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0])
+        held, released, waiting = fetchall(
+            conn,
+            "SELECT total(length), total(refs <= 0), total(CASE WHEN refs <= 0 THEN length END) "
+            "FROM blocks",
+        )[0]
+        out["dead_extent_bytes"] = extents - int(held)
+        out["released_blocks"] = int(released)
+        out["released_block_bytes"] = int(waiting)
+        reclaimable += extents - int(held) + int(waiting)
+    out["reclaimable_bytes"] = reclaimable
+    return out

@@ -58,9 +58,12 @@ class Maintenance:
             scope.content.sweep(conn, scope.grace)
         scope.forget_thread(thread_id, thread)
 
-    def delete_rows(self, conn: apsw.Connection, thread: int) -> dict[str, int]:
+    def delete_rows(
+        self, conn: apsw.Connection, thread: int, released: set[bytes] | None = None
+    ) -> dict[str, int]:
         """Delete a thread's rows and its index row (inside the caller's write); return
-        how many rows of each table went. The caller bumps the epoch and sweeps."""
+        how many rows of each table went. The caller bumps the epoch and sweeps (the
+        block keys the rows listed are added to `released`)."""
         content = self.scope.content
         conn.execute(
             "DELETE FROM checkpoint_keys WHERE checkpoint IN "
@@ -69,7 +72,7 @@ class Maintenance:
         )
         gone: dict[str, int] = {}
         for table in _THREAD_TABLES:
-            content.unlink_rows(conn, table, "thread = ?", (thread,))
+            content.unlink_rows(conn, table, "thread = ?", (thread,), released)
             conn.execute(f"DELETE FROM {table} WHERE thread = ?", (thread,))
             gone[table] = conn.changes()
         conn.execute("DELETE FROM threads WHERE id = ?", (thread,))

@@ -29,8 +29,18 @@ class ContentStore(Training, Inspection):
     """
 
     def compact(self) -> Stats:
-        """Retrain the dictionary, re-encode every inline body with it, delete the blocks
-        no row references (whatever their grace), rewrite mostly-dead extents, VACUUM.
+        """Delete released blocks, retrain the dictionary, re-encode every inline body with
+        it, rewrite mostly-dead extents, then VACUUM (`reclaim`)."""
+        self.reclaim()
+        return self.stats()
+
+    def reclaim(self, grace: float = 0.0) -> tuple[int, int]:
+        """What `compact` does; returns `(blocks swept, extents rewritten)`.
+
+        Released blocks go whatever their age by default: the grace protects a reader
+        that read a row and reads its blocks in a later statement, and such a reader,
+        finding a block gone, reads again in one transaction (`Reader.get`); compact
+        runs with the file to itself anyway (VACUUM needs it).
 
         For a file upgraded from format 1, or one that shrank a lot (deleted threads).
         VACUUM rewrites the whole file and needs no other connection writing to it.
@@ -38,12 +48,11 @@ class ContentStore(Training, Inspection):
         Raises:
             EngineError: another connection kept the file busy during VACUUM.
         """
+        with self.db.write() as conn:
+            swept = self.sweep(conn, grace)
         self.train(force=True)
         with self.db.write() as conn:
-            # compact runs with the file to itself (VACUUM needs it): no reader can hold a
-            # released block, so the grace that protects them is not needed.
-            self.sweep(conn, 0.0)
-            self._repack(conn, time.time())
+            rewritten = self._repack(conn, time.time())
         with self.db.connection() as conn:
             try:
                 conn.execute("VACUUM")
@@ -52,4 +61,4 @@ class ContentStore(Training, Inspection):
                     f"cannot VACUUM {self.db.path!r} while another connection uses it ({exc}); "
                     "stop the other processes and run compact again"
                 ) from exc
-        return self.stats()
+        return swept, rewritten

@@ -1,0 +1,496 @@
+"""Retention: keep the last checkpoints of each thread, delete idle threads, collect
+what that orphans (docs/retention.md).
+
+Engine layer. Per thread, one write transaction (in a dry run a read transaction that
+decides the same and changes nothing):
+
+1. a thread whose last write (the thread index's `updated_at`) is older than `max_age`
+   is deleted whole, unless a run holds its lease (`leases.py`);
+2. otherwise the checkpoints kept are decided: SPEC §6.1 (`protocol.kept_checkpoints`:
+   the `keep_last` newest root checkpoints, the subgraph checkpoints linked to them
+   through `metadata.parents[""]`, the newest of unlinked namespaces), plus the
+   ancestors a kept checkpoint's DeltaChannels are rebuilt from; the others go with
+   their pending writes and metadata keys;
+3. the thread's values no remaining row reaches go in the same transaction when they
+   were stored before `now - max(min_age, grace)` (`liveness.py`), and with them the
+   blocks no row lists any more (`BlockStore.sweep(released=)`); the thread index
+   loses the bytes the deleted rows took.
+
+Invariants: a kept checkpoint reads back exactly as before (its values, pending writes
+and DeltaChannel history stay); no value younger than the scope's grace is collected;
+the head of every namespace is kept, so the index's message count, title and owner
+hold; a prune does not touch `updated_at` (it is not activity).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import apsw
+
+from threadloom.engine.drops import Drops
+from threadloom.engine.keys import PLAIN_KINDS
+from threadloom.engine.liveness import Liveness
+from threadloom.engine.maintenance import Maintenance
+from threadloom.engine.scope import Scope
+from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.tables import BodyTable
+from threadloom.engine.threadindex import iso
+from threadloom.errors import CorruptionError, MissingDocumentsError
+from threadloom.protocol import Retained, kept_checkpoints, plain, raw_value, root_parent
+
+log = logging.getLogger("threadloom.engine.retention")
+
+#: Most threads a report lists under `pruned` and `expired_threads` (as naas's job).
+LISTED = 200
+#: Written by LangGraph into the metadata of a checkpoint whose DeltaChannels changed
+#: since their last snapshot.
+DELTA_COUNTERS = "counters_since_delta_snapshot"
+
+#: `progress(done, total)`, called after each thread.
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class ThreadPruned:
+    """What retention deleted (or would delete) from one thread it kept."""
+
+    thread_id: str
+    kept: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    values: int = 0
+    bytes: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dict(self.__dict__)
+
+
+@dataclass
+class ThreadExpired:
+    """A thread deleted whole (or that would be) because it was idle past `max_age`."""
+
+    thread_id: str
+    updated_at: float
+    checkpoints: int = 0
+    writes: int = 0
+    values: int = 0
+    bytes: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict (`updated_at` as ISO-8601 UTC)."""
+        return {**self.__dict__, "updated_at": iso(self.updated_at)}
+
+
+@dataclass
+class RetentionReport:
+    """What one retention run deleted, or in a dry run would delete (docs/cli.md, prune).
+
+    Attributes:
+        applied: False for a dry run.
+        namespace, agent_id: the scope.
+        keep_last, min_age, max_age: the policy applied.
+        threads: threads considered.
+        kept: checkpoints kept (in the threads not expired).
+        checkpoints, writes, values: rows deleted, expired threads included.
+        bytes: what the deleted rows took, as the thread index counts them.
+        blocks: content blocks no row lists any more after the deletions (freed in the
+            same transaction).
+        waiting: values nothing references that were kept because they are younger
+            than `min_age` (or the grace): a later run collects them.
+        expired: the threads deleted whole.
+        pruned: the threads kept that lost rows.
+        damaged: threads left alone because a body failed its check (run verify).
+    """
+
+    applied: bool
+    namespace: str
+    agent_id: str
+    keep_last: int | None
+    min_age: float
+    max_age: float | None
+    threads: int = 0
+    kept: int = 0
+    checkpoints: int = 0
+    writes: int = 0
+    values: int = 0
+    bytes: int = 0
+    blocks: int = 0
+    waiting: int = 0
+    expired: list[ThreadExpired] = field(default_factory=list)
+    pruned: list[ThreadPruned] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The report as `threadloom prune --json` prints it (naas's prune-memory shape,
+        with `bytes`, `blocks`, `waiting`, `max_age`, `expired_threads` and `damaged`)."""
+        return {
+            "mode": "applied" if self.applied else "dry-run",
+            "target": {"namespace": self.namespace, "agent_id": self.agent_id},
+            "keep_last": self.keep_last,
+            "min_age": self.min_age,
+            "max_age": self.max_age,
+            "threads": self.threads,
+            "kept": self.kept,
+            "checkpoints": self.checkpoints,
+            "writes": self.writes,
+            "values": self.values,
+            "bytes": self.bytes,
+            "blocks": self.blocks,
+            "waiting": self.waiting,
+            "expired_threads": [e.as_json() for e in self.expired[:LISTED]],
+            "expired_omitted": max(0, len(self.expired) - LISTED),
+            "pruned": [p.as_json() for p in self.pruned[:LISTED]],
+            "pruned_omitted": max(0, len(self.pruned) - LISTED),
+            "damaged": list(self.damaged),
+        }
+
+
+class _Row(NamedTuple):
+    id: int
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    schema: int
+    keyed: int
+
+
+class _Thread(NamedTuple):
+    id: int
+    thread_id: str
+    updated_at: float
+    bytes: int
+
+
+class Retention:
+    """Retention runs over the threads of one scope.
+
+    Args:
+        scope: the scope.
+        maintenance: its maintenance (whole-thread deletion).
+    """
+
+    def __init__(self, scope: Scope, maintenance: Maintenance) -> None:
+        self.scope = scope
+        self.maintenance = maintenance
+
+    def run(
+        self,
+        *,
+        keep_last: int | None,
+        max_age: float | None,
+        min_age: float,
+        threads: Sequence[str] | None = None,
+        apply: bool = True,
+        now: float | None = None,
+        progress: Progress | None = None,
+    ) -> RetentionReport:
+        """Apply a retention policy (checked by the caller) to the scope's threads, or to
+        `threads`; see the module docstring. One transaction per thread."""
+        scope = self.scope
+        moment = time.time() if now is None else now
+        report = RetentionReport(
+            apply, scope.namespace, scope.agent_id, keep_last, min_age, max_age
+        )
+        todo = self._threads(threads)
+        cutoff = moment - max(min_age, scope.grace)
+        idle = None if max_age is None else moment - max_age
+        gone: set[int] = set()
+        try:
+            for done, (row, thread_id) in enumerate(todo, 1):
+                expired = len(report.expired)
+                changed = False
+                try:
+                    with scope.file.write() if apply else scope.file.read() as conn:
+                        changed = self._one(conn, report, row, keep_last, idle, cutoff)
+                except (CorruptionError, MissingDocumentsError) as exc:
+                    log.warning(
+                        "%s: retention left thread %r alone: %s", scope.file.path, thread_id, exc
+                    )
+                    report.damaged.append(thread_id)
+                if apply and changed:
+                    # The values deleted were dropped from the cache in the transaction.
+                    scope.forget_thread(thread_id)
+                    if len(report.expired) > expired:
+                        gone.add(row)
+                if progress is not None:
+                    progress(done, len(todo))
+        finally:
+            if gone:  # one pass over the cache for every thread deleted whole
+                scope.cache.drop_threads(gone)
+        return report
+
+    def _threads(self, wanted: Sequence[str] | None) -> list[tuple[int, str]]:
+        if self.scope.id is None:
+            return []
+        with self.scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT id, thread_id FROM threads WHERE scope = ? ORDER BY thread_id",
+                (self.scope.id,),
+            )
+        if wanted is None:
+            return [(int(r), str(t)) for r, t in rows]
+        named = set(wanted)
+        return [(int(r), str(t)) for r, t in rows if t in named]
+
+    def _one(
+        self,
+        conn: apsw.Connection,
+        report: RetentionReport,
+        row: int,
+        keep_last: int | None,
+        idle: float | None,
+        cutoff: float,
+    ) -> bool:
+        """Decide (and apply) one thread; True when it lost rows."""
+        found = fetchall(
+            conn, "SELECT id, thread_id, updated_at, bytes FROM threads WHERE id = ?", (row,)
+        )
+        if not found:  # deleted since the list was read
+            return False
+        thread = _Thread(*found[0])
+        report.threads += 1
+        if idle is not None and thread.updated_at < idle and not self._leased(conn, thread):
+            self._expire(conn, report, thread)
+            return True
+        if keep_last is None:
+            return False
+        scope = self.scope
+
+        def unseal(table: BodyTable, digest: bytes, *columns: str | int | None) -> bytes:
+            return scope.seal(table, bytes(digest), thread.thread_id, *columns)
+
+        live = Liveness(conn, scope.content, thread.id, unseal)
+        rows, bodies = self._decide(conn, live, thread.id, keep_last)
+        doomed = [r for r in rows if r.id not in bodies]
+        kept = [r.id for r in rows if r.id in bodies]
+        report.kept += len(kept)
+        live.mark(bodies.values())
+        pairs = {(r.checkpoint_ns, r.checkpoint_id) for r in doomed}
+        live.later(lambda: [body for _, body in live.writes(pairs)])
+        gone_values, young = live.unreferenced(cutoff)
+        report.waiting += young
+        if not doomed and not gone_values:
+            return False
+        outcome = ThreadPruned(thread.thread_id, kept=len(kept))
+        drops = Drops(conn, self.scope.content)
+        if doomed:
+            doomed_ids = ids([r.id for r in doomed])
+            # The checkpoints go first: the trigger of each pending write deleted after
+            # its checkpoint then updates no row (docs/FORMAT.md, format 4 censuses).
+            outcome.checkpoints = drops.add("checkpoints", "id IN carray(?)", (doomed_ids,))
+            outcome.writes = drops.add(
+                "writes",
+                "thread = ?1 AND (checkpoint_ns, checkpoint_id) IN "
+                "(SELECT checkpoint_ns, checkpoint_id FROM checkpoints WHERE id IN carray(?2))",
+                (thread.id, doomed_ids),
+                delete=(
+                    "DELETE FROM writes WHERE thread = ? AND checkpoint_ns = ? "
+                    "AND checkpoint_id = ?",
+                    [(thread.id, r.checkpoint_ns, r.checkpoint_id) for r in doomed],
+                ),
+            )
+        if gone_values:
+            outcome.values = drops.add(
+                "vals", "thread = ? AND ref IN carray(?)", (thread.id, ids(gone_values))
+            )
+        outcome.bytes = drops.bytes
+        report.blocks += drops.freed()
+        report.pruned.append(outcome)
+        report.checkpoints += outcome.checkpoints
+        report.writes += outcome.writes
+        report.values += outcome.values
+        report.bytes += outcome.bytes
+        if report.applied:
+            if doomed:
+                conn.execute(
+                    "DELETE FROM checkpoint_keys WHERE checkpoint IN carray(?)",
+                    (ids([r.id for r in doomed]),),
+                )
+            drops.apply()
+            conn.execute(
+                "UPDATE threads SET bytes = bytes - ? WHERE id = ?", (outcome.bytes, thread.id)
+            )
+            if gone_values:
+                self.scope.cache.drop(thread.id, gone_values)
+                self.scope.bump_epoch(conn)
+            self.scope.content.sweep(conn, self.scope.grace, drops.released)
+        return True
+
+    def _leased(self, conn: apsw.Connection, thread: _Thread) -> bool:
+        """A run holds the thread's lease (it may write any moment: not idle)."""
+        return bool(
+            fetchall(
+                conn,
+                "SELECT 1 FROM leases WHERE scope = ? AND thread_id = ? AND expires_at > ?",
+                (self.scope.id, thread.thread_id, time.time()),
+            )
+        )
+
+    def _expire(self, conn: apsw.Connection, report: RetentionReport, thread: _Thread) -> None:
+        expired = ThreadExpired(thread.thread_id, thread.updated_at, bytes=thread.bytes)
+        drops = Drops(conn, self.scope.content)
+        expired.writes = drops.add("writes", "thread = ?", (thread.id,))
+        expired.checkpoints = drops.add("checkpoints", "thread = ?", (thread.id,))
+        expired.values = drops.add("vals", "thread = ?", (thread.id,))
+        report.blocks += drops.freed()
+        if report.applied:
+            released: set[bytes] = set()
+            self.maintenance.delete_rows(conn, thread.id, released)
+            self.scope.bump_epoch(conn)
+            self.scope.content.sweep(conn, self.scope.grace, released)
+        report.expired.append(expired)
+        report.checkpoints += expired.checkpoints
+        report.writes += expired.writes
+        report.values += expired.values
+        report.bytes += expired.bytes
+
+    # -- which checkpoints stay ------------------------------------------------------------
+
+    def _decide(
+        self, conn: apsw.Connection, live: Liveness, thread: int, keep_last: int
+    ) -> tuple[list[_Row], dict[int, Mapping[str, Any]]]:
+        """The thread's checkpoint rows, and the decoded bodies of those kept (by row id)."""
+        rows = [
+            _Row(*r)
+            for r in fetchall(
+                conn,
+                "SELECT id, checkpoint_ns, checkpoint_id, parent_id, schema, keyed "
+                "FROM checkpoints WHERE thread = ?",
+                (thread,),
+            )
+        ]
+        bodies: dict[int, Mapping[str, Any]] = {}
+        children = [r.id for r in rows if r.checkpoint_ns != ""]
+        if children:
+            for key, body in live.checkpoints(" AND x.id IN carray(?)", (ids(children),)):
+                bodies[key[0]] = body
+        retained = []
+        for r in rows:
+            parent = None
+            if r.checkpoint_ns != "":
+                metadata = self._metadata(live, bodies[r.id])
+                parent = root_parent(metadata) if metadata is not None else None
+            retained.append(Retained(r.checkpoint_ns, r.checkpoint_id, parent))
+        pairs = kept_checkpoints(retained, keep_last)
+        kept = {r.id for r in rows if (r.checkpoint_ns, r.checkpoint_id) in pairs}
+        missing = [r for r in kept if r not in bodies]
+        if missing:
+            for key, body in live.checkpoints(" AND x.id IN carray(?)", (ids(missing),)):
+                bodies[key[0]] = body
+        kept |= _Ancestors(self, conn, live, rows, bodies).of(kept)
+        for r in rows:
+            if r.id not in kept:
+                bodies.pop(r.id, None)
+            elif r.id not in bodies:
+                bodies[r.id] = live.checkpoints(" AND x.id = ?", (r.id,))[0][1]
+        return rows, bodies
+
+    def _metadata(self, live: Liveness, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """A checkpoint's metadata, read class-free when it is plain text, with the
+        scope's serializer otherwise; None when it cannot be read (encrypted, no key)."""
+        stored = body.get("metadata")
+        if not isinstance(stored, Mapping):
+            return None
+        try:
+            parts = list(stored.get("parts") or ())
+            kind, payload = raw_value(stored, live.values(parts) if parts else {})
+            if kind in PLAIN_KINDS:
+                value = plain(kind, payload)
+            elif self.scope.serialization is not None:
+                value = self.scope.planner.loads((kind, payload))
+            else:
+                return None
+        except Exception:  # unreadable metadata: the caller keeps what it cannot decide
+            return None
+        return value if isinstance(value, Mapping) else None
+
+
+class _Ancestors:
+    """The ancestors kept checkpoints' DeltaChannels are rebuilt from.
+
+    A DeltaChannel changed since its last snapshot is named in the checkpoint's
+    `counters_since_delta_snapshot` metadata and absent from its channels; its history
+    runs back to the nearest ancestor holding its value, and every checkpoint on the
+    way (with its pending writes) stays. A kept checkpoint whose metadata cannot be
+    read keeps its whole ancestry.
+    """
+
+    def __init__(
+        self,
+        retention: Retention,
+        conn: apsw.Connection,
+        live: Liveness,
+        rows: Sequence[_Row],
+        bodies: dict[int, Mapping[str, Any]],
+    ) -> None:
+        self.retention = retention
+        self.live = live
+        self.rows = {r.id: r for r in rows}
+        self.by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
+        self.bodies = bodies
+        self.conn = conn
+        #: Channels some walk was looking for when it reached a checkpoint (None: all).
+        self.searched: dict[int, set[str] | None] = {}
+
+    def of(self, kept: set[int]) -> set[int]:
+        keyed = [k for k in kept if self.rows[k].keyed]
+        counted = (
+            {
+                int(r[0])
+                for r in fetchall(
+                    self.conn,
+                    "SELECT checkpoint FROM checkpoint_keys "
+                    "WHERE key = ? AND checkpoint IN carray(?)",
+                    (DELTA_COUNTERS, ids(keyed)),
+                )
+            }
+            if keyed
+            else set()
+        )
+        added: set[int] = set()
+        for k in sorted(kept, reverse=True):  # newest first: later walks stop sooner
+            row = self.rows[k]
+            if row.schema != 2 or (row.keyed and k not in counted):
+                continue
+            needed = self._needed(self.bodies[k])
+            if needed is None or needed:
+                self._walk(row, needed, added)
+        return added
+
+    def _needed(self, body: Mapping[str, Any]) -> set[str] | None:
+        metadata = self.retention._metadata(self.live, body)
+        if metadata is None:
+            return None
+        counters = metadata.get(DELTA_COUNTERS) or {}
+        if not isinstance(counters, Mapping):
+            return None
+        return set(counters) - set(body.get("channels") or {})
+
+    def _walk(self, row: _Row, needed: set[str] | None, added: set[int]) -> None:
+        while needed is None or needed:
+            if row.parent_id is None:
+                return
+            parent = self.by_key.get((row.checkpoint_ns, row.parent_id))
+            if parent is None:
+                return
+            seen = self.searched.get(parent.id, set())
+            if seen is None or (needed is not None and needed <= seen):
+                return  # a walk looking for these channels went on from here already
+            self.searched[parent.id] = None if needed is None else seen | needed
+            added.add(parent.id)
+            body = self.bodies.get(parent.id)
+            if body is None:
+                body = self.live.checkpoints(" AND x.id = ?", (parent.id,))[0][1]
+                self.bodies[parent.id] = body
+            if needed is not None:
+                if parent.schema != 2:
+                    return  # a schema-1 checkpoint holds every channel's value
+                needed = needed - set(body.get("channels") or {})
+            row = parent

@@ -1,0 +1,107 @@
+"""Reclaiming: the bytes of pruned rows leave with them, `compact` collects what earlier
+deletions left, and `doctor` shows where the bytes are."""
+
+from __future__ import annotations
+
+import random
+import string
+from pathlib import Path
+from typing import Any
+
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from tests.conversations._index import check_all
+from tests.engine.test_graphs import thread
+from tests.retention._helpers import assert_no_orphans, counts, later, released_blocks
+from threadloom import Saver
+from threadloom.engine.figures import figures
+from threadloom.engine.reclaim import compact
+from threadloom.engine.verify import verify
+from threadloom.retention import RetentionPolicy
+
+
+def big_reply(state: MessagesState) -> dict[str, Any]:
+    """A reply of 12 KB of text that does not repeat: its message is stored in blocks."""
+    turn = len(state["messages"])
+    rng = random.Random(turn)
+    text = "".join(rng.choice(string.ascii_letters + " ") for _ in range(12_000))
+    return {"messages": [AIMessage(text, id=f"ai-{turn}")]}
+
+
+def tool_chat(saver: Saver, turns: int = 4) -> None:
+    graph = StateGraph(MessagesState).add_node("reply", big_reply).add_edge(START, "reply")
+    app = graph.compile(checkpointer=saver)
+    for turn in range(turns):
+        app.invoke({"messages": [HumanMessage(f"turn {turn}", id=f"h{turn}")]}, thread())
+
+
+def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> None:
+    """After one retention run no block waits for a sweep: those only the deleted rows
+    listed are gone (LangGraph's prune, by contrast, leaves them for the grace)."""
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        tool_chat(saver)
+        rows = counts(saver)
+        report = saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        assert report.blocks > 0
+        assert released_blocks(saver) == 0
+        assert counts(saver)["blocks"] == rows["blocks"] - report.blocks
+        assert_no_orphans(saver, "t")
+        assert verify(saver.db).sound
+        check_all(saver)
+    with Saver.from_conn_string(str(tmp_path / "stock.db")) as saver:
+        tool_chat(saver)
+        saver.prune(["t"], strategy="keep_latest")
+        assert released_blocks(saver) > 0  # swept only by a collection after the grace
+
+
+def test_doctor_shows_where_the_bytes_are(tmp_path: Path) -> None:
+    """doctor's figures give bytes per table, the largest threads, and what compact can
+    give back (free pages, released blocks waiting for their grace)."""
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        tool_chat(saver)
+        tool_chat_other = StateGraph(MessagesState).add_node("reply", big_reply)
+        app = tool_chat_other.add_edge(START, "reply").compile(checkpointer=saver)
+        app.invoke({"messages": [HumanMessage("hi", id="x")]}, thread("small"))
+        saver.prune(["t"], strategy="keep_latest")
+        size = {t.thread_id: t.bytes for t in saver.threads()}
+    found = figures(str(path))
+    tables: dict[str, int] = found["table_bytes"]
+    assert {"vals", "checkpoints", "writes", "blocks", "extents"} <= set(tables)
+    assert list(tables.values()) == sorted(tables.values(), reverse=True)
+    assert sum(tables.values()) == found["file_bytes"] - found["free_page_bytes"]
+    largest = found["largest_threads"]
+    assert [(t["thread_id"], t["bytes"]) for t in largest] == sorted(
+        size.items(), key=lambda item: -item[1]
+    )
+    assert found["released_blocks"] > 0 and found["released_block_bytes"] > 0
+    assert found["reclaimable_bytes"] >= found["released_block_bytes"]
+
+
+def test_compact_collects_what_earlier_deletions_left(tmp_path: Path) -> None:
+    """Values a prune had to keep (younger than min_age) and blocks waiting for their
+    grace are collected by compact once old enough, in one run; the file is sound."""
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        tool_chat(saver)
+        report = saver.apply_retention(RetentionPolicy(keep_last=1))  # every value is young
+        assert report.waiting > 0 and report.values == 0
+        app = StateGraph(MessagesState).add_node("reply", big_reply).add_edge(START, "reply")
+        app.compile(checkpointer=saver).invoke({"messages": [("user", "x")]}, thread("gone"))
+        saver.delete_thread("gone")  # its blocks wait for the grace
+        waiting = released_blocks(saver)
+        assert waiting > 0
+        with saver.db.write() as conn:  # an hour passes
+            conn.execute("UPDATE vals SET created_at = created_at - 3600")
+            conn.execute("UPDATE blocks SET released = released - 3600")
+        before = counts(saver)
+        done = compact(saver.db)
+        assert done.values == report.waiting and done.value_bytes > 0
+        assert done.blocks == waiting
+        assert counts(saver)["vals"] == before["vals"] - done.values
+        assert done.bytes_after < done.bytes_before
+        assert released_blocks(saver) == 0
+        assert_no_orphans(saver, "t")
+        assert verify(saver.db).sound
+        check_all(saver)
