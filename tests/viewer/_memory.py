@@ -40,7 +40,7 @@ def make_memory(path: Path) -> dict[str, Any]:
             if turn == 3:
                 question = f"Look at this: {HOSTILE}"
             agent.invoke({"messages": [HumanMessage(content=question)]}, chat)
-        saver.set_thread("chat-1", title=f"Ada's sums {HOSTILE}", tags=["maths"])
+        saver.set_thread("chat-1", title="Ada's sums", tags=["maths"])
         saver.set_thread(ODD, title="An id that needs encoding", owner="ada")
 
         big = {"configurable": {"thread_id": "big-result", "user_id": "bob"}}
@@ -65,6 +65,7 @@ def make_memory(path: Path) -> dict[str, Any]:
         review.invoke({"draft": "v2", "verdicts": [], "published": False}, resumed)
         review.invoke(Command(resume="ok"), resumed)
         review.invoke(Command(resume={"score": 5}), resumed)
+        saver.set_thread("review-2", title=f"Review {HOSTILE}", summary=HOSTILE)
 
     with Store.from_conn_string(str(path)) as store:
         ada = (TENANT, "user", "ada")

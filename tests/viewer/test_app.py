@@ -293,7 +293,8 @@ def test_stored_markup_is_escaped_everywhere(client: Any) -> None:
         "/threads",
         "/threads/chat-1?before=16",
         "/threads/chat-1/messages/12",
-        "/threads/chat-1/history",
+        "/threads/review-2",
+        "/threads/review-2/history",
         "/store?ns=acme.user.ada.facts",
         "/store?q=wrote",
         "/store/item?ns=acme.user.ada.facts&key=f-hostile",
@@ -344,10 +345,9 @@ def test_crawling_every_page_changes_no_byte_of_the_file(
     leaves its bytes as they were, and no `-wal` or `-shm` beside it once closed."""
     from starlette.testclient import TestClient
 
+    from threadloom.errors import ReadOnlyError
     from threadloom.viewer.app import create_app
     from threadloom.viewer.source import Source
-
-    from threadloom.errors import ReadOnlyError
 
     path = tmp_path / "copy.db"
     shutil.copyfile(memory["path"], path)

@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -165,6 +165,8 @@ class Viewer:
         s = self.source
         routes = [
             Route("/", lambda request: RedirectResponse("/threads", 303)),
+            # Browsers ask for it on pages without a <link rel=icon> (a JSON twin).
+            Route("/favicon.ico", lambda request: FileResponse(HERE / "static" / "favicon.svg")),
             self.page("/threads", "threads.html", lambda r: pages.threads(s, r.query_params)),
             self.page(
                 "/threads/{thread}",

@@ -63,7 +63,7 @@ def item(stored: Stored, *, full: bool = False, now: int | None = None) -> dict[
         ),
     }
     if stored.score is not None:
-        out["score"] = round(stored.score, 4)
+        out["score"] = stored.score
     return out
 
 

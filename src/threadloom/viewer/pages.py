@@ -23,6 +23,8 @@ from threadloom.viewer.values import cut, decoded, lanes, shorten, stored_size
 #: LangGraph's channel of interrupts.
 INTERRUPT: Final = "__interrupt__"
 _PULL: Final = "~__pregel_pull, "
+#: Characters of a message a transcript shows before "Show all".
+MESSAGE_TEXT: Final = 600
 
 
 def number(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -112,7 +114,7 @@ def _message(index: int, value: Any, size: int, *, full: bool) -> dict[str, Any]
     found = message(value)
     shown: dict[str, Any] = found if found is not None else {"type": "value", "value": value}
     if not full:
-        shown = {k: shorten(v) for k, v in shown.items()}
+        shown = {k: shorten(v, text=MESSAGE_TEXT) for k, v in shown.items()}
     return {"index": index, **shown, "bytes": size, "cut": cut(shown)}
 
 
