@@ -377,3 +377,58 @@ def test_crawling_every_page_changes_no_byte_of_the_file(
     assert len(seen) > 80
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.db"]
+
+
+def test_docs_name_every_field_of_every_twin(client: Any) -> None:
+    """docs/cli.md's `view` section names every top-level field of each page's JSON twin
+    (and of its nested records); README shows the command and the committed screenshot."""
+    root = Path(__file__).resolve().parents[2]
+    docs = (root / "docs" / "cli.md").read_text()
+    section = docs[docs.index("## `threadloom view") :]
+    head = head_of(client, "chat-1")
+    tree = client.get("/threads/forked-1/history.json").json()["tree"]
+    twins = [
+        "/threads.json",
+        "/threads/review-1.json",
+        "/threads/chat-1/messages/0.json",
+        "/threads/forked-1/history.json",
+        f"/threads/forked-1/checkpoints/{tree['checkpoints'][1]['checkpoint_id']}.json",
+        f"/threads/chat-1/checkpoints/{head}/raw.json",
+        "/store.json?ns=acme.user.ada.facts&q=tea",
+        "/store/item.json?ns=acme.user.ada.profile&key=profile",
+        "/file.json",
+    ]
+
+    def fields(value: Any, depth: int = 0) -> set[str]:
+        if isinstance(value, list):
+            return set().union(*(fields(v, depth) for v in value[:3])) if value else set()
+        if not isinstance(value, dict) or depth > 2:
+            return set()
+        found = set(value)
+        for key, item in value.items():
+            if key not in (
+                "value",
+                "data",
+                "decoded",
+                "metadata",
+                "checkpoint",
+                "tables",
+                "figures",
+                "content",
+                "versions",
+                "args",
+            ):
+                found |= fields(item, depth + 1)
+        return found
+
+    missing = {}
+    for url in twins:
+        data = client.get(url).json()
+        assert data["page"] != "error", url
+        absent = {f for f in fields(data) if f'"{f}"' not in section and not f.startswith("$")}
+        if absent:
+            missing[url] = sorted(absent)
+    assert missing == {}
+    readme = (root / "README.md").read_text()
+    assert "threadloom view memory.db" in readme and "](docs/viewer.png)" in readme
+    assert (root / "docs" / "viewer.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

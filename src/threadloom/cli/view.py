@@ -83,6 +83,11 @@ def run_view(args: argparse.Namespace) -> int:
             "memory (the viewer has no login); use the default 127.0.0.1 unless you mean it",
             file=sys.stderr,
         )
+    source = Source(
+        path,
+        namespace=args.namespace or DEFAULT_NAMESPACE,
+        agent_id=args.agent_id or DEFAULT_AGENT_ID,
+    )
     try:
         sock = socket.create_server(
             (host.strip("[]"), args.port),
@@ -91,12 +96,8 @@ def run_view(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot listen on {host}:{args.port}: {exc.strerror or exc}", file=sys.stderr)
         print("hint: pass another --port (0 picks a free one)", file=sys.stderr)
+        source.close()
         return 1
-    source = Source(
-        path,
-        namespace=args.namespace or DEFAULT_NAMESPACE,
-        agent_id=args.agent_id or DEFAULT_AGENT_ID,
-    )
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/"
