@@ -432,3 +432,41 @@ def test_docs_name_every_field_of_every_twin(client: Any) -> None:
     readme = (root / "README.md").read_text()
     assert "threadloom view memory.db" in readme and "](docs/viewer.png)" in readme
     assert (root / "docs" / "viewer.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_secrets_are_masked_and_never_shown_as_bytes(tmp_path: Path) -> None:
+    """A SecretStr in a channel (alone or inside a model) shows as `$masked` on the
+    checkpoint and raw pages and their twins; its text appears nowhere, not even in a
+    payload's bytes."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from pydantic import BaseModel, SecretStr
+    from starlette.testclient import TestClient
+
+    from threadloom import Saver
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    class Creds(BaseModel):
+        user: str
+        token: SecretStr
+
+    path = tmp_path / "secrets.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        made = empty_checkpoint()
+        made["channel_values"] = {
+            "creds": Creds(user="ada", token=SecretStr("hunter2")),
+            "key": SecretStr("hunter3"),
+        }
+        made["channel_versions"] = {"creds": 1, "key": 1}
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        saver.put(config, made, {"source": "loop", "step": 1}, {})
+    with TestClient(create_app(Source(path), allowed_hosts=["testserver"])) as client:
+        head = head_of(client, "t")
+        base = f"/threads/t/checkpoints/{head}"
+        channels = {c["channel"]: c for c in client.get(base + ".json").json()["channels"]}
+        assert channels["key"]["value"] == {"$type": "pydantic.types.SecretStr", "$masked": True}
+        assert channels["creds"]["value"]["$kwargs"]["token"]["$masked"] is True
+        for url in (base, base + ".json", base + "/raw", base + "/raw.json"):
+            text = client.get(url).text
+            assert "hunter" not in text and "masked" in text, url
+            assert "$v" not in text, url  # no payload as (base64) bytes either

@@ -56,7 +56,7 @@ _HEADERS: Final = {
     "cross-origin-resource-policy": "same-origin",
 }
 _JSON: Final = "threadloom.json"
-LOOPBACK: Final = ("127.0.0.1", "localhost", "::1")
+LOOPBACK: Final = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class _Twins:
