@@ -56,8 +56,11 @@ def _channel(
     name: str,
     entry: Mapping[str, Any],
     fetched: Mapping[str, Any],
+    *,
+    tail: bool = True,
 ) -> dict[str, Any]:
-    """One channel's entry: how it is stored, its size and its value (a list: its tail)."""
+    """One channel's entry: how it is stored, its size and its value (a list: its tail,
+    unless `tail` is False: then its length only)."""
     if "value" in entry:
         stored = entry["value"]
         return {
@@ -80,15 +83,15 @@ def _channel(
             "value": shorten(decoded(stored, fetched)),
         }
     shown: dict[str, Any] = {"stored": "list", "ref": ref, "length": int(blob["length"])}
-    if ns == "":
+    if ns == "" and tail:
         try:
-            tail = source.store.tail(
+            last = source.store.tail(
                 thread_id, limit=LIST_TAIL, checkpoint_id=checkpoint_id, channel=name
             )
         except InvalidArgumentError:
             return shown
-        shown["tail_start"] = tail.start
-        shown["value"] = shorten([value for value, _ in plain_items(tail)])
+        shown["tail_start"] = last.start
+        shown["value"] = shorten([value for value, _ in plain_items(last)])
     return shown
 
 
@@ -130,12 +133,12 @@ def checkpoint(
             row["change"] = "added" if parent is not None else "first"
         elif name in changed:
             row["change"] = "changed"
-            before = _channel(source, thread_id, ns, parent_id or "", name, theirs[name], fetched)
+            before = _channel(
+                source, thread_id, ns, parent_id or "", name, theirs[name], fetched, tail=False
+            )
             row["parent"] = {
                 k: before.get(k) for k in ("stored", "bytes", "length", "value") if k in before
             }
-            if before.get("stored") == "list":
-                row["parent"].pop("value", None)
         else:
             row["change"] = "unchanged"
         channels.append(row)
