@@ -83,6 +83,13 @@ def _parser() -> argparse.ArgumentParser:
             "(a dry run unless --apply)",
         )
     )
+    from threadloom.cli.view import add_arguments as add_view_arguments
+
+    add_view_arguments(
+        commands.add_parser(
+            "view", help="serve a read-only web viewer of a file on 127.0.0.1 (the view extra)"
+        )
+    )
     return parser
 
 
@@ -106,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.prune import run_prune
 
             return run_prune(args)
+        if args.command == "view":
+            from threadloom.cli.view import run_view
+
+            return run_view(args)
         if args.command in ("export", "import"):
             from threadloom.cli.transfer import run_transfer
 

@@ -177,6 +177,50 @@ def one(conn: apsw.Connection, scope: int, thread_id: str) -> ThreadInfo | None:
     return found[0] if found else None
 
 
+def matching(
+    conn: apsw.Connection,
+    scope: int,
+    text: str,
+    *,
+    owner: str | None = None,
+    limit: int = 20,
+    before: str | None = None,
+) -> list[ThreadInfo]:
+    """A page of the scope's threads whose id or title holds `text` (case-insensitive for
+    ASCII), newest activity first; paged like `page` (pass the last `cursor` as `before`).
+
+    Walks the last-activity index and tests each row: a page of frequent matches stops
+    early, a rare text reads the scope's rows once (no per-row body is read).
+    """
+    if not isinstance(text, str) or not text:
+        raise InvalidArgumentError("the text to search for must be a non-empty str")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    where = [
+        "t.scope = ?",
+        "(t.thread_id LIKE ?2 ESCAPE '\\' OR t.title LIKE ?2 ESCAPE '\\')",
+    ]
+    args: list[Any] = [scope, pattern]
+    if owner is not None:
+        where.append(f"t.owner = ?{len(args) + 1}")
+        args.append(owner)
+    if before is not None:
+        moment, row = _cursor(before, "updated")
+        where.append(f"(t.updated_at, t.id) < (?{len(args) + 1}, ?{len(args) + 2})")
+        args += [moment, row]
+    # Without an owner, walk activity order (the planner would read the (scope, thread_id)
+    # index and sort the scope's every row).
+    hint = " INDEXED BY threads_by_updated" if owner is None else ""
+    rows = fetchall(
+        conn,
+        f"SELECT {_COLUMNS} FROM threads t{hint} "
+        f"WHERE {' AND '.join(where)} ORDER BY t.updated_at DESC, t.id DESC LIMIT ?{len(args) + 1}",
+        (*args, limit),
+    )
+    return _infos(conn, rows, "updated")
+
+
 def _infos(conn: apsw.Connection, rows: Sequence[Any], order: str) -> list[ThreadInfo]:
     heads: dict[int, list[tuple[str, str, int]]] = {row[0]: [] for row in rows}
     if heads:
