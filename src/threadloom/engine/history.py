@@ -105,6 +105,10 @@ class History:
     found: bool
     steps: list[Step]
     next: str | None
+    #: Checkpoints of the namespace asked for (every namespace without one).
+    total: int = 0
+    #: The newest checkpoint of the namespace asked for (the root's without one).
+    head: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """`{"thread_id", "checkpoints": [Step.as_json()...], "next"}`."""
@@ -192,6 +196,11 @@ class Histories:
             more = len(found) > limit
             rows = [CheckpointRow(*row[:-1]) for row in found[:limit]]
             created = [float(row[-1]) for row in found[:limit]]
+            heads = fetchall(
+                conn,
+                "SELECT checkpoint_ns, checkpoint_id, checkpoints FROM heads WHERE thread = ?",
+                (thread,),
+            )
             children = self._children(conn, thread, rows)
             metadata, moments = self._bodies(conn, rows)
             ran = self._nodes(conn, thread, rows)
@@ -225,7 +234,10 @@ class Histories:
             following = last.checkpoint_id + (
                 f"/{last.checkpoint_ns}" if last.checkpoint_ns else ""
             )
-        return History(thread_id, True, steps, following)
+        wanted = "" if ns is None else ns
+        total = sum(int(n) for name, _, n in heads if ns is None or name == ns)
+        head = next((str(cid) for name, cid, _ in heads if name == wanted), None)
+        return History(thread_id, True, steps, following, total, head)
 
     def interrupts(self, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
         """The interrupts pending on a root checkpoint of the thread (its writes on

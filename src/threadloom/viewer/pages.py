@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from threadloom.engine import threadindex
-from threadloom.engine.checkpoint_tree import checkpoint_tree
 from threadloom.engine.transcript import Tail
 from threadloom.errors import InvalidArgumentError, ThreadloomError
 from threadloom.protocol import PARTS, WRITES
@@ -235,9 +234,14 @@ def history(source: Source, thread_id: str, params: Mapping[str, str]) -> dict[s
     info = thread_info(source, thread_id)
     ns = params.get("ns", "")
     limit = number(params, "limit", 50, 1, 500)
-    tree = checkpoint_tree(
-        source.store, thread_id, ns=ns, limit=limit, before=text(params, "before")
-    )
-    shown = tree.as_json()
+    found = source.store.history(thread_id, ns=ns, limit=limit, before=text(params, "before"))
+    shown: dict[str, Any] = {
+        "thread_id": thread_id,
+        "checkpoint_ns": ns,
+        "total": found.total,
+        "head": found.head,
+        "checkpoints": [step.as_json() for step in found.steps],
+        "next": found.next,
+    }
     shown["lanes"] = lanes(shown["checkpoints"])
     return {"page": "history", "thread": info, "namespaces": info["namespaces"], "tree": shown}

@@ -1,5 +1,5 @@
-"""The viewer's engine reads: the checkpoint tree, thread search, the Store's tree and the
-file's space, all on a read-only open that writes nothing."""
+"""The viewer's engine reads: the checkpoint history (engine/history.py), thread search,
+the Store's tree and the file's space, all on a read-only open that writes nothing."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 from tests.engine.test_graphs import counter_graph, subgraph_graph
 from threadloom import Saver, Store
 from threadloom.engine import CheckpointStore, File, inspect_view, threadindex
-from threadloom.engine.checkpoint_tree import checkpoint_tree
 from threadloom.engine.items import Items
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
@@ -40,11 +39,11 @@ def test_the_tree_is_langgraph_history_with_steps_sources_nodes_and_forks(tmp_pa
     path = tmp_path / "m.db"
     states = forked(path)
     store = readonly(path)
-    tree = checkpoint_tree(store, "t", limit=100)
-    assert tree.found and tree.next is None and tree.total == len(states) == len(tree.nodes)
-    assert tree.head == tree.nodes[0].checkpoint_id
-    by_id = {n.checkpoint_id: n for n in tree.nodes}
-    assert [n.checkpoint_id for n in tree.nodes] == sorted(by_id, reverse=True)
+    tree = store.history("t", ns="", limit=100)
+    assert tree.found and tree.next is None and tree.total == len(states) == len(tree.steps)
+    assert tree.head == tree.steps[0].checkpoint_id
+    by_id = {n.checkpoint_id: n for n in tree.steps}
+    assert [n.checkpoint_id for n in tree.steps] == sorted(by_id, reverse=True)
     for state in states:
         node = by_id[state.config["configurable"]["checkpoint_id"]]
         assert (node.step, node.source) == (state.metadata["step"], state.metadata["source"])
@@ -53,9 +52,9 @@ def test_the_tree_is_langgraph_history_with_steps_sources_nodes_and_forks(tmp_pa
         )
         assert node.parent_id == parent
         assert node.time == state.created_at
-    assert {n.nodes for n in tree.nodes if n.source == "loop"} >= {("step1",), ("step2",)}
-    assert all(n.nodes == () for n in tree.nodes if n.source != "loop")
-    forks = [n for n in tree.nodes if n.forks == 2]
+    assert {n.nodes for n in tree.steps if n.source == "loop"} >= {("step1",), ("step2",)}
+    assert all(n.nodes == () for n in tree.steps if n.source != "loop")
+    forks = [n for n in tree.steps if n.forks == 2]
     assert len(forks) == 1 and forks[0].step == 1
     store.db.close()
 
@@ -74,8 +73,8 @@ def test_the_tree_pages_by_id_and_reads_child_namespaces(tmp_path: Path) -> None
     seen: list[str] = []
     before = None
     while True:
-        page = checkpoint_tree(store, "t", limit=3, before=before)
-        seen += [n.checkpoint_id for n in page.nodes]
+        page = store.history("t", ns="", limit=3, before=before)
+        seen += [n.checkpoint_id for n in page.steps]
         if page.next is None:
             break
         before = page.next
@@ -83,12 +82,12 @@ def test_the_tree_pages_by_id_and_reads_child_namespaces(tmp_path: Path) -> None
     info = store.thread("s")
     assert info is not None
     child = next(ns for ns in info.namespaces if ns)
-    sub = checkpoint_tree(store, "s", ns=child)
-    assert sub.total == len(sub.nodes) > 0 and all(n.checkpoint_ns == child for n in sub.nodes)
-    assert {"research"} <= {name for n in sub.nodes for name in n.nodes}
-    assert not checkpoint_tree(store, "nope").found
+    sub = store.history("s", ns=child)
+    assert sub.total == len(sub.steps) > 0 and all(n.checkpoint_ns == child for n in sub.steps)
+    assert {"research"} <= {name for n in sub.steps for name in n.nodes}
+    assert not store.history("nope").found
     with pytest.raises(InvalidArgumentError):
-        checkpoint_tree(store, "t", limit=0)
+        store.history("t", limit=0)
     store.db.close()
 
 
