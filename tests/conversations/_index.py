@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom import Saver
-from threadloom.engine import threadindex
+from threadloom.engine import threadfacts
 
 
 def expected(saver: Saver, thread_id: str) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def expected(saver: Saver, thread_id: str) -> dict[str, Any]:
     messages = latest.checkpoint["channel_values"].get("messages") if latest else None
     with saver.db.read() as conn:
         row = saver.store.scope.thread(conn, thread_id)
-        size = threadindex.stored_bytes(conn, saver.db.content, row) if row else 0
+        size = threadfacts.stored_bytes(conn, saver.db.content, row) if row else 0
     return {
         "checkpoints": len(listed),
         "messages": len(messages) if isinstance(messages, list) else 0,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from threadloom.engine import threadindex
+from threadloom.engine import threadfacts, threadindex
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.tables import (
@@ -335,7 +335,7 @@ class Documents:
             if thread is None:
                 return False
             condition = f"thread = ? AND {where}"
-            held = threadindex.row_bytes(conn, scope.content, table, condition, (thread, *ident))
+            held = threadfacts.row_bytes(conn, scope.content, table, condition, (thread, *ident))
             scope.content.unlink_rows(conn, table, condition, (thread, *ident))
             if table == "checkpoints":
                 conn.execute(
@@ -371,7 +371,7 @@ class Documents:
             key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
             where = (*key, data["index"])
             threadindex.shrink(
-                conn, thread, threadindex.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
+                conn, thread, threadfacts.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
             )
             scope.content.unlink_rows(conn, "writes", WRITE_KEY, where)
             columns = (

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import apsw
 
 from threadloom.core.lru import Budget, Lru, MiB, process_budget
-from threadloom.engine import heads, threadindex
+from threadloom.engine import heads, threadfacts, threadindex
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
 from threadloom.engine.file import File
 from threadloom.engine.seal import Sealer
@@ -148,10 +148,10 @@ class Scope:
                 )
                 self.id = self._find(conn)
             self._epoch = self.read_epoch(conn)
-            if threadindex.pending(conn):
+            if threadfacts.pending(conn):
                 # The format-6 upgrade left the index to fill from the rows (schema.py),
                 # read with this scope's owner keys and messages channel.
-                count = threadindex.build(
+                count = threadfacts.build(
                     conn, self.content, owner_keys=self.owner_keys, channel=messages_channel
                 )
                 log.info("%s: thread index built for %d threads", file.path, count)
@@ -290,8 +290,8 @@ class Scope:
         return Reserved(cast(int, thread), int(end) - count + 1, bool(untitled))
 
     def reindex(self, conn: apsw.Connection, thread: int, *, recount: bool = True) -> None:
-        """Read a thread's index facts again from its rows (`threadindex.refresh`)."""
-        threadindex.refresh(
+        """Read a thread's index facts again from its rows (`threadfacts.refresh`)."""
+        threadfacts.refresh(
             conn,
             self.content,
             thread,

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 import ormsgpack
 
-from threadloom.engine import heads, item_checks, keys, threadindex
+from threadloom.engine import heads, item_checks, keys, threadfacts
 from threadloom.engine.items import Items
 from threadloom.engine.sql import fetchall
 from threadloom.engine.tables import LEFT_OWNERS, BodyTable
@@ -333,7 +333,7 @@ def _decoded(
 
 def _index(db: File, conn: apsw.Connection, report: Report) -> None:
     """The thread index: each thread's bytes are what its rows take (threadindex.py)."""
-    for scope, thread_id, detail in threadindex.problems(conn, db.content):
+    for scope, thread_id, detail in threadfacts.problems(conn, db.content):
         report.add(Problem("index", detail, scope or None, thread_id or None))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import apsw
 
-from threadloom.engine import keys, threadindex
+from threadloom.engine import keys, threadfacts, threadindex
 from threadloom.engine.scope import Scope
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.store import Packed
@@ -222,7 +222,7 @@ class Writer:
                     threadindex.shrink(
                         conn,
                         thread,
-                        threadindex.row_bytes(conn, content, "writes", WRITE_KEY, where),
+                        threadfacts.row_bytes(conn, content, "writes", WRITE_KEY, where),
                     )
                     content.unlink_rows(conn, "writes", WRITE_KEY, where)
                     fetchall(conn, REPLACE_WRITE, args)
