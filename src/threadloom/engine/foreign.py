@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Final
 
+#: SQLite's own structural check of a source file, run before anything is copied: a
+#: truncated or damaged source is refused whole rather than failing halfway.
+QUICK_CHECK: Final = "PRAGMA quick_check"
 #: Every thread of a SqliteSaver file (sqlite3 placeholders).
 SQLITE_SAVER_THREADS: Final = "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
 #: Every thread of a PostgresSaver database (the same text; psycopg runs it).

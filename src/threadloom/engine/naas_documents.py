@@ -92,14 +92,21 @@ class NaasDocumentsFile:
         self.path = path
         try:
             self._conn = look(path)
+        except apsw.Error as exc:
+            raise MigrationError(f"cannot open {path!r} ({exc}); check its permissions") from None
+        try:
+            checked = [str(row[0]) for row in self._conn.execute("PRAGMA quick_check")]
+            if checked != ["ok"]:
+                raise apsw.CorruptError("; ".join(checked[:3]))
             names = {
                 str(row[0])
                 for row in self._conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")
             }
         except apsw.Error as exc:
+            self._conn.close()
             raise MigrationError(
-                f"cannot read the naas document file {path!r} ({exc}); check that it is "
-                "readable and not damaged"
+                f"{path!r} cannot be read as a naas document file ({exc}); it was left "
+                "untouched and nothing was copied: restore it from a backup"
             ) from None
         if "abi_documents" not in names:
             self._conn.close()

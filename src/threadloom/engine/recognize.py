@@ -73,7 +73,8 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
     """
     for attempt in range(_READS):
         try:
-            conn = look(path) if attempt < _READS - 1 else _locked(path)
+            locked = attempt == _READS - 1 and not _wal_without_log(path)
+            conn = _locked(path) if locked else look(path)
             try:
                 tables = {
                     row[0]
@@ -96,6 +97,18 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
 
 #: How many times `_schema` reads a file before it calls it damaged.
 _READS = 3
+
+
+def _wal_without_log(path: str) -> bool:
+    """True for a WAL-mode database with no `-wal` file: no writer holds it, so an immutable
+    read cannot be torn, and a locked read-only open would create `-wal` and `-shm` files
+    beside it (SQLite makes them for WAL-mode readers)."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02" and not os.path.exists(path + "-wal")
 
 
 def _locked(path: str) -> apsw.Connection:
