@@ -32,6 +32,7 @@ __all__ = [
     "memory_budget",
     "memory_key",
     "merge_profile",
+    "migrate",
     "update_profile",
 ]
 
@@ -65,6 +66,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import conversations
 
         return getattr(conversations, name)
+    if name in {"migrate", "MigrationReport"}:
+        from threadloom import migration
+
+        return getattr(migration, name)
     if name in _MEMORIES:
         from threadloom import memories
 

@@ -234,7 +234,7 @@ class _StoreBase:
             How many items were written.
         """
         listed = list(items)
-        prepared = self._prepare(PutOp(it.namespace, it.key, it.value) for it in listed)
+        prepared = self._prepare(PutOp(tuple(it.namespace), it.key, it.value) for it in listed)
         if prepared.embed:
             self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
         for write, item in zip(prepared.writes, listed, strict=True):
