@@ -74,6 +74,24 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
 
 def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
+    if direction == "to" and not Path(args.db).is_file():
+        raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
+    progress = _bar() if sys.stderr.isatty() and not args.json else None
+    try:
+        found = transfer(args, direction, progress)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(found, indent=2))
+    else:
+        _print(found)
+    return 1 if found["conflicts"] else 0
+
+
+def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> dict[str, Any]:
+    """The report of an export ("to") or import ("from") with these options (also what
+    `threadloom migrate --from nats` runs)."""
     from threadloom.engine.checkpoints import CheckpointStore
     from threadloom.engine.file import File
     from threadloom.nats import Credentials, DocumentClient
@@ -88,11 +106,8 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
     credentials = (
         Credentials(token=token) if token else Credentials(secret=secret, identity=args.identity)
     )
-    if direction == "to" and not Path(args.db).is_file():
-        raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
     database = File.open(args.db)
     store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
-    progress = _bar() if sys.stderr.isatty() and not args.json else None
 
     async def main() -> dict[str, Any]:
         async with await DocumentClient.connect(
@@ -111,16 +126,9 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
             return report.as_dict()
 
     try:
-        found = asyncio.run(main())
+        return asyncio.run(main())
     finally:
         database.close()
-        if progress is not None:
-            sys.stderr.write("\n")
-    if args.json:
-        print(json.dumps(found, indent=2))
-    else:
-        _print(found)
-    return 1 if found["conflicts"] else 0
 
 
 def _bar() -> Any:
