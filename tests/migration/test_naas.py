@@ -221,3 +221,20 @@ def test_from_nats_and_from_the_service_file(
         assert len(ours) > 10
     assert cli([*base, *nats, "--apply"]) == 0
     assert json.loads(capsys.readouterr().out)["copied"] == 0
+
+
+def test_a_damaged_naas_file_is_refused_before_anything_is_copied(
+    tmp_path: Path, naas_files: Files
+) -> None:
+    """A naas file with damaged pages fails SQLite's check (with the service's own
+    collation, which its indexes name) before any thread is written."""
+    path, _ = naas_files["v2"]
+    damaged = tmp_path / "documents.sqlite"
+    data = bytearray(path.read_bytes())
+    for page in range(2, len(data) // 4096, 3):
+        data[page * 4096 + 8 : page * 4096 + 40] = b"\xff" * 32
+    damaged.write_bytes(bytes(data))
+    target = tmp_path / "memory.db"
+    with pytest.raises(MigrationError, match="cannot be read as"):
+        migrate(str(damaged), str(target), apply=True)
+    assert not target.exists()

@@ -78,6 +78,12 @@ def decode(value: Any) -> Any:
     return value
 
 
+def _numeric_order(left: str, right: str) -> int:
+    """The service's `document_numeric` collation (`document_codec.compare_numeric_text`)."""
+    a, b = Decimal(left), Decimal(right)
+    return (a > b) - (a < b)
+
+
 class NaasDocumentsFile:
     """A naas document service SQLite file, open read-only.
 
@@ -95,6 +101,9 @@ class NaasDocumentsFile:
         except apsw.Error as exc:
             raise MigrationError(f"cannot open {path!r} ({exc}); check its permissions") from None
         try:
+            # The service's indexes order numbers with its own collation; SQLite's check
+            # needs it to read their definitions (the functions they call are not run).
+            self._conn.create_collation("document_numeric", _numeric_order)
             checked = [str(row[0]) for row in self._conn.execute("PRAGMA quick_check")]
             if checked != ["ok"]:
                 raise apsw.CorruptError("; ".join(checked[:3]))

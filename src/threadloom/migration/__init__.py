@@ -19,7 +19,7 @@ from typing import Any
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from threadloom.engine.recognize import DESCRIPTIONS, Found, identify
-from threadloom.errors import MigrationError, NotOurFileError
+from threadloom.errors import InvalidArgumentError, MigrationError, NotOurFileError
 from threadloom.migration.copier import Copier
 from threadloom.migration.report import MigrationReport, StoreReport, ThreadReport
 from threadloom.migration.sources import (
@@ -202,6 +202,8 @@ def migrate(
     Raises:
         MigrationError: the source is missing, unreadable, of another kind, or failed mid-run.
     """
+    if isinstance(threads, (str, bytes)):
+        raise InvalidArgumentError(f"threads must be a list of ids, not one string: [{threads!r}]")
     opened = open_source(source, kind, namespace=namespace, agent_id=agent_id, serde=serde)
     saver: Saver | None
     owned = False
