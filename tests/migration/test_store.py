@@ -8,6 +8,7 @@ config embeds the copied items (a deterministic embedder records what it was giv
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 from datetime import datetime, timezone
@@ -57,6 +58,15 @@ def listed(store: BaseStore) -> list[tuple[Any, ...]]:
         (tuple(i.namespace), i.key, json.dumps(i.value), utc(i.created_at), utc(i.updated_at))
         for i in found
     )
+
+
+def shape(value: Any) -> Any:
+    """The keys of a JSON value, recursively (lists by their first element)."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(value[0])] if value else []
+    return type(value).__name__
 
 
 def sqlite_store(path: Path) -> tuple[SqliteStore, sqlite3.Connection]:
@@ -168,7 +178,12 @@ def test_the_cli_copies_a_store_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     target = tmp_path / "memory.db"
     args = ["migrate", str(app), "--db", str(target), "--store", "--store-source", str(items)]
     assert cli([*args, "--apply", "--json"]) == 0
-    found = json.loads(capsys.readouterr().out)["store"]
+    printed = json.loads(capsys.readouterr().out)
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = docs[docs.index("## `threadloom migrate") : docs.index("## `threadloom serve")]
+    (example,) = [json.loads(b) for b in re.findall(r"```json\n(.*?)```", section, re.S)]
+    assert shape(example) == shape(printed)  # docs/cli.md gives the report's fields
+    found = printed["store"]
     assert found == {
         "source": {"kind": "sqlite", "path": str(items)},
         "namespaces": 4,
