@@ -14,7 +14,8 @@ schema-2 writes the resumed run added to it. What such a thread becomes once mig
 what naas's own `migrate-memory` makes of it (`CheckpointMigration.migrate_checkpoints`
 from `LegacyDocumentCheckpointReader` into the engine saver), so `migrated` is that.
 
-Usage: `python naas_engine_checkpoints.py MODE PATH NAMESPACE AGENT_ID SCENARIO...`.
+Usage: `python naas_engine_checkpoints.py MODE PATH NAMESPACE AGENT_ID SCENARIO...`
+(MODE `v1-write`: only write the scenarios in schema 1 and print what the engine reads).
 Runs each scenario of `_graphs.py` on its own thread (the thread id is the scenario's
 name), closes the file, copies it to PATH.resumed, and prints one JSON object:
 `{"before": {scenario: {"snapshots", "tuples"}}, "after": {scenario: {"continued",
@@ -66,6 +67,8 @@ def read(saver: Any, names: list[str]) -> dict[str, Any]:
 
 def main(argv: list[str]) -> dict[str, Any]:
     mode, path, namespace, agent_id, *names = argv
+    if mode == "v1-write":
+        return write_v1(path, namespace, agent_id, names)
     adapter = DocumentSecondaryAdapterSQLite(path)
     try:
         documents = DocumentService._for_engine(adapter).for_namespace(namespace)
@@ -95,6 +98,20 @@ def main(argv: list[str]) -> dict[str, Any]:
     if mode == "v1":
         out["migrated"] = _migrated(resumed, namespace, agent_id, names)
     return out
+
+
+def write_v1(path: str, namespace: str, agent_id: str, names: list[str]) -> dict[str, Any]:
+    """Only write the scenarios in schema 1 into `path` (a running service's file too:
+    SQLite lets the two processes share it); print what the engine's saver reads."""
+    adapter = DocumentSecondaryAdapterSQLite(path)
+    try:
+        documents = DocumentService._for_engine(adapter).for_namespace(namespace)
+        writer = v1_saver(documents, agent_id)
+        for name in names:
+            _graphs.run(name, writer, name)
+        return read(reader(adapter, namespace, agent_id), names)
+    finally:
+        adapter.close()
 
 
 def _migrated(path: str, namespace: str, agent_id: str, names: list[str]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import pytest
 
 from tests.migration import _graphs
 from tests.migration.conftest import NAAS_AGENT, NAAS_NAMESPACE
-from tests.nats._peers import NaasScriptRunner, RunningDocumentService
+from tests.nats._peers import NaasEnv, NaasScriptRunner, RunningDocumentService
 from threadloom import Saver, migrate
 from threadloom.cli import main as cli
 from threadloom.errors import MigrationError
@@ -238,3 +238,52 @@ def test_a_damaged_naas_file_is_refused_before_anything_is_copied(
     with pytest.raises(MigrationError, match="cannot be read as"):
         migrate(str(damaged), str(target), apply=True)
     assert not target.exists()
+
+
+def test_schema_1_documents_over_nats_come_as_schema_2(
+    tmp_path: Path,
+    document_service: RunningDocumentService,
+    document_namespace: str,
+    naas_env: NaasEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Schema-1 threads the running document service holds (written into its file by
+    core's schema-1 writer) migrate over NATS as schema 2, as from the file itself, and
+    read as the engine's saver reads them."""
+    from tests.migration.conftest import NAAS_SCRIPT
+
+    names = ["review", "fanout"]
+    run = naas_env.run(
+        NAAS_SCRIPT, "v1-write", str(document_service.sqlite_path), document_namespace,
+        NAAS_AGENT, *names,
+    )  # fmt: skip
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    monkeypatch.setenv("THREADLOOM_NATS_JWT_SECRET", document_service.jwt_secret)
+    over_nats = tmp_path / "nats.db"
+    argv = ["migrate", "--from", "nats", "--source-url", document_service.url, "--db"]
+    scope = ["--namespace", document_namespace, "--json"]
+    assert cli([*argv, str(over_nats), *scope]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["threads"] == 2 and dry["missing"] == dry["checkpoints"] == 5
+    assert not over_nats.exists()
+    assert cli([*argv, str(over_nats), *scope, "--apply"]) == 0
+    applied = json.loads(capsys.readouterr().out)
+    assert applied["copied"] == 5 and applied["writes_copied"] == applied["writes"] > 0
+    assert cli([*argv, str(over_nats), *scope, "--apply"]) == 0
+    assert json.loads(capsys.readouterr().out)["copied"] == 0
+    from_file = tmp_path / "file.db"
+    migrate(
+        str(document_service.sqlite_path), str(from_file), namespace=document_namespace,
+        threads=names, apply=True,
+    )  # fmt: skip
+    with (
+        Saver.from_conn_string(str(over_nats), namespace=document_namespace) as one,
+        Saver.from_conn_string(str(from_file), namespace=document_namespace) as other,
+    ):
+        for name in names:
+            assert {h.schema for h in one.store.heads(name)} == {2}
+            assert {(c, k): d for c, k, d in one.documents(name)} == {
+                (c, k): d for c, k, d in other.documents(name)
+            }
+            same(one, seen[name], name)

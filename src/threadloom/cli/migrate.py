@@ -162,7 +162,8 @@ def _from_nats(args: argparse.Namespace, url: str, progress: Any) -> dict[str, A
             found = transfer(options, "from", progress)
     else:
         found = transfer(options, "from", progress)
-    found.pop("per_thread", None)
+    seen = {thread["thread_id"] for thread in found.pop("per_thread", [])}
+    _schema_1_over_nats(args, url, found, seen)
     found["source"] = {"kind": "nats", "url": redact(url), **found["source"]}
     found["source"].pop("schema", None)
     found["target"] = {
@@ -173,6 +174,68 @@ def _from_nats(args: argparse.Namespace, url: str, progress: Any) -> dict[str, A
     }
     found.setdefault("not_found", [])
     return found
+
+
+def _schema_1_over_nats(
+    args: argparse.Namespace, url: str, found: dict[str, Any], seen: set[str]
+) -> None:
+    """Schema-1 checkpoints the service holds (`langgraph_*_v1`, which import does not
+    read): restored with their writes and written as schema 2 through a Saver, as from a
+    naas file; counted into `found`."""
+    import asyncio
+
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from threadloom.cli.transfer import credentials
+    from threadloom.migration.copier import Copier
+    from threadloom.migration.sources import history_of
+    from threadloom.migration.urls import redact
+    from threadloom.nats import DocumentClient
+    from threadloom.nats.transfer import fetch_thread, target_threads
+    from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1
+    from threadloom.saver import Saver
+
+    loads = JsonPlusSerializer().loads_typed
+    given = credentials(args)
+    scope = {"namespace": args.namespace, "agent_id": args.agent_id}
+    if args.apply:
+        saver: Saver | None = Saver(args.db, **scope)
+    elif os.path.exists(args.db):
+        saver = Saver(args.db, readonly=True, **scope)
+    else:
+        saver = None
+    copier = Copier(saver, apply=args.apply, include_diverged=args.include_diverged)
+
+    async def run() -> None:
+        async with await DocumentClient.connect(url, args.namespace, given) as client:
+            names = args.threads or await target_threads(client, args.agent_id, CHECKPOINTS_V1)
+            for thread_id in names:
+                docs = await fetch_thread(
+                    client, args.agent_id, thread_id, [CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1]
+                )
+                history = history_of(thread_id, docs, loads, redact(url))
+                history.documents = []  # schema 2 came in through import
+                if not history.checkpoints:
+                    continue
+                entry = copier.copy(history)
+                if thread_id not in seen:
+                    seen.add(thread_id)
+                    found["threads"] += 1
+                for name in ("checkpoints", "writes", "copied", "present", "missing"):
+                    found[name] += getattr(entry, name)
+                found["writes_copied"] = found.get("writes_copied", 0) + entry.writes_copied
+                if entry.diverged and thread_id not in found["diverged"]:
+                    found["diverged"].append(thread_id)
+                if entry.skipped and thread_id not in found["skipped"]:
+                    found["skipped"].append(thread_id)
+                if entry.conflict is not None:
+                    found["conflicts"].append(entry.conflict)
+
+    try:
+        asyncio.run(run())
+    finally:
+        if saver is not None:
+            saver.close()
 
 
 def _progress() -> Any:

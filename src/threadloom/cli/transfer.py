@@ -94,24 +94,16 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
     `threadloom migrate --from nats` runs)."""
     from threadloom.engine.checkpoints import CheckpointStore
     from threadloom.engine.file import File
-    from threadloom.nats import Credentials, DocumentClient
+    from threadloom.nats import DocumentClient
     from threadloom.nats.transfer import export_threads, import_threads
 
-    token = args.token or os.environ.get(TOKEN_ENV)
-    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
-    if not token and not secret:
-        raise InvalidArgumentError(
-            f"give --token or --jwt-secret (or set {TOKEN_ENV} or {SECRET_ENV})"
-        )
-    credentials = (
-        Credentials(token=token) if token else Credentials(secret=secret, identity=args.identity)
-    )
+    given = credentials(args)
     database = File.open(args.db)
     store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
 
     async def main() -> dict[str, Any]:
         async with await DocumentClient.connect(
-            args.url, args.namespace or args.local_namespace, credentials
+            args.url, args.namespace or args.local_namespace, given
         ) as client:
             move = export_threads if direction == "to" else import_threads
             report = await move(
@@ -129,6 +121,21 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
         return asyncio.run(main())
     finally:
         database.close()
+
+
+def credentials(args: argparse.Namespace) -> Any:
+    """The service credentials the options (or the environment) give."""
+    from threadloom.nats import Credentials
+
+    token = args.token or os.environ.get(TOKEN_ENV)
+    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
+    if not token and not secret:
+        raise InvalidArgumentError(
+            f"give --token or --jwt-secret (or set {TOKEN_ENV} or {SECRET_ENV})"
+        )
+    if token:
+        return Credentials(token=token)
+    return Credentials(secret=secret, identity=args.identity)
 
 
 def _bar() -> Any:

@@ -328,34 +328,50 @@ class NaasSqliteSource(Source):
 
     def histories(self, thread_ids: Sequence[str]) -> Iterator[ThreadHistory]:
         for thread_id, docs in self.file.threads(self.namespace, self.agent_id, thread_ids):
-            current = {
-                (d.data["checkpoint_ns"], d.data["checkpoint_id"])
-                for d in docs
-                if d.collection == CHECKPOINTS
-            }
-            history = ThreadHistory(thread_id)
-            legacy: list[dict[str, Any]] = []
-            legacy_writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for doc in docs:
-                if doc.collection == CHECKPOINTS_V1:
-                    if (doc.data["checkpoint_ns"], doc.data["checkpoint_id"]) not in current:
-                        legacy.append(doc.data)
-                elif doc.collection == WRITES_V1:
-                    key = (doc.data["checkpoint_ns"], doc.data["checkpoint_id"])
-                    legacy_writes.setdefault(key, []).append(doc.data)
-                else:
-                    history.documents.append((doc.collection, doc.data))
-            for data in sorted(legacy, key=lambda d: d["checkpoint_id"]):
-                writes = legacy_writes.get((data["checkpoint_ns"], data["checkpoint_id"]), [])
-                try:
-                    restored = restore(data, writes, {}, self.loads)
-                except Exception as exc:  # a document the serializer cannot load
-                    raise MigrationError(
-                        f"schema-1 checkpoint {data['checkpoint_id']!r} of thread {thread_id!r} "
-                        f"in {self.path!r} cannot be read ({exc})"
-                    ) from None
-                history.checkpoints.append(checkpoint_tuple(restored))
-            yield history
+            yield history_of(
+                thread_id, [(d.collection, d.data) for d in docs], self.loads, self.path
+            )
 
     def close(self) -> None:
         self.file.close()
+
+
+def history_of(
+    thread_id: str,
+    docs: Sequence[tuple[str, dict[str, Any]]],
+    loads: Any,
+    where: str,
+) -> ThreadHistory:
+    """A thread's history from its documents, as the naas document service holds them.
+
+    Schema-2 documents are kept as they are (`documents`); each schema-1 checkpoint that
+    the thread does not also hold in schema 2 is restored with its schema-1 writes
+    (`checkpoints`, oldest first). `where` names the source in errors.
+
+    Raises:
+        MigrationError: a schema-1 document the serializer cannot load.
+    """
+    current = {(d["checkpoint_ns"], d["checkpoint_id"]) for c, d in docs if c == CHECKPOINTS}
+    history = ThreadHistory(thread_id)
+    legacy: list[dict[str, Any]] = []
+    legacy_writes: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for collection, data in docs:
+        if collection == CHECKPOINTS_V1:
+            if (data["checkpoint_ns"], data["checkpoint_id"]) not in current:
+                legacy.append(data)
+        elif collection == WRITES_V1:
+            key = (data["checkpoint_ns"], data["checkpoint_id"])
+            legacy_writes.setdefault(key, []).append(data)
+        else:
+            history.documents.append((collection, data))
+    for data in sorted(legacy, key=lambda d: d["checkpoint_id"]):
+        writes = legacy_writes.get((data["checkpoint_ns"], data["checkpoint_id"]), [])
+        try:
+            restored = restore(data, writes, {}, loads)
+        except Exception as exc:  # a document the serializer cannot load
+            raise MigrationError(
+                f"schema-1 checkpoint {data['checkpoint_id']!r} of thread {thread_id!r} "
+                f"in {where} cannot be read ({exc})"
+            ) from None
+        history.checkpoints.append(checkpoint_tuple(restored))
+    return history

@@ -120,12 +120,15 @@ async def fetch_thread(
     return found
 
 
-async def target_threads(client: DocumentClient, agent_id: str) -> list[str]:
-    """The thread ids that hold checkpoints of `agent_id` on the target."""
+async def target_threads(
+    client: DocumentClient, agent_id: str, collection: str = CHECKPOINTS
+) -> list[str]:
+    """The thread ids that hold checkpoints of `agent_id` on the target (in `collection`:
+    schema 2 by default)."""
     threads: set[str] = set()
     try:
         async for item in client.find(
-            CHECKPOINTS, [("agent_id", "eq", agent_id)], max_bytes=READ_BUDGET
+            collection, [("agent_id", "eq", agent_id)], max_bytes=READ_BUDGET
         ):
             threads.add(item.data["thread_id"])
     except CollectionNotFoundError:
