@@ -34,6 +34,7 @@ __all__ = [
     "memory_budget",
     "memory_key",
     "merge_profile",
+    "migrate",
     "update_profile",
 ]
 
@@ -71,6 +72,10 @@ def __getattr__(name: str) -> Any:
         from threadloom import retention
 
         return getattr(retention, name)
+    if name in {"migrate", "MigrationReport"}:
+        from threadloom import migration
+
+        return getattr(migration, name)
     if name in _MEMORIES:
         from threadloom import memories
 

@@ -133,6 +133,18 @@ class ForeignDatabaseError(NotOurFileError):
     """The path holds another application's SQLite database."""
 
 
+class LangGraphStoreFileError(ForeignDatabaseError):
+    """The path holds a LangGraph SqliteStore database (`threadloom migrate --store` reads it)."""
+
+
+class NaasDocumentsFileError(ForeignDatabaseError):
+    """The path holds the naas document service's SQLite file (`threadloom migrate` reads it)."""
+
+
+class MigrationError(ThreadloomError):
+    """A migration source is missing, unreadable or of another kind, or a copy failed."""
+
+
 class ThreadBusyError(EngineError):
     """Another run holds the thread's lease (`Saver.lease`): refused at once, never queued.
 

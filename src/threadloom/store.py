@@ -45,7 +45,7 @@ from threadloom._storeops import (
     validate,
 )
 from threadloom.engine import File
-from threadloom.engine.items import Items, Stored, Write, now_us
+from threadloom.engine.items import Items, Stored, Write, now_us, time_us
 from threadloom.engine.recall import Recall
 from threadloom.engine.vectors import VectorIndex
 from threadloom.errors import InvalidArgumentError, ThreadloomError
@@ -205,17 +205,51 @@ class _StoreBase:
             with self.file.write() as conn:
                 self.items.refresh(conn, refresh, now)
         self.items.after_write()
-        if writing and retrain and self.items.vectors is not None:
-            # Retraining the lists (when the index grew or shrank enough) takes its own
-            # write transaction: the batch is committed, and readers go on meanwhile.
-            try:
-                with self.file.write() as conn:
-                    self.items.vectors.maintain(conn)
-            except ThreadloomError:
-                # The batch is committed: report the failed retraining, do not fail the put.
-                # (The lists are retried at the next batch; verify names any damage.)
-                log.exception("%s: retraining the vector index failed", self.file.path)
+        if writing and retrain:
+            self._retrain()
         return results
+
+    def _retrain(self) -> None:
+        """Retrain the vector lists (when the index grew or shrank enough) in a write
+        transaction of their own: the batch is committed, and readers go on meanwhile."""
+        if self.items.vectors is None:
+            return
+        try:
+            with self.file.write() as conn:
+                self.items.vectors.maintain(conn)
+        except ThreadloomError:
+            # The batch is committed: report the failed retraining, do not fail the put.
+            # (The lists are retried at the next batch; verify names any damage.)
+            log.exception("%s: retraining the vector index failed", self.file.path)
+
+    def import_items(self, items: Sequence[Item]) -> int:
+        """Store items with their own times, each only where its key is not stored yet.
+
+        What `threadloom migrate --store` writes with: every item keeps its namespace, key,
+        value, `created_at` and `updated_at`, and is text-indexed and embedded with this
+        store's index config as a put would be (no TTL). A key already stored is left as it
+        is (create-only), so a repeated import writes nothing. One transaction for all.
+
+        Returns:
+            How many items were written.
+        """
+        listed = list(items)
+        prepared = self._prepare(PutOp(tuple(it.namespace), it.key, it.value) for it in listed)
+        if prepared.embed:
+            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        for write, item in zip(prepared.writes, listed, strict=True):
+            write.created_at = time_us(item.created_at)
+            write.updated_at = time_us(item.updated_at)
+            write.create_only = True
+        with self.file.write() as conn:
+            written = self.items.write(conn, prepared.writes, now_us())
+            vectors = self.items.vectors
+            retrain = vectors is not None and vectors.due(conn) is not None
+        self.items.committed()
+        self.items.after_write()
+        if retrain:
+            self._retrain()
+        return written
 
     def _get(self, op: GetOp) -> Item | None:
         """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""

@@ -66,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
         ),
         "from",
     )
+    from threadloom.cli.migrate import add_arguments as add_migrate_arguments
+
+    add_migrate_arguments(
+        commands.add_parser(
+            "migrate",
+            help="copy threads from a SqliteSaver file, a PostgresSaver database or naas "
+            "into the file (dry run unless --apply)",
+        )
+    )
     add_serve_arguments(
         commands.add_parser(
             "serve",
@@ -117,6 +126,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from threadloom.cli.view import run_view
 
             return run_view(args)
+        if args.command == "migrate":
+            from threadloom.cli.migrate import run_migrate
+
+            return run_migrate(args)
         if args.command in ("export", "import"):
             from threadloom.cli.transfer import run_transfer
 

@@ -74,29 +74,36 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
 
 def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
-    from threadloom.engine.checkpoints import CheckpointStore
-    from threadloom.engine.file import File
-    from threadloom.nats import Credentials, DocumentClient
-    from threadloom.nats.transfer import export_threads, import_threads
-
-    token = args.token or os.environ.get(TOKEN_ENV)
-    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
-    if not token and not secret:
-        raise InvalidArgumentError(
-            f"give --token or --jwt-secret (or set {TOKEN_ENV} or {SECRET_ENV})"
-        )
-    credentials = (
-        Credentials(token=token) if token else Credentials(secret=secret, identity=args.identity)
-    )
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
+    progress = _bar() if sys.stderr.isatty() and not args.json else None
+    try:
+        found = transfer(args, direction, progress)
+    finally:
+        if progress is not None:
+            sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(found, indent=2))
+    else:
+        _print(found)
+    return 1 if found["conflicts"] else 0
+
+
+def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> dict[str, Any]:
+    """The report of an export ("to") or import ("from") with these options (also what
+    `threadloom migrate --from nats` runs)."""
+    from threadloom.engine.checkpoints import CheckpointStore
+    from threadloom.engine.file import File
+    from threadloom.nats import DocumentClient
+    from threadloom.nats.transfer import export_threads, import_threads
+
+    given = credentials(args)
     database = File.open(args.db)
     store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
-    progress = _bar() if sys.stderr.isatty() and not args.json else None
 
     async def main() -> dict[str, Any]:
         async with await DocumentClient.connect(
-            args.url, args.namespace or args.local_namespace, credentials
+            args.url, args.namespace or args.local_namespace, given
         ) as client:
             move = export_threads if direction == "to" else import_threads
             report = await move(
@@ -111,16 +118,24 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
             return report.as_dict()
 
     try:
-        found = asyncio.run(main())
+        return asyncio.run(main())
     finally:
         database.close()
-        if progress is not None:
-            sys.stderr.write("\n")
-    if args.json:
-        print(json.dumps(found, indent=2))
-    else:
-        _print(found)
-    return 1 if found["conflicts"] else 0
+
+
+def credentials(args: argparse.Namespace) -> Any:
+    """The service credentials the options (or the environment) give."""
+    from threadloom.nats import Credentials
+
+    token = args.token or os.environ.get(TOKEN_ENV)
+    secret = args.jwt_secret or os.environ.get(SECRET_ENV)
+    if not token and not secret:
+        raise InvalidArgumentError(
+            f"give --token or --jwt-secret (or set {TOKEN_ENV} or {SECRET_ENV})"
+        )
+    if token:
+        return Credentials(token=token)
+    return Credentials(secret=secret, identity=args.identity)
 
 
 def _bar() -> Any:

@@ -14,7 +14,7 @@ from typing import Any
 from threadloom.core.lru import Budget
 from threadloom.engine import threadindex
 from threadloom.engine.cache import DEFAULT_CAPACITY
-from threadloom.engine.documents import Documents, ImportCount, StoredDocument
+from threadloom.engine.documents import CheckpointHead, Documents, ImportCount, StoredDocument
 from threadloom.engine.erasure import Erased, erase
 from threadloom.engine.file import File
 from threadloom.engine.history import Histories, History, Interrupt
@@ -30,7 +30,7 @@ from threadloom.engine.writer import Writer
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import Restored, Serialization
 
-__all__ = ["CheckpointStore", "ImportCount", "StoredDocument"]
+__all__ = ["CheckpointHead", "CheckpointStore", "ImportCount", "StoredDocument"]
 
 
 class CheckpointStore:
@@ -295,6 +295,14 @@ class CheckpointStore:
     def find_documents(self, collection: str, **fields: Any) -> builtins.list[StoredDocument]:
         """See `Documents.find`."""
         return self.view.find(collection, **fields)
+
+    def heads(self, thread_id: str) -> builtins.list[CheckpointHead]:
+        """See `Documents.heads`."""
+        return self.view.heads(thread_id)
+
+    def write_keys(self, thread_id: str) -> set[tuple[str, str, str, int]]:
+        """See `Documents.write_keys`."""
+        return self.view.write_keys(thread_id)
 
     def keys(self, thread_id: str | None = None) -> dict[str, tuple[str, dict[str, Any]]]:
         """See `Documents.keys`."""

@@ -54,6 +54,15 @@ class StoredDocument(NamedTuple):
     version: int
 
 
+class CheckpointHead(NamedTuple):
+    """A stored checkpoint's identifying columns (no body decoded)."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_id: str | None
+    schema: int
+
+
 class ImportCount:
     """Documents `import_documents` stored, and those it found already stored."""
 
@@ -299,6 +308,32 @@ class Documents:
                     },
                 )
         return out
+
+    def heads(self, thread_id: str) -> builtins.list[CheckpointHead]:
+        """A thread's checkpoints (every namespace, both schemas), read from their key
+        columns only: what a migration compares the source's with (present, diverged)."""
+        with self.scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT x.checkpoint_ns, x.checkpoint_id, x.parent_id, x.schema "
+                "FROM checkpoints x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ? ORDER BY x.checkpoint_id",
+                (self.scope.id, thread_id),
+            )
+        return [CheckpointHead(str(ns), str(c), p, int(v)) for ns, c, p, v in rows]
+
+    def write_keys(self, thread_id: str) -> set[tuple[str, str, str, int]]:
+        """A thread's pending writes as `(checkpoint_ns, checkpoint_id, task_id, index)`,
+        from their key columns only."""
+        with self.scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx "
+                "FROM writes x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ?",
+                (self.scope.id, thread_id),
+            )
+        return {(str(ns), str(c), str(task), int(idx)) for ns, c, task, idx in rows}
 
     def delete(self, collection: str, fields: Mapping[str, Any]) -> bool:
         """Delete one document by its identifying fields; False when it was not stored.

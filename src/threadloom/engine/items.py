@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Final
 
 import apsw
@@ -70,6 +71,16 @@ def now_us() -> int:
     return time.time_ns() // 1000
 
 
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def time_us(moment: datetime) -> int:
+    """A datetime in item-time units (a naive one is taken as UTC, as SQLite writes it)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
 @dataclass(slots=True)
 class Stored:
     """An item as read: times in microseconds, `score` set by searches that rank."""
@@ -95,6 +106,11 @@ class Write:
         vectors: (field path, embedding) per indexed field, or None for none.
         ttl: minutes until the item expires unless read (None: never).
         checked: `value` already passed `check_json`.
+        created_at, updated_at: the item's times (microseconds) when it brings its own,
+            as a migrated item does (None: the batch's time; a replaced item keeps its
+            `created_at`).
+        create_only: write the item only where its key is not stored yet (a stored one
+            is left as it is).
     """
 
     namespace: tuple[str, ...]
@@ -104,6 +120,9 @@ class Write:
     texts: list[str] | None = None
     vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
     checked: bool = False
+    created_at: int | None = None
+    updated_at: int | None = None
+    create_only: bool = False
 
 
 def namespace_name(namespace: Sequence[str]) -> str:
@@ -159,20 +178,27 @@ class Items:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def write(self, conn: apsw.Connection, writes: Sequence[Write], now: int) -> None:
+    def write(self, conn: apsw.Connection, writes: Sequence[Write], now: int) -> int:
         """Apply puts and deletes inside the caller's write transaction (last one per key
-        wins); the caller calls `committed()` once that transaction commits."""
+        wins); the caller calls `committed()` once that transaction commits. Return how
+        many puts were written (a create-only put of a stored key is not)."""
         self.begin()
         last: dict[tuple[tuple[str, ...], str], Write] = {}
         for w in writes:
             last[(tuple(w.namespace), w.key)] = w
         if not last:
-            return
+            return 0
         content = self.file.content
         epoch = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
         if content.epoch != (int(epoch[0][0]) if epoch else 0):
             content.reload(conn)
         puts = [w for w in last.values() if w.value is not None]
+        present = self._present(conn, puts)
+        puts = [
+            w
+            for w in puts
+            if not (w.create_only and (namespace_name(w.namespace), w.key) in present)
+        ]
         raws = [encode_value(w.value, checked=w.checked) for w in puts if w.value is not None]
         packs = [content.pack_raw(raw) for raw in raws]
         content.prepare(packs, conn)
@@ -181,7 +207,6 @@ class Items:
                 self._delete(conn, w.namespace, w.key, now)
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
-        present = self._present(conn, puts)
         embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
         fields: list[tuple[int, bytes, int]] = []
         texts: list[tuple[int, str]] = []
@@ -198,6 +223,7 @@ class Items:
             self.vectors.replace_many(conn, embedded)
         if content.note_inline(conn, packs):
             self._train_due = True
+        return len(puts)
 
     def after_write(self) -> None:
         """Retrain the content dictionary when a write made it due (outside the write)."""
@@ -278,7 +304,7 @@ class Items:
                     digest,
                     len(packed.keys),
                     size,
-                    max(now, int(created)),
+                    max(now, int(created)) if w.updated_at is None else w.updated_at,
                     expires,
                     w.ttl,
                     int(not complete),
@@ -300,8 +326,8 @@ class Items:
                     digest,
                     len(packed.keys),
                     size,
-                    now,
-                    now,
+                    now if w.created_at is None else w.created_at,
+                    now if w.updated_at is None else w.updated_at,
                     expires,
                     w.ttl,
                     int(not complete),

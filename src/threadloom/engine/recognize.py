@@ -12,6 +12,7 @@ import enum
 import os
 import time
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
@@ -21,6 +22,8 @@ from threadloom.errors import (
     EngineError,
     ForeignDatabaseError,
     LangGraphFileError,
+    LangGraphStoreFileError,
+    NaasDocumentsFileError,
     NotSQLiteError,
 )
 
@@ -70,7 +73,8 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
     """
     for attempt in range(_READS):
         try:
-            conn = look(path) if attempt < _READS - 1 else _locked(path)
+            locked = attempt == _READS - 1 and not _wal_without_log(path)
+            conn = _locked(path) if locked else look(path)
             try:
                 tables = {
                     row[0]
@@ -95,6 +99,18 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
 _READS = 3
 
 
+def _wal_without_log(path: str) -> bool:
+    """True for a WAL-mode database with no `-wal` file: no writer holds it, so an immutable
+    read cannot be torn, and a locked read-only open would create `-wal` and `-shm` files
+    beside it (SQLite makes them for WAL-mode readers)."""
+    try:
+        with open(path, "rb") as handle:
+            header = handle.read(20)
+    except OSError:
+        return False
+    return len(header) == 20 and header[18:20] == b"\x02\x02" and not os.path.exists(path + "-wal")
+
+
 def _locked(path: str) -> apsw.Connection:
     """A read-only connection that takes SQLite's locks (so no writer can tear the read)."""
     return apsw.Connection(
@@ -102,18 +118,69 @@ def _locked(path: str) -> apsw.Connection:
     )
 
 
-def recognize(path: str) -> Kind:
-    """Classify `path` without changing it.
+#: Tables of the naas document service's SQLite file (`DocumentSecondaryAdapterSQLite`,
+#: the engine's `storage/documents.sqlite`).
+NAAS_TABLES = frozenset({"abi_documents", "abi_document_collections"})
+#: Tables of LangGraph's SqliteStore.
+_SQLITE_STORE_TABLES = frozenset({"store", "store_migrations"})
+
+
+class Found(enum.Enum):
+    """What `identify` found at a path."""
+
+    NEW = "new"  # missing, empty, or an SQLite database without any table
+    THREADLOOM = "threadloom"
+    SQLITE_SAVER = "sqlite"  # LangGraph SqliteSaver / AsyncSqliteSaver (the same file)
+    SQLITE_STORE = "sqlite-store"  # LangGraph SqliteStore alone
+    NAAS_DOCUMENTS = "naas-sqlite"  # the naas document service's SQLite file
+    FOREIGN = "foreign"  # another application's SQLite database
+
+
+#: How messages name each kind of file.
+DESCRIPTIONS = {
+    Found.NEW: "a new (missing or empty) file",
+    Found.THREADLOOM: "a threadloom file",
+    Found.SQLITE_SAVER: "a LangGraph SqliteSaver database",
+    Found.SQLITE_STORE: "a LangGraph SqliteStore database",
+    Found.NAAS_DOCUMENTS: "a naas document service file (storage/documents.sqlite)",
+    Found.FOREIGN: "another application's SQLite database",
+}
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What a path holds (`identify`).
+
+    Attributes:
+        found: the kind of file.
+        tables: its table names.
+        store: it also holds LangGraph SqliteStore tables (beside a SqliteSaver's).
+    """
+
+    found: Found
+    tables: frozenset[str] = frozenset()
+    store: bool = False
+
+    @property
+    def description(self) -> str:
+        """The kind in words ("a LangGraph SqliteSaver database")."""
+        if self.found is Found.FOREIGN:
+            shown = ", ".join(sorted(self.tables)[:5])
+            return f"{DESCRIPTIONS[self.found]} (tables: {shown})"
+        return DESCRIPTIONS[self.found]
+
+
+def identify(path: str) -> Identity:
+    """Say what `path` holds without changing it.
 
     Raises:
         NotSQLiteError: the file is not an SQLite database.
-        LangGraphFileError: it is a LangGraph SqliteSaver file.
-        ForeignDatabaseError: it is another application's SQLite database.
+        DamagedDatabaseError: it starts like one but its schema cannot be read.
         EngineError: it cannot be read (permissions, a directory).
     """
     target = Path(path)
     if not target.exists():
-        return Kind.NEW
+        return Identity(Found.NEW)
     if target.is_dir():
         raise EngineError(f"{path!r} is a directory; give the path of a file")
     try:
@@ -122,31 +189,68 @@ def recognize(path: str) -> Kind:
     except OSError as exc:
         raise EngineError(f"cannot read {path!r}: {exc.strerror}; check its permissions") from None
     if not head and not os.path.exists(path + "-wal"):
-        return Kind.NEW
+        return Identity(Found.NEW)
     if head != SQLITE_HEADER:
         raise NotSQLiteError(
             f"{path!r} is not an SQLite database (nor a threadloom file); it was left "
             "untouched: give the path of a threadloom file, or a new path to create one"
         )
     try:
-        tables, columns = _schema(path)
+        names, columns = _schema(path)
     except (apsw.Error, UnicodeDecodeError) as exc:
         raise DamagedDatabaseError(
             f"{path!r} starts like an SQLite database but cannot be read as one ({exc}); "
             "it was left untouched: restore it from a backup or give another path"
         ) from None
+    tables = frozenset(names)
+    store = tables >= _SQLITE_STORE_TABLES
     if tables >= OUR_TABLES:
-        return Kind.OURS
+        return Identity(Found.THREADLOOM, tables)
     if not tables:
-        return Kind.NEW
+        return Identity(Found.NEW)
     if columns >= _SQLITE_SAVER_COLUMNS and "writes" in tables:
+        return Identity(Found.SQLITE_SAVER, tables, store)
+    if tables >= NAAS_TABLES:
+        return Identity(Found.NAAS_DOCUMENTS, tables)
+    if store:
+        return Identity(Found.SQLITE_STORE, tables, store)
+    return Identity(Found.FOREIGN, tables)
+
+
+def recognize(path: str) -> Kind:
+    """Classify `path` without changing it.
+
+    Raises:
+        NotSQLiteError: the file is not an SQLite database.
+        LangGraphFileError: it is a LangGraph SqliteSaver file.
+        NaasDocumentsFileError: it is the naas document service's SQLite file.
+        ForeignDatabaseError: it is another application's SQLite database (a
+            `LangGraphStoreFileError` for a LangGraph SqliteStore file).
+        EngineError: it cannot be read (permissions, a directory).
+    """
+    found = identify(path)
+    if found.found is Found.THREADLOOM:
+        return Kind.OURS
+    if found.found is Found.NEW:
+        return Kind.NEW
+    if found.found is Found.SQLITE_SAVER:
         raise LangGraphFileError(
             f"{path!r} is a LangGraph SqliteSaver database, not a threadloom file; it was "
             "left untouched: keep using SqliteSaver on it, or give threadloom a new path "
-            "(`threadloom migrate` will copy its threads once it exists)"
+            f"and copy its threads with `threadloom migrate {path} --db NEW.db --apply`"
         )
-    shown = ", ".join(sorted(tables)[:5])
+    if found.found is Found.NAAS_DOCUMENTS:
+        raise NaasDocumentsFileError(
+            f"{path!r} is a naas document service file, not a threadloom file; it was left "
+            "untouched: give threadloom a new path and copy its threads with "
+            f"`threadloom migrate {path} --from naas-sqlite --db NEW.db --apply`"
+        )
+    if found.found is Found.SQLITE_STORE:
+        raise LangGraphStoreFileError(
+            f"{path!r} is a LangGraph SqliteStore database, not a threadloom file; it was "
+            "left untouched: give threadloom a new path and copy its items with "
+            f"`threadloom migrate --store --store-source {path} --db NEW.db --apply`"
+        )
     raise ForeignDatabaseError(
-        f"{path!r} is another application's SQLite database (tables: {shown}); it was "
-        "left untouched: give threadloom a path of its own"
+        f"{path!r} is {found.description}; it was left untouched: give threadloom a path of its own"
     )

@@ -31,6 +31,9 @@ from threadloom.errors import (
 from threadloom.nats.client import DocumentClient
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
 from threadloom.protocol.constants import READ_BUDGET
+from threadloom.protocol.lineage import VALUES as _VALUES
+from threadloom.protocol.lineage import diverged
+from threadloom.protocol.lineage import put_order as _put_order
 from threadloom.protocol.refs import key_of
 
 #: Collections the savers ensure, with their declared indexed string fields (SPEC §1.2).
@@ -41,7 +44,6 @@ COLLECTIONS: dict[str, tuple[str, ...]] = {
     ITEMS: ("agent_id", "thread_id", "ref"),
     PARTS: ("agent_id", "thread_id", "ref"),
 }
-_VALUES = (PARTS, ITEMS, BLOBS)
 #: Puts in flight at once (documents of one group never depend on each other).
 CONCURRENCY = 4
 
@@ -97,31 +99,6 @@ def rekey(documents: Iterable[Document], agent_id: str) -> list[Document]:
     return [(c, {**d, "agent_id": agent_id}) for c, d in documents]
 
 
-def diverged(ours: Sequence[Mapping[str, Any]], theirs: Sequence[Mapping[str, Any]]) -> bool:
-    """True when the target's root head is not ours and our root head is not on its lineage.
-
-    Args:
-        ours, theirs: checkpoint documents (data) of one thread on each side.
-    """
-    mine = {d["checkpoint_id"] for d in ours if d.get("checkpoint_ns") == ""}
-    root = {d["checkpoint_id"]: d for d in theirs if d.get("checkpoint_ns") == ""}
-    if not root or not mine:
-        return False
-    head = max(root)
-    if head in mine:
-        return False
-    our_head = max(mine)
-    seen: set[str] = set()
-    current: str | None = head
-    while current is not None and current not in seen:
-        if current == our_head:
-            return False
-        seen.add(current)
-        parent = root.get(current)
-        current = parent.get("parent_id") if parent is not None else None
-    return True
-
-
 async def prepare(client: DocumentClient) -> None:
     """Ensure the LangGraph collections exist on the target, as the savers' setup() does."""
     for name, fields in COLLECTIONS.items():
@@ -143,12 +120,15 @@ async def fetch_thread(
     return found
 
 
-async def target_threads(client: DocumentClient, agent_id: str) -> list[str]:
-    """The thread ids that hold checkpoints of `agent_id` on the target."""
+async def target_threads(
+    client: DocumentClient, agent_id: str, collection: str = CHECKPOINTS
+) -> list[str]:
+    """The thread ids that hold checkpoints of `agent_id` on the target (in `collection`:
+    schema 2 by default)."""
     threads: set[str] = set()
     try:
         async for item in client.find(
-            CHECKPOINTS, [("agent_id", "eq", agent_id)], max_bytes=READ_BUDGET
+            collection, [("agent_id", "eq", agent_id)], max_bytes=READ_BUDGET
         ):
             threads.add(item.data["thread_id"])
     except CollectionNotFoundError:
@@ -362,26 +342,3 @@ async def import_threads(
         if progress is not None:
             progress(done, len(names))
     return report
-
-
-def _put_order(docs: Sequence[Document]) -> list[Document]:
-    """Values first, then checkpoints oldest first, each followed by its pending writes."""
-    values = [d for d in docs if d[0] in _VALUES]
-    checkpoints = sorted(
-        (d for d in docs if d[0] == CHECKPOINTS), key=lambda d: d[1]["checkpoint_id"]
-    )
-    writes: dict[tuple[str, str], list[Document]] = {}
-    for doc in docs:
-        if doc[0] == WRITES:
-            writes.setdefault((doc[1]["checkpoint_ns"], doc[1]["checkpoint_id"]), []).append(doc)
-    ordered = list(values)
-    for doc in checkpoints:
-        ordered.append(doc)
-        ordered.extend(
-            sorted(
-                writes.pop((doc[1]["checkpoint_ns"], doc[1]["checkpoint_id"]), []),
-                key=lambda w: (w[1]["task_id"], w[1]["index"]),
-            )
-        )
-    ordered.extend(w for group in writes.values() for w in group)
-    return ordered

@@ -1,0 +1,266 @@
+"""Migrating LangGraph SqliteSaver (and AsyncSqliteSaver) files written by real graphs.
+
+Oracle: the source saver itself. After a migration, every `StateSnapshot` of
+`get_state_history` (values, next, config, metadata, tasks with their errors and
+interrupts, subgraph namespaces) and every checkpoint tuple (pending writes in order)
+that the graph compiled with threadloom's Saver returns equals what the same graph
+compiled with the SqliteSaver returns; resuming both gives the same run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+from tests.migration import _graphs
+from threadloom import Saver, migrate
+from threadloom.protocol import WRITES
+
+
+def files(folder: Path) -> dict[str, bytes]:
+    """Every file of `folder` and its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def same_thread(source: Any, target: Saver, name: str) -> None:
+    """The thread reads the same through both checkpointers (snapshots and tuples)."""
+    assert _graphs.snapshots(name, target, name) == _graphs.snapshots(name, source, name)
+    assert _graphs.tuples(target, name) == _graphs.tuples(source, name)
+
+
+@pytest.mark.parametrize("name", _graphs.SCENARIOS)
+def test_a_migrated_thread_reads_and_resumes_as_on_sqlite_saver(
+    tmp_path: Path, sqlite_source: Callable[..., Path], read_sqlite: Any, name: str
+) -> None:
+    """Each scenario's thread, once migrated, gives SqliteSaver's history, state, tasks,
+    interrupts, subgraph namespaces and pending writes, and resumes to the same run."""
+    source = sqlite_source(name)
+    target = tmp_path / "memory.db"
+    report = migrate(str(source), str(target), apply=True).as_dict()
+    reader = read_sqlite(source)
+    listed = list(reader.list({"configurable": {"thread_id": name}}))
+    assert report["threads"] == 1
+    assert report["checkpoints"] == report["copied"] == report["missing"] == len(listed)
+    assert report["writes"] == report["writes_copied"] == sum(len(t.pending_writes) for t in listed)
+    assert report["diverged"] == report["conflicts"] == []
+    with Saver.from_conn_string(str(target)) as saver:
+        same_thread(reader, saver, name)
+        if name == "subgraph":
+            children = _graphs.snapshots(name, saver, name)["children"]
+            assert children and all(c["history"] for c in children.values())
+            assert children[next(iter(children))]["state"]["interrupts"]
+        ours = _graphs.continued(name, saver, name)
+    assert ours == _graphs.continued(name, reader, name)
+
+
+@pytest.mark.parametrize("name", ["subgraph", "fanout", "send"])
+def test_an_async_sqlite_saver_file_migrates_the_same(
+    tmp_path: Path, read_sqlite: Any, name: str
+) -> None:
+    """A file AsyncSqliteSaver wrote (the same format) migrates to the same thread."""
+    source = tmp_path / "async.sqlite"
+
+    async def write() -> None:
+        async with AsyncSqliteSaver.from_conn_string(str(source)) as saver:
+            # The graph runs its sync API on a worker thread, which AsyncSqliteSaver
+            # serves on this loop: every write is the async saver's own.
+            await asyncio.to_thread(_graphs.run, name, saver, name)
+
+    asyncio.run(write())
+    target = tmp_path / "memory.db"
+    report = migrate(str(source), str(target), apply=True)
+    assert report.copied == report.checkpoints > 0
+    with Saver.from_conn_string(str(target)) as saver:
+        same_thread(read_sqlite(source), saver, name)
+
+
+def test_the_dry_run_changes_nothing_and_reads_the_target(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """A dry run leaves an absent target absent and the source's folder byte for byte as
+    it was; on an existing target it counts present and missing without a changed byte."""
+    source = sqlite_source("tools", "fork")
+    folder = source.parent
+    before = files(folder)
+    target = tmp_path / "elsewhere" / "memory.db"
+    target.parent.mkdir()
+    dry = migrate(str(source), str(target)).as_dict()
+    assert dry["mode"] == "dry-run" and dry["missing"] == dry["checkpoints"] > 0
+    assert dry["copied"] == dry["present"] == dry["writes_copied"] == 0
+    assert not target.exists() and list(target.parent.iterdir()) == []
+    assert files(folder) == before
+    migrate(str(source), str(target), apply=True, threads=["tools"])
+    with Saver.from_conn_string(str(target)):
+        pass  # a clean close folds the WAL in: the bytes below are all there is
+    written = files(target.parent)
+    again = migrate(str(source), str(target)).as_dict()
+    assert files(target.parent) == written
+    assert files(folder) == before
+    tools = 10
+    assert (again["present"], again["missing"]) == (tools, again["checkpoints"] - tools)
+
+
+def test_a_rerun_copies_nothing(tmp_path: Path, sqlite_source: Callable[..., Path]) -> None:
+    """Applied twice, the second run finds every checkpoint and pending write present."""
+    source = sqlite_source(*_graphs.SCENARIOS)
+    target = str(tmp_path / "memory.db")
+    first = migrate(str(source), target, apply=True).as_dict()
+    with Saver.from_conn_string(target) as saver:
+        documents = saver.documents()
+    second = migrate(str(source), target, apply=True).as_dict()
+    assert first["copied"] == second["present"] == second["checkpoints"] > 30
+    assert second["copied"] == second["missing"] == second["writes_copied"] == 0
+    with Saver.from_conn_string(target) as saver:
+        assert saver.documents() == documents
+
+
+def test_owner_and_task_paths_come_across(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """The thread index records the owner the source's metadata holds, and every pending
+    write keeps the task path SqliteSaver stored (the order of a step's writes)."""
+    source = sqlite_source("fanout", "send")
+    target = str(tmp_path / "memory.db")
+    migrate(str(source), target, apply=True)
+    with sqlite3.connect(source) as conn:
+        stored = {
+            (ns, cid, task, idx): path
+            for ns, cid, task, idx, path in conn.execute(
+                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, task_path FROM writes"
+            )
+        }
+    with Saver.from_conn_string(target) as saver:
+        assert [t.thread_id for t in saver.threads(owner="owner-of-send")] == ["send"]
+        ours = {
+            (d["checkpoint_ns"], d["checkpoint_id"], d["task_id"], d["index"]): d["task_path"]
+            for collection, _, d in saver.documents()
+            if collection == WRITES
+        }
+    assert ours == stored
+    assert sum(1 for path in stored.values() if path) > 4
+
+
+def test_a_source_that_went_on_copies_only_what_is_new(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """After the source's thread continued, a rerun copies its new checkpoints only (the
+    thread has not diverged: the target's head is on the source's history)."""
+    source = sqlite_source("review")
+    target = str(tmp_path / "memory.db")
+    first = migrate(str(source), target, apply=True)
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        _graphs.resume("review", saver, "review")
+    second = migrate(str(source), target, apply=True).as_dict()
+    assert second["present"] == first.copied
+    assert second["copied"] == second["checkpoints"] - first.copied > 0
+    assert second["diverged"] == []
+
+
+def test_a_diverged_thread_is_reported_and_left_alone(
+    tmp_path: Path, sqlite_source: Callable[..., Path], read_sqlite: Any
+) -> None:
+    """When both sides went on from the copied history, the thread is `diverged`; applied
+    it is skipped (nothing written) unless include_diverged, which adds the source's
+    checkpoints beside the target's."""
+    source = sqlite_source("tools")
+    target = str(tmp_path / "memory.db")
+    migrate(str(source), target, apply=True)
+    with Saver.from_conn_string(target) as saver:
+        _graphs.resume("tools", saver, "tools")
+        ours = len(list(saver.list({"configurable": {"thread_id": "tools"}})))
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        _graphs.resume("tools", saver, "tools")
+    dry = migrate(str(source), target).as_dict()
+    assert dry["diverged"] == ["tools"] and dry["skipped"] == []
+    skipped = migrate(str(source), target, apply=True).as_dict()
+    assert skipped["diverged"] == skipped["skipped"] == ["tools"] and skipped["copied"] == 0
+    with Saver.from_conn_string(target) as saver:
+        assert len(list(saver.list({"configurable": {"thread_id": "tools"}}))) == ours
+    both = migrate(str(source), target, apply=True, include_diverged=True).as_dict()
+    assert both["skipped"] == [] and both["copied"] == both["missing"] > 0
+    with Saver.from_conn_string(target) as saver:
+        listed = list(saver.list({"configurable": {"thread_id": "tools"}}))
+    assert len(listed) == ours + both["copied"]
+
+
+def test_threads_given_are_the_only_ones_copied(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """`threads` copies those threads only; one the source lacks is listed in not_found."""
+    source = sqlite_source("tools", "send", "fork")
+    target = str(tmp_path / "memory.db")
+    report = migrate(str(source), target, apply=True, threads=["send", "nobody"]).as_dict()
+    assert report["threads"] == 1 and report["not_found"] == ["nobody"]
+    with Saver.from_conn_string(target) as saver:
+        assert saver.store.thread_ids() == ["send"]
+
+
+def test_the_json_report_has_naas_shape(
+    tmp_path: Path, sqlite_source: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`threadloom migrate --json` prints naas's migrate-memory keys, then threadloom's, and
+    the human report says a dry run wrote nothing."""
+    from threadloom.cli import main
+
+    source = sqlite_source("fork")
+    target = tmp_path / "memory.db"
+    assert main(["migrate", str(source), "--db", str(target), "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert list(dry) == [
+        "mode", "source", "target", "threads", "checkpoints", "writes", "copied", "present",
+        "missing", "diverged", "writes_copied", "skipped", "conflicts", "not_found",
+    ]  # fmt: skip
+    assert dry["source"] == {"kind": "sqlite", "path": str(source)}
+    assert dry["target"] == {
+        "path": str(target),
+        "namespace": "naas_abi_core.services.agent",
+        "agent_id": "engine.v1",
+        "schema": 2,
+    }
+    assert main(["migrate", str(source), "--db", str(target)]) == 0
+    assert "nothing was written: rerun with --apply" in capsys.readouterr().out
+    assert not target.exists()
+    assert main(["migrate", str(source), "--from", "sqlite", "--db", str(target), "--apply"]) == 0
+    assert "8 copied" in capsys.readouterr().out
+    assert os.path.exists(target)
+
+
+def test_the_readme_migration_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's "Moving from SqliteSaver" commands and Python run as written on a
+    SqliteSaver file, and the graph reads the migrated thread."""
+    import re
+    import shlex
+
+    from langchain_core.messages import HumanMessage
+
+    from threadloom.cli import main
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    commands = re.search(r"<!-- migrate-commands -->\n```sh\n(.*?)```", readme, re.S)
+    example = re.search(r"<!-- migrate-example -->\n```python\n(.*?)```", readme, re.S)
+    assert commands is not None and example is not None
+    monkeypatch.chdir(tmp_path)
+    graph = _graphs.agent_graph()
+    with SqliteSaver.from_conn_string("checkpoints.sqlite") as saver:
+        app = graph.compile(checkpointer=saver)
+        app.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h1")]}, _graphs.config("t-1"))
+    for line in commands.group(1).splitlines():
+        argv = shlex.split(line.split("#")[0])
+        assert argv[0] == "threadloom" and main(argv[1:]) == 0
+    out = capsys.readouterr().out
+    assert "dry-run: 1 threads" in out and "applied: 1 threads" in out
+    exec(compile(example.group(1), "README.md (migrate example)", "exec"), {"graph": graph})
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == "0 checkpoints copied"  # the command above copied them already
+    assert printed[1].startswith("The answer is 12.")
