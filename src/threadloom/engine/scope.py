@@ -260,6 +260,7 @@ class Scope:
         count: int,
         now: float,
         packs: Sequence[Packed] = (),
+        planned: int | None = None,
     ) -> Reserved:
         """Check the GC epoch, then reserve `count` sequence numbers of a thread (created
         if needed), in one statement when the thread's row id is remembered; the thread's
@@ -272,7 +273,8 @@ class Scope:
             checked by the update itself.
 
         Raises:
-            StaleMemory: see `check_epoch` (the caller's transaction rolls back).
+            StaleMemory: see `check_epoch`, against the epoch the caller `planned` from
+                (the caller's transaction rolls back).
         """
         sql = (
             "UPDATE threads SET seq = seq + ?, updated_at = ?, bytes = bytes + ? WHERE id = ? "
@@ -286,7 +288,7 @@ class Scope:
             thread = self.ensure_thread(conn, thread_id, now)
             rows = fetchall(conn, sql, (count, now, grown, thread))
         end, epoch, untitled = rows[0]
-        self.check_epoch(conn, packs, int(epoch or 0))
+        self.check_epoch(conn, packs, int(epoch or 0), planned)
         return Reserved(cast(int, thread), int(end) - count + 1, bool(untitled))
 
     def reindex(self, conn: apsw.Connection, thread: int, *, recount: bool = True) -> None:
@@ -320,23 +322,33 @@ class Scope:
             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
             (before + 1,),
         )
-        if before == self._epoch:
-            # Nobody else deleted since we last looked, and the caller forgets the
-            # threads it touched: the rest of our memory stays valid.
-            self._epoch = before + 1
+        # The scope's own epoch stays behind: its next write plans again from the file.
+        # (Moving it along here, to keep the memory of other threads warm, let a put that
+        # recalled refs before the deleting thread forgot them commit references to
+        # deleted values.)
+
+    def planned(self) -> int:
+        """The epoch the memory a write is about to plan from belongs to: taken before the
+        plan, checked by `reserve` inside the write's transaction."""
+        return self._epoch
 
     def check_epoch(
-        self, conn: apsw.Connection, packs: Sequence[Packed] = (), epoch: int | None = None
+        self,
+        conn: apsw.Connection,
+        packs: Sequence[Packed] = (),
+        epoch: int | None = None,
+        planned: int | None = None,
     ) -> None:
         """Raise StaleMemory when values were deleted, or the dictionary retired, since
-        the memory (or the packed bodies) were made."""
+        the memory the write planned from (`planned`, by default the scope's now) or its
+        packed bodies were made."""
         if epoch is None:
             epoch = self.read_epoch(conn)
         content = self.content
         if content.epoch != epoch:
             content.reload(conn)
         current = content.current.ident if content.current else None
-        if epoch != self._epoch or any(
+        if epoch != (self._epoch if planned is None else planned) or any(
             p.dictionary is not None and p.dictionary != current for p in packs
         ):
             # A retraining retired the dictionary these bodies were packed with, or

@@ -90,6 +90,7 @@ class Writer:
     ) -> dict[str, Any]:
         scope = self.scope
         content = scope.content
+        planned = scope.planned()  # before anything is recalled from memory
         known = self._recall(thread_id, ns, parent_id, metadata)
         plan = scope.planner.plan_checkpoint(config, checkpoint, metadata, known)
         values = plan.puts[:-1]
@@ -107,7 +108,9 @@ class Writer:
         listed = _keys(plan.metadata, document.data["metadata"])
         now = time.time()
         with scope.file.write() as conn:
-            thread, seq, untitled = scope.reserve(conn, thread_id, len(encoded) + 1, now, packs)
+            thread, seq, untitled = scope.reserve(
+                conn, thread_id, len(encoded) + 1, now, packs, planned
+            )
             self.insert_values(conn, thread, thread_id, encoded, seq, now)
             rows = fetchall(
                 conn,
@@ -179,6 +182,7 @@ class Writer:
     def _put_writes(self, thread_id: str, parts: Sequence[Put], documents: Sequence[Put]) -> None:
         scope = self.scope
         content = scope.content
+        planned = scope.planned()  # before the parts found stored are left out
         stored = self._existing(thread_id, parts, always=True)
         fresh = [p for p in parts if p.data["ref"] not in stored]
         everything = content.pack_many(
@@ -192,7 +196,7 @@ class Writer:
         now = time.time()
         with scope.file.write() as conn:
             thread, seq, _ = scope.reserve(
-                conn, thread_id, len(encoded) + len(rows), now, everything
+                conn, thread_id, len(encoded) + len(rows), now, everything, planned
             )
             self.insert_values(conn, thread, thread_id, encoded, seq, now)
             seq += len(encoded)
