@@ -337,3 +337,34 @@ def test_processes_creating_one_file_at_once_all_succeed(tmp_path: Path) -> None
         assert [w.exitcode for w in workers] == [0, 0, 0, 0]
         with Saver.from_conn_string(path) as saver:
             assert sorted(saver.store.thread_ids()) == ["t0", "t1", "t2", "t3"]
+
+
+def test_a_read_only_open_leaves_a_wal_it_found_as_it_was(tmp_path: Path) -> None:
+    """A writer that died left committed pages in the WAL: a read-only open reads them and
+    closes without folding them into the file (not a byte of the file changes)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.db"
+    code = (
+        "import os, sys\n"
+        "from langgraph.checkpoint.base import empty_checkpoint\n"
+        "from threadloom import Saver\n"
+        "saver = Saver(sys.argv[1])\n"
+        "for i in range(20):\n"
+        "    made = empty_checkpoint(); made['id'] = f'1f0d0000-0000-6000-8000-{i:012d}'\n"
+        "    made['channel_values'] = {'x': 'v' * 3000 + str(i)}\n"
+        "    made['channel_versions'] = {'x': i + 1}\n"
+        "    saver.put({'configurable': {'thread_id': 't', 'checkpoint_ns': ''}}, made, {}, {})\n"
+        "os._exit(0)\n"  # no close: the WAL stays
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    wal = Path(str(path) + "-wal")
+    assert wal.stat().st_size > 0
+    before = hashlib.sha256(path.read_bytes()).hexdigest(), wal.read_bytes()
+    with Saver.from_conn_string(str(path), readonly=True) as saver:
+        assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 20
+    assert (hashlib.sha256(path.read_bytes()).hexdigest(), wal.read_bytes()) == before
+    with Saver.from_conn_string(str(path)) as saver:  # a writable open folds it in
+        assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 20
+    assert not wal.exists()

@@ -106,6 +106,10 @@ class File:
                 "open it writable once, or check the path"
             )
         self.readonly = readonly
+        #: A read-only open that found a WAL with content leaves it as found: its
+        #: connections never fold it into the file on close (another process's writes,
+        #: or a crashed writer's, stay for their writer or the next writable open).
+        self._keep_wal = readonly and _has_content(self.path + "-wal")
         self.synchronous = synchronous.upper()
         self.pool_size = pool_size
         self._local = threading.local()
@@ -172,8 +176,9 @@ class File:
 
     def _open(self) -> apsw.Connection:
         # A read-only open of a file we may write still opens read-write connections
-        # (with `query_only`): SQLite then removes the WAL and its index when the last
-        # connection closes, as it cannot on a read-only connection.
+        # (with `query_only`): SQLite then removes the WAL and its index it created when
+        # the last connection closes, as it cannot on a read-only connection. A WAL with
+        # content found at open is left as it was (`_keep_wal`).
         flags = apsw.SQLITE_OPEN_URI | (
             apsw.SQLITE_OPEN_READONLY
             if self.locked
@@ -211,6 +216,8 @@ class File:
             conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT}")
         else:
             conn.execute("PRAGMA query_only=1")
+            if self._keep_wal:
+                conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         return conn
@@ -487,3 +494,11 @@ class Changes:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _has_content(path: str) -> bool:
+    """True when the file at `path` exists and is not empty."""
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
