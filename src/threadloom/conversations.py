@@ -60,7 +60,8 @@ class Transcript(Sequence[Any]):
     total: int
     start: int
     messages: list[Any]
-    _plain: list[Any] = field(repr=False, compare=False, default_factory=list)
+    #: What the page was read from: its plain (JSON) form is made from it when asked.
+    _tail: Tail | None = field(repr=False, compare=False, default=None)
 
     @overload
     def __getitem__(self, index: int) -> Any: ...
@@ -83,10 +84,18 @@ class Transcript(Sequence[Any]):
     def as_json(self) -> dict[str, Any]:
         """The page as plain JSON-ready data, read without importing any class: each
         message as `protocol.plain.message` gives it (type, id, name, content, tool calls),
-        with its `index` in the list."""
-        return transcript_json(
-            self.thread_id, self.checkpoint_id, self.total, self.start, self._plain
+        with its `index` in the list. Made when asked, not with every page."""
+        shown = (
+            [
+                found
+                if found is not None and message(found) is not None
+                else _loaded_form(item, found)
+                for found, item in zip(plain_elements(self._tail), self.messages, strict=True)
+            ]
+            if self._tail is not None
+            else []
         )
+        return transcript_json(self.thread_id, self.checkpoint_id, self.total, self.start, shown)
 
 
 class Lease:
@@ -439,11 +448,7 @@ def _transcript(loads: Callable[[Any], Any], thread_id: str, tail: Tail) -> Tran
         items = [loads(typed) for typed in tail.elements]
     else:
         items = list(tail.values or [])
-    shown = [
-        found if found is not None and message(found) is not None else _loaded_form(item, found)
-        for found, item in zip(plain_elements(tail), items, strict=True)
-    ]
-    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, shown)
+    return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, tail)
 
 
 def _loaded_form(item: Any, found: Any) -> Any:
