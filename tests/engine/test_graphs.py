@@ -26,8 +26,13 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, interrupt
 
+from tests.migration._graphs import (  # the graphs the migration tests share
+    counter_graph,
+    send_graph,
+    subgraph_graph,
+)
 from threadloom import AsyncSaver, Saver
 
 DURABILITY = ("sync", "async", "exit")
@@ -230,40 +235,6 @@ def test_async_saver_streams_without_blocking(tmp_path: Path) -> None:
 # -- subgraph -----------------------------------------------------------------------------
 
 
-class Inner(TypedDict):
-    messages: Annotated[list, operator.add]
-    notes: Annotated[list, operator.add]
-
-
-class Outer(TypedDict):
-    messages: Annotated[list, operator.add]
-    notes: Annotated[list, operator.add]
-    done: bool
-
-
-def subgraph_graph() -> StateGraph:
-    """A parent graph whose middle node is a compiled subgraph that interrupts once."""
-    inner = StateGraph(Inner)
-    inner.add_node("research", lambda s: {"notes": ["researched " + str(len(s["messages"]))]})
-
-    def approve(state: Inner) -> dict[str, Any]:
-        answer = interrupt({"question": "approve?", "notes": state["notes"]})
-        return {"notes": [f"approved={answer}"], "messages": [LONG]}
-
-    inner.add_node("approve", approve)
-    inner.add_edge(START, "research")
-    inner.add_edge("research", "approve")
-    outer = StateGraph(Outer)
-    outer.add_node("prepare", lambda s: {"messages": ["prepared"]})
-    outer.add_node("child", inner.compile())
-    outer.add_node("finish", lambda s: {"done": True})
-    outer.add_edge(START, "prepare")
-    outer.add_edge("prepare", "child")
-    outer.add_edge("child", "finish")
-    outer.add_edge("finish", END)
-    return outer
-
-
 @pytest.mark.parametrize("durability", DURABILITY)
 def test_subgraph_interrupt_matches_memory(tmp_path: Path, durability: str) -> None:
     """A subgraph's checkpoints (child namespace), interrupt and resume match InMemorySaver."""
@@ -414,29 +385,6 @@ def test_failed_branch_resumes_from_pending_writes(tmp_path: Path, durability: s
 # -- Send (map-reduce) --------------------------------------------------------------------
 
 
-class MapState(TypedDict):
-    topics: list[str]
-    results: Annotated[list, operator.add]
-    summary: str
-
-
-def send_graph() -> StateGraph:
-    """plan -> Send("work", topic) per topic -> summarize."""
-
-    def fan_out(state: MapState) -> list[Send]:
-        return [Send("work", {"topic": t}) for t in state["topics"]]
-
-    graph = StateGraph(MapState)
-    graph.add_node("plan", lambda s: {"topics": [*s["topics"], "extra"]})
-    graph.add_node("work", lambda s: {"results": [f"{s['topic']}:{len(s['topic'])}:{LONG}"]})
-    graph.add_node("summarize", lambda s: {"summary": ",".join(r[:12] for r in s["results"])})
-    graph.add_edge(START, "plan")
-    graph.add_conditional_edges("plan", fan_out, ["work"])
-    graph.add_edge("work", "summarize")
-    graph.add_edge("summarize", END)
-    return graph
-
-
 @pytest.mark.parametrize("durability", DURABILITY)
 def test_send_map_reduce_matches_memory(tmp_path: Path, durability: str) -> None:
     """`Send` fan-out (pending sends stored as writes) ends as on InMemorySaver."""
@@ -459,23 +407,6 @@ def test_send_map_reduce_matches_memory(tmp_path: Path, durability: str) -> None
 
 
 # -- time travel --------------------------------------------------------------------------
-
-
-class Counter(TypedDict):
-    count: int
-    log: Annotated[list, operator.add]
-
-
-def counter_graph() -> StateGraph:
-    """step1 -> step2 -> step3, each appending to the log and bumping the count."""
-    graph = StateGraph(Counter)
-    for name in ("step1", "step2", "step3"):
-        graph.add_node(name, lambda s, n=name: {"count": s["count"] + 1, "log": [n + ":" + LONG]})
-    graph.add_edge(START, "step1")
-    graph.add_edge("step1", "step2")
-    graph.add_edge("step2", "step3")
-    graph.add_edge("step3", END)
-    return graph
 
 
 @pytest.mark.parametrize("durability", ("sync", "async"))

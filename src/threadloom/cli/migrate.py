@@ -15,6 +15,7 @@ import sys
 import tempfile
 from typing import Any
 
+from threadloom.cli.bar import progress_bar
 from threadloom.errors import MigrationError
 
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
@@ -101,7 +102,7 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.store and args.kind == "nats":
         raise MigrationError("--store reads a SqliteStore or PostgresStore, not NATS")
     kind = detect_kind(source, args.kind)
-    progress = _progress() if sys.stderr.isatty() and not args.json else None
+    progress = progress_bar("threads") if sys.stderr.isatty() and not args.json else None
     try:
         if kind == "nats":
             found = _from_nats(args, source or "", progress)
@@ -236,16 +237,6 @@ def _schema_1_over_nats(
     finally:
         if saver is not None:
             saver.close()
-
-
-def _progress() -> Any:
-    def show(done: int, total: int) -> None:
-        width = 30
-        filled = width * done // total if total else width
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} threads")
-        sys.stderr.flush()
-
-    return show
 
 
 def _print(found: dict[str, Any]) -> None:

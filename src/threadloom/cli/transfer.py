@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli.bar import progress_bar
 from threadloom.errors import EngineError, InvalidArgumentError
 
 TOKEN_ENV = "THREADLOOM_NATS_TOKEN"
@@ -76,7 +77,7 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
-    progress = _bar() if sys.stderr.isatty() and not args.json else None
+    progress = progress_bar() if sys.stderr.isatty() and not args.json else None
     try:
         found = transfer(args, direction, progress)
     finally:
@@ -136,16 +137,6 @@ def credentials(args: argparse.Namespace) -> Any:
     if token:
         return Credentials(token=token)
     return Credentials(secret=secret, identity=args.identity)
-
-
-def _bar() -> Any:
-    def show(done: int, total: int) -> None:
-        width = 30
-        filled = width * done // total if total else width
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-        sys.stderr.flush()
-
-    return show
 
 
 def _print(found: dict[str, Any]) -> None:
