@@ -285,6 +285,30 @@ def test_no_route_writes_and_the_headers_keep_markup_inert(client: Any) -> None:
     assert client.get("/threads", headers={"host": "evil.example"}).status_code == 400
 
 
+def test_only_allowed_host_names_are_served(memory: dict[str, Any]) -> None:
+    """By default the loopback names are served, with any port and in any IPv6 form; a
+    foreign name (a DNS-rebinding page's own) or a malformed Host is refused (400), and a
+    wildcard is not accepted as an allowed host."""
+    from starlette.testclient import TestClient
+
+    from threadloom.viewer.app import create_app, host_name
+    from threadloom.viewer.source import Source
+
+    assert host_name("[0:0:0:0:0:0:0:1]:8765") == "::1" == host_name("::1")
+    assert host_name("LocalHost.:80") == "localhost" and host_name("[::1") is None
+    with TestClient(create_app(Source(memory["path"]))) as client:
+        for host in ("localhost", "localhost:8765", "127.0.0.1:1", "[::1]:8765", "[::1]"):
+            assert client.get("/threads", headers={"host": host}).status_code == 200, host
+        for host in ("evil.example", "localhost.evil.example", "localhost:x", "[::1", ""):
+            assert client.get("/threads", headers={"host": host}).status_code == 400, host
+    source = Source(memory["path"])
+    try:
+        with pytest.raises(ValueError, match="wildcard"):
+            create_app(source, allowed_hosts=["*"])
+    finally:
+        source.close()
+
+
 def test_stored_markup_is_escaped_everywhere(client: Any) -> None:
     """Titles, messages and Store values holding `<script>` and an attribute breakout come
     out escaped in HTML (and as plain strings in JSON); no page has an inline script or
