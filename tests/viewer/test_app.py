@@ -271,6 +271,25 @@ def test_errors_are_pages_too(client: Any) -> None:
     assert client.get("/threads/chat-1/documents/x-1.json").status_code == 400
 
 
+def test_an_error_page_links_only_to_the_viewer(client: Any) -> None:
+    """A path that reads as another site in a link (`//host/...`, `/\\host/...`, encoded
+    or not) gives a 404 whose links all stay on the viewer: its JSON link is a path."""
+    for path in (
+        "//evil.example/x",
+        "///evil.example/x",
+        "/%2F/evil.example/x",
+        "/%5Cevil.example/x",
+    ):
+        url = "http://testserver" + path  # in full: the client reads "//host/x" as a host
+        response = client.get(url)
+        assert response.status_code == 404, url
+        links = re.findall(r'(?:href|src)="([^"]*)"', response.text)
+        assert links and all(re.match(r"/[^/\\]", html.unescape(link)) for link in links), links
+        assert "evil.example" in response.text  # its JSON link still names the path, encoded
+    assert 'href="/evil.example/x.json"' in client.get("http://testserver//evil.example/x").text
+    assert 'href="/threads/nope.json?limit=2"' in client.get("/threads/nope?limit=2").text
+
+
 def test_no_route_writes_and_the_headers_keep_markup_inert(client: Any) -> None:
     """Every method but GET and HEAD is refused (405) on every route; pages carry a strict
     Content-Security-Policy, nosniff and no-store; a foreign Host header is refused."""

@@ -160,6 +160,13 @@ def url(path: str, **query: Any) -> str:
     return path + ("?" + urllib.parse.urlencode(given) if given else "")
 
 
+def local(path: str) -> str:
+    """A request's (decoded) path as a link that stays on the viewer: percent-encoded
+    (a `\\` would read as `/`) with one leading `/`, so `//evil.example/x`, which a
+    browser would follow to evil.example, is `/evil.example/x`."""
+    return "/" + urllib.parse.quote(path.lstrip("/"), safe="/~")
+
+
 def thread_url(thread_id: str, *rest: str, **query: Any) -> str:
     """The URL of a thread's page (or a page under it)."""
     path = "/threads/" + tilde(thread_id) + "".join("/" + tilde(part) for part in rest)
@@ -337,7 +344,7 @@ class Viewer:
         html = self.env.get_template(template).render(
             data=data,
             request_path=path,
-            json_url=path + ".json" + ("?" + query if query else ""),
+            json_url=local(path) + ".json" + ("?" + query if query else ""),
             request_checkpoint=request.query_params.get("checkpoint") or None,
         )
         return HTMLResponse(html, status)
