@@ -232,18 +232,82 @@ def test_the_store_pages(client: Any) -> None:
 
 
 def test_the_file_page(client: Any, memory: dict[str, Any]) -> None:
-    """The file page gives the format, backend, sizes per table, dedup and dictionary
-    figures, reclaimable space and the scopes."""
+    """The file page gives the format, backend, pages, dictionary, the thread index's and
+    the Store's totals and the scopes; `?detail=1` adds rows, sizes per table, dedup and
+    reclaimable space."""
     data = client.get("/file.json").json()
-    assert data["figures"]["file_format"] == data["format_version"]
-    assert data["backend"] in ("native", "python")
-    assert data["figures"]["threads"] == memory["threads"]
     space = data["space"]
-    used = sum(space["tables"].values()) + space["free_pages"] * space["page_size"]
-    assert 0 < used <= space["pages"] * space["page_size"] == data["figures"]["file_bytes"]
-    assert data["space"]["dictionary"] is not None and data["dedup"]["inline_rows"] > 0
+    assert space["file_format"] == data["format_version"]
+    assert data["backend"] in ("native", "python")
+    assert space["pages"] * space["page_size"] == space["file_bytes"]
+    assert space["dictionary"] is not None and data["detail"] is False
+    assert data["measured"] is None
+    index = data["thread_index"]
+    assert index["state"] == "ready" and index["threads"] == memory["threads"]
+    assert index["messages"] > memory["messages"]
+    listed = client.get("/threads.json?limit=500").json()["threads"]
+    for name in ("checkpoints", "messages", "bytes"):
+        assert index[name] == sum(t[name] for t in listed) > 0, name
     assert data["scopes"][0]["threads"] == memory["threads"]
-    assert "Bytes per table and index" in client.get("/file").text
+    assert data["store"] == {"namespaces": 3, "items": 6}
+    page = client.get("/file").text
+    assert 'href="/file?detail=1"' in page and "reads the whole file" in page
+    assert "Bytes per table and index" not in page
+
+    detail = client.get("/file.json?detail=1").json()
+    measured = detail["measured"]
+    assert detail["detail"] is True and measured["figures"]["threads"] == memory["threads"]
+    assert measured["figures"]["checkpoints"] == index["checkpoints"]
+    used = sum(measured["tables"].values()) + space["free_pages"] * space["page_size"]
+    assert 0 < used <= space["pages"] * space["page_size"]
+    assert measured["reclaimable"] >= space["free_pages"] * space["page_size"]
+    assert measured["dedup"]["inline_rows"] > 0
+    assert "Bytes per table and index" in client.get("/file?detail=1").text
+    assert client.get("/file.json?detail=2").status_code == 400
+
+
+def test_the_file_page_reads_no_whole_table_unless_asked(
+    memory: dict[str, Any], tmp_path: Path
+) -> None:
+    """By default `/file` runs no statement whose cost grows with the file: no `dbstat`
+    (every page), no count or sum over checkpoints, pending writes, values, blocks,
+    extents or the Store's items and vectors (one pass over the `threads` rows, for the
+    index's totals, is the most it reads). `?detail=1` runs them."""
+    import apsw
+    from starlette.testclient import TestClient
+
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    statements: list[str] = []
+
+    def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+        statements.append(sql)
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = trace
+
+    whole = re.compile(
+        r"\bdbstat\b|\bFROM\s+(checkpoints|writes|vals|blocks|extents|store_items|"
+        r"store_vectors)\b",
+        re.IGNORECASE,
+    )
+    path = tmp_path / "copy.db"  # a path of its own: its connections are new, so traced
+    shutil.copyfile(memory["path"], path)
+    apsw.connection_hooks.append(hook)
+    try:
+        source = Source(path)
+        with TestClient(create_app(source, allowed_hosts=["testserver"])) as client:
+            assert client.get("/threads").status_code == 200  # the pool's connections
+            statements.clear()
+            assert client.get("/file").status_code == 200
+            assert client.get("/file.json").status_code == 200
+            assert statements and [sql for sql in statements if whole.search(sql)] == []
+            assert client.get("/file.json?detail=1").status_code == 200
+            assert any("dbstat" in sql for sql in statements)
+    finally:
+        apsw.connection_hooks.remove(hook)
 
 
 def test_ids_that_a_path_cannot_hold_are_tilde_encoded(client: Any) -> None:
@@ -440,6 +504,7 @@ def test_docs_name_every_field_of_every_twin(client: Any) -> None:
         "/store.json?ns=acme.user.ada.facts&q=tea",
         "/store/item.json?ns=acme.user.ada.profile&key=profile",
         "/file.json",
+        "/file.json?detail=1",
     ]
 
     def fields(value: Any, depth: int = 0) -> set[str]:

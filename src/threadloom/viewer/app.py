@@ -277,7 +277,7 @@ class Viewer:
             ),
             self.page("/store", "store.html", lambda r: memory.store(s, r.query_params)),
             self.page("/store/item", "item.html", lambda r: memory.store_item(s, r.query_params)),
-            self.page("/file", "file.html", lambda r: memory.file(s)),
+            self.page("/file", "file.html", lambda r: memory.file(s, r.query_params)),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         self.app = Starlette(
