@@ -578,3 +578,69 @@ def test_secrets_are_masked_and_never_shown_as_bytes(tmp_path: Path) -> None:
             text = client.get(url).text
             assert "hunter" not in text and "masked" in text, url
             assert "$v" not in text, url  # no payload as (base64) bytes either
+
+
+def test_split_values_are_read_only_when_asked(tmp_path: Path) -> None:
+    """A value split into parts (over 256 KiB: a channel's blob, a pending write) is shown
+    by its size on the transcript, checkpoint, raw and document pages, none of which
+    fetches a part; `?whole=1` on the last three joins and decodes it, behind a link."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from starlette.testclient import TestClient
+
+    from threadloom import Saver
+    from threadloom.protocol import PARTS
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    path = tmp_path / "split.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        made = empty_checkpoint()
+        made["channel_values"] = {"doc": "x" * 600_000, "small": 1}
+        made["channel_versions"] = {"doc": 1, "small": 1}
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        done = saver.put(config, made, {"source": "loop", "step": 1}, {})
+        saver.put_writes(done, [("doc", "y" * 300_000)], task_id="task-1")
+    source = Source(path)
+    asked: list[str] = []
+    find = source.store.find_documents
+
+    def recorded(collection: str, **options: Any) -> Any:
+        asked.append(collection)
+        return find(collection, **options)
+
+    source.store.find_documents = recorded  # type: ignore[method-assign]
+    with TestClient(create_app(source, allowed_hosts=["testserver"])) as client:
+        head = head_of(client, "t")
+        base = f"/threads/t/checkpoints/{head}"
+        ref = next(
+            c["ref"] for c in client.get(base + ".json").json()["channels"] if c["channel"] == "doc"
+        )
+        asked.clear()
+        pending = client.get("/threads/t.json").json()["pending"]
+        assert pending["writes"][0]["value"] == {"$split": 2, "bytes": 300_005}
+        shown = client.get(base + ".json").json()
+        doc = next(c for c in shown["channels"] if c["channel"] == "doc")
+        assert doc["value"] == {"$split": 3, "bytes": 600_005} and doc["bytes"] == 600_005
+        assert shown["split"] == {"values": 2, "bytes": 900_010} and shown["whole"] is False
+        raw = client.get(base + "/raw.json").json()
+        assert PARTS not in {d["collection"] for d in raw["documents"]}
+        assert raw["split"] == {"values": 2, "bytes": 900_010}
+        document = client.get(f"/threads/t/documents/{ref}.json").json()
+        assert document["document"]["decoded"]["value"] == {"$split": 3, "bytes": 600_005}
+        for url in (base, base + "/raw", f"/threads/t/documents/{ref}"):
+            note = re.search(r'<p class="split[^>]*>.*?href="([^"]+)"', client.get(url).text)
+            assert note and html.unescape(note.group(1)) == url + "?whole=1", url
+        assert PARTS not in asked
+
+        for url in (base, base + "/raw", f"/threads/t/documents/{ref}"):
+            assert 'class="split' not in client.get(url + "?whole=1").text, url
+        whole = client.get(base + ".json?whole=1").json()
+        doc = next(c for c in whole["channels"] if c["channel"] == "doc")
+        assert doc["value"]["chars"] == 600_000 and whole["split"] is None
+        assert whole["pending"]["writes"][0]["value"]["chars"] == 300_000
+        raw = client.get(base + "/raw.json?whole=1").json()
+        decoded = [v for d in raw["documents"] for v in d["decoded"].values()]
+        assert {600_000, 300_000} <= {v.get("chars") for v in decoded if isinstance(v, dict)}
+        document = client.get(f"/threads/t/documents/{ref}.json?whole=1").json()
+        assert document["document"]["decoded"]["value"]["chars"] == 600_000
+        assert PARTS in asked
