@@ -5,7 +5,7 @@ Engine layer, read-only: every function runs inside the caller's read transactio
 writes nothing. Each reads what its page shows: the tree groups namespace names in SQL
 (one row per child label), items come from the `(ns, key)` index a page at a time, the
 file's summary from its header, its counters and the thread index (`summary`, `scopes`,
-`store_totals`); only `measure` reads the whole file (`dbstat`, the content store's
+`thread_totals`, `store_totals`); only `measure` reads the whole file (`dbstat`, the content store's
 tables), for a page that asks for it.
 """
 
@@ -140,40 +140,29 @@ def summary(conn: apsw.Connection) -> dict[str, Any]:
 
 
 def scopes(conn: apsw.Connection) -> list[dict[str, Any]]:
-    """The file's scopes with their thread index's totals.
-
-    `threads` is the scope's own counter (one row read); `checkpoints` sums the heads'
-    counters (one row per thread and namespace), `messages` and `bytes` the threads' index
-    columns (one pass over the `threads` table, which no index covers): the cost grows
-    with the number of threads, never with what they hold.
-    """
-    sums = {
-        int(scope): (int(messages), int(size))
-        for scope, messages, size in fetchall(
-            conn, "SELECT scope, total(messages), total(bytes) FROM threads GROUP BY scope"
-        )
-    }
-    heads = {
-        int(scope): int(count)
-        for scope, count in fetchall(
-            conn,
-            "SELECT t.scope, total(h.checkpoints) FROM heads h JOIN threads t ON t.id = h.thread "
-            "GROUP BY t.scope",
-        )
-    }
+    """The file's scopes with their thread counts (each scope's own counter)."""
     return [
-        {
-            "namespace": str(ns),
-            "agent_id": str(agent),
-            "threads": int(count),
-            "checkpoints": heads.get(int(scope), 0),
-            "messages": sums.get(int(scope), (0, 0))[0],
-            "bytes": sums.get(int(scope), (0, 0))[1],
-        }
-        for scope, ns, agent, count in fetchall(
-            conn, "SELECT id, namespace, agent_id, threads FROM scopes ORDER BY namespace, agent_id"
+        {"namespace": str(ns), "agent_id": str(agent), "threads": int(count)}
+        for ns, agent, count in fetchall(
+            conn, "SELECT namespace, agent_id, threads FROM scopes ORDER BY namespace, agent_id"
         )
     ]
+
+
+def thread_totals(conn: apsw.Connection) -> dict[str, int]:
+    """The thread index's totals over the file: threads (the scopes' counters),
+    checkpoints (the heads' counters: one row per thread and namespace), messages and
+    bytes (the threads' index columns: one pass over the `threads` table, which no index
+    covers). The cost grows with the number of threads, never with what they hold."""
+    threads = fetchall(conn, "SELECT total(threads) FROM scopes")[0][0]
+    checkpoints = fetchall(conn, "SELECT total(checkpoints) FROM heads")[0][0]
+    messages, size = fetchall(conn, "SELECT total(messages), total(bytes) FROM threads")[0]
+    return {
+        "threads": int(threads),
+        "checkpoints": int(checkpoints),
+        "messages": int(messages),
+        "bytes": int(size),
+    }
 
 
 def store_totals(conn: apsw.Connection) -> dict[str, int]:

@@ -131,6 +131,7 @@ def file(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
     with source.file.read() as conn:
         space = inspect_view.summary(conn)
         scopes = inspect_view.scopes(conn)
+        totals = inspect_view.thread_totals(conn)
         store = inspect_view.store_totals(conn)
         found = counts(conn, space["file_format"]) if detail else {}
         sizes = inspect_view.measure(conn) if detail else {}
@@ -166,13 +167,7 @@ def file(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
         "backend": core.backend(),
         "scope": source.scope,
         "space": space,
-        "thread_index": {
-            "state": space.pop("thread_index"),
-            **{
-                name: sum(int(sc[name]) for sc in scopes)
-                for name in ("threads", "checkpoints", "messages", "bytes")
-            },
-        },
+        "thread_index": {"state": space.pop("thread_index"), **totals},
         "store": store,
         "scopes": scopes,
         "detail": detail,
