@@ -15,11 +15,16 @@ ASGI round trip of the test client. Every page is requested once to warm it, the
 | thread list of a 10,000-thread file | 50 ms |
 | transcript first page of a 10,000-message conversation | 50 ms |
 | history page of a 1,000-checkpoint thread | 100 ms |
+
+It also times the other pages, among them `/file` (the header, counters and thread
+index: what it reads grows with the number of threads only) and `/file?detail=1` (which
+reads the whole file: `dbstat`, the row counts, the content store's statistics).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -75,6 +80,20 @@ def build(path: Path, threads: int, messages: int, checkpoints: int) -> None:
             parent = _put(saver, "deep", parent, list(deep), n + 1, {"user_id": "bob"})
 
 
+def grow(path: Path, mib: int) -> None:
+    """Add `mib` MiB of incompressible values to the file: a thread of `mib` checkpoints,
+    each with a new 1 MiB channel value (random bytes: no dedup, no compression)."""
+    with Saver.from_conn_string(str(path)) as saver:
+        parent = None
+        for n in range(mib):
+            made = empty_checkpoint()
+            made["id"] = f"1f0d0000-0000-6000-9000-{n:012d}"
+            made["channel_values"] = {"blob": os.urandom(2**20), "step": n}
+            made["channel_versions"] = {"blob": n + 1, "step": n + 1}
+            config = parent or {"configurable": {"thread_id": "bulk", "checkpoint_ns": ""}}
+            parent = saver.put(config, made, {"source": "loop", "step": n}, {})
+
+
 def measure(path: Path, rounds: int) -> dict[str, dict[str, float]]:
     """p50/p95 of server and request time per page."""
     from starlette.testclient import TestClient
@@ -99,6 +118,7 @@ def measure(path: Path, rounds: int) -> dict[str, dict[str, float]]:
                 "checkpoint (10,000-message head)": f"/threads/long/checkpoints/{head}",
                 "raw documents (same)": f"/threads/long/checkpoints/{head}/raw",
                 "file": "/file",
+                "file (detail=1: reads the whole file)": "/file?detail=1",
             }
         )
         for name, url in pages.items():
@@ -124,6 +144,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run (small file)")
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--keep", help="build the file here and keep it (reused if present)")
+    parser.add_argument(
+        "--grow",
+        type=int,
+        default=0,
+        metavar="MIB",
+        help="when building, add MIB MiB of incompressible values (a bigger file, as many threads)",
+    )
     args = parser.parse_args()
     threads, messages, checkpoints = (200, 400, 50) if args.quick else (10_000, 10_000, 1_000)
     with tempfile.TemporaryDirectory() as folder:
@@ -131,6 +158,7 @@ def main() -> int:
         if not path.exists():
             started = time.perf_counter()
             build(path, threads, messages, checkpoints)
+            grow(path, args.grow)
             print(f"built {path} in {time.perf_counter() - started:.0f} s", file=sys.stderr)
         results = measure(path, 10 if args.quick else args.rounds)
         size = path.stat().st_size
@@ -139,7 +167,9 @@ def main() -> int:
     ).stdout.strip()
     print(
         f"threadloom view, {threads:,} threads + a {messages:,}-message conversation + a "
-        f"{checkpoints:,}-checkpoint thread ({size / 2**20:.1f} MiB), backend "
+        f"{checkpoints:,}-checkpoint thread"
+        + (f" + {args.grow:,} MiB of incompressible values" if args.grow else "")
+        + f" ({size / 2**20:.1f} MiB), backend "
         f"{core.backend()}, {commit}, {args.rounds if not args.quick else 10} rounds\n"
     )
     print("| page | server p50 | server p95 | request p50 | page size | target (server p50) |")

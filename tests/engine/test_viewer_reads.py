@@ -119,7 +119,8 @@ def test_thread_search_matches_ids_and_titles_and_pages(tmp_path: Path) -> None:
 
 def test_store_tree_items_and_space(tmp_path: Path) -> None:
     """The namespace tree groups one level at a time with item counts, a namespace's items
-    page by key, and the space figures add up."""
+    page by key, the Store's totals come from its namespace rows, and the space figures
+    add up."""
     path = tmp_path / "m.db"
     with Store.from_conn_string(str(path)) as store:
         for user in ("ada", "bob"):
@@ -148,9 +149,11 @@ def test_store_tree_items_and_space(tmp_path: Path) -> None:
         assert [
             s.key for s in inspect_view.namespace_items(items, conn, ("acme", "user", "ada"))
         ] == ["profile"]
-        space = inspect_view.space(conn)
+        space = inspect_view.summary(conn)
         assert space["pages"] * space["page_size"] == path.stat().st_size
-        assert space["reclaimable"] >= space["free_pages"] * space["page_size"]
-        assert "store_items" in space["tables"]
+        measured = inspect_view.measure(conn)
+        assert measured["reclaimable"] >= space["free_pages"] * space["page_size"]
+        assert "store_items" in measured["tables"]
+        assert inspect_view.store_totals(conn) == {"namespaces": 4, "items": 12}
         assert inspect_view.scopes(conn) == []
     file.close()

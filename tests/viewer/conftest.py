@@ -65,12 +65,13 @@ class Served:
         )
         assert self.process.stdout is not None
         self.banner = self.process.stdout.readline()
-        found = re.search(r"(http://127\.0\.0\.1:\d+)/", self.banner)
+        found = re.search(r"http://(127\.0\.0\.1|0\.0\.0\.0):(\d+)/", self.banner)
         if found is None:
             self.process.kill()
             _, err = self.process.communicate(timeout=10)
             raise AssertionError(f"threadloom view printed {self.banner!r}; stderr: {err}")
-        self.url = found.group(1)
+        self.port = int(found.group(2))
+        self.url = f"http://127.0.0.1:{self.port}"  # 0.0.0.0 listens on loopback too
 
     def stop(self) -> tuple[int, str, str]:
         """Ctrl-C it; return its exit status, the rest of its stdout and its stderr."""

@@ -232,18 +232,82 @@ def test_the_store_pages(client: Any) -> None:
 
 
 def test_the_file_page(client: Any, memory: dict[str, Any]) -> None:
-    """The file page gives the format, backend, sizes per table, dedup and dictionary
-    figures, reclaimable space and the scopes."""
+    """The file page gives the format, backend, pages, dictionary, the thread index's and
+    the Store's totals and the scopes; `?detail=1` adds rows, sizes per table, dedup and
+    reclaimable space."""
     data = client.get("/file.json").json()
-    assert data["figures"]["file_format"] == data["format_version"]
-    assert data["backend"] in ("native", "python")
-    assert data["figures"]["threads"] == memory["threads"]
     space = data["space"]
-    used = sum(space["tables"].values()) + space["free_pages"] * space["page_size"]
-    assert 0 < used <= space["pages"] * space["page_size"] == data["figures"]["file_bytes"]
-    assert data["space"]["dictionary"] is not None and data["dedup"]["inline_rows"] > 0
+    assert space["file_format"] == data["format_version"]
+    assert data["backend"] in ("native", "python")
+    assert space["pages"] * space["page_size"] == space["file_bytes"]
+    assert space["dictionary"] is not None and data["detail"] is False
+    assert data["measured"] is None
+    index = data["thread_index"]
+    assert index["state"] == "ready" and index["threads"] == memory["threads"]
+    assert index["messages"] > memory["messages"]
+    listed = client.get("/threads.json?limit=500").json()["threads"]
+    for name in ("checkpoints", "messages", "bytes"):
+        assert index[name] == sum(t[name] for t in listed) > 0, name
     assert data["scopes"][0]["threads"] == memory["threads"]
-    assert "Bytes per table and index" in client.get("/file").text
+    assert data["store"] == {"namespaces": 3, "items": 6}
+    page = client.get("/file").text
+    assert 'href="/file?detail=1"' in page and "reads the whole file" in page
+    assert "Bytes per table and index" not in page
+
+    detail = client.get("/file.json?detail=1").json()
+    measured = detail["measured"]
+    assert detail["detail"] is True and measured["figures"]["threads"] == memory["threads"]
+    assert measured["figures"]["checkpoints"] == index["checkpoints"]
+    used = sum(measured["tables"].values()) + space["free_pages"] * space["page_size"]
+    assert 0 < used <= space["pages"] * space["page_size"]
+    assert measured["reclaimable"] >= space["free_pages"] * space["page_size"]
+    assert measured["dedup"]["inline_rows"] > 0
+    assert "Bytes per table and index" in client.get("/file?detail=1").text
+    assert client.get("/file.json?detail=2").status_code == 400
+
+
+def test_the_file_page_reads_no_whole_table_unless_asked(
+    memory: dict[str, Any], tmp_path: Path
+) -> None:
+    """By default `/file` runs no statement whose cost grows with the file: no `dbstat`
+    (every page), no count or sum over checkpoints, pending writes, values, blocks,
+    extents or the Store's items and vectors (one pass over the `threads` rows, for the
+    index's totals, is the most it reads). `?detail=1` runs them."""
+    import apsw
+    from starlette.testclient import TestClient
+
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    statements: list[str] = []
+
+    def trace(cursor: Any, sql: str, bindings: Any) -> bool:
+        statements.append(sql)
+        return True
+
+    def hook(conn: apsw.Connection) -> None:
+        conn.exec_trace = trace
+
+    whole = re.compile(
+        r"\bdbstat\b|\bFROM\s+(checkpoints|writes|vals|blocks|extents|store_items|"
+        r"store_vectors)\b",
+        re.IGNORECASE,
+    )
+    path = tmp_path / "copy.db"  # a path of its own: its connections are new, so traced
+    shutil.copyfile(memory["path"], path)
+    apsw.connection_hooks.append(hook)
+    try:
+        source = Source(path)
+        with TestClient(create_app(source, allowed_hosts=["testserver"])) as client:
+            assert client.get("/threads").status_code == 200  # the pool's connections
+            statements.clear()
+            assert client.get("/file").status_code == 200
+            assert client.get("/file.json").status_code == 200
+            assert statements and [sql for sql in statements if whole.search(sql)] == []
+            assert client.get("/file.json?detail=1").status_code == 200
+            assert any("dbstat" in sql for sql in statements)
+    finally:
+        apsw.connection_hooks.remove(hook)
 
 
 def test_ids_that_a_path_cannot_hold_are_tilde_encoded(client: Any) -> None:
@@ -271,6 +335,25 @@ def test_errors_are_pages_too(client: Any) -> None:
     assert client.get("/threads/chat-1/documents/x-1.json").status_code == 400
 
 
+def test_an_error_page_links_only_to_the_viewer(client: Any) -> None:
+    """A path that reads as another site in a link (`//host/...`, `/\\host/...`, encoded
+    or not) gives a 404 whose links all stay on the viewer: its JSON link is a path."""
+    for path in (
+        "//evil.example/x",
+        "///evil.example/x",
+        "/%2F/evil.example/x",
+        "/%5Cevil.example/x",
+    ):
+        url = "http://testserver" + path  # in full: the client reads "//host/x" as a host
+        response = client.get(url)
+        assert response.status_code == 404, url
+        links = re.findall(r'(?:href|src)="([^"]*)"', response.text)
+        assert links and all(re.match(r"/[^/\\]", html.unescape(link)) for link in links), links
+        assert "evil.example" in response.text  # its JSON link still names the path, encoded
+    assert 'href="/evil.example/x.json"' in client.get("http://testserver//evil.example/x").text
+    assert 'href="/threads/nope.json?limit=2"' in client.get("/threads/nope?limit=2").text
+
+
 def test_no_route_writes_and_the_headers_keep_markup_inert(client: Any) -> None:
     """Every method but GET and HEAD is refused (405) on every route; pages carry a strict
     Content-Security-Policy, nosniff and no-store; a foreign Host header is refused."""
@@ -283,6 +366,30 @@ def test_no_route_writes_and_the_headers_keep_markup_inert(client: Any) -> None:
     assert "'unsafe-inline'" not in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff" and headers["cache-control"] == "no-store"
     assert client.get("/threads", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_only_allowed_host_names_are_served(memory: dict[str, Any]) -> None:
+    """By default the loopback names are served, with any port and in any IPv6 form; a
+    foreign name (a DNS-rebinding page's own) or a malformed Host is refused (400), and a
+    wildcard is not accepted as an allowed host."""
+    from starlette.testclient import TestClient
+
+    from threadloom.viewer.app import create_app, host_name
+    from threadloom.viewer.source import Source
+
+    assert host_name("[0:0:0:0:0:0:0:1]:8765") == "::1" == host_name("::1")
+    assert host_name("LocalHost.:80") == "localhost" and host_name("[::1") is None
+    with TestClient(create_app(Source(memory["path"]))) as client:
+        for host in ("localhost", "localhost:8765", "127.0.0.1:1", "[::1]:8765", "[::1]"):
+            assert client.get("/threads", headers={"host": host}).status_code == 200, host
+        for host in ("evil.example", "localhost.evil.example", "localhost:x", "[::1", ""):
+            assert client.get("/threads", headers={"host": host}).status_code == 400, host
+    source = Source(memory["path"])
+    try:
+        with pytest.raises(ValueError, match="wildcard"):
+            create_app(source, allowed_hosts=["*"])
+    finally:
+        source.close()
 
 
 def test_stored_markup_is_escaped_everywhere(client: Any) -> None:
@@ -397,6 +504,7 @@ def test_docs_name_every_field_of_every_twin(client: Any) -> None:
         "/store.json?ns=acme.user.ada.facts&q=tea",
         "/store/item.json?ns=acme.user.ada.profile&key=profile",
         "/file.json",
+        "/file.json?detail=1",
     ]
 
     def fields(value: Any, depth: int = 0) -> set[str]:
@@ -470,3 +578,69 @@ def test_secrets_are_masked_and_never_shown_as_bytes(tmp_path: Path) -> None:
             text = client.get(url).text
             assert "hunter" not in text and "masked" in text, url
             assert "$v" not in text, url  # no payload as (base64) bytes either
+
+
+def test_split_values_are_read_only_when_asked(tmp_path: Path) -> None:
+    """A value split into parts (over 256 KiB: a channel's blob, a pending write) is shown
+    by its size on the transcript, checkpoint, raw and document pages, none of which
+    fetches a part; `?whole=1` on the last three joins and decodes it, behind a link."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from starlette.testclient import TestClient
+
+    from threadloom import Saver
+    from threadloom.protocol import PARTS
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    path = tmp_path / "split.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        made = empty_checkpoint()
+        made["channel_values"] = {"doc": "x" * 600_000, "small": 1}
+        made["channel_versions"] = {"doc": 1, "small": 1}
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        done = saver.put(config, made, {"source": "loop", "step": 1}, {})
+        saver.put_writes(done, [("doc", "y" * 300_000)], task_id="task-1")
+    source = Source(path)
+    asked: list[str] = []
+    find = source.store.find_documents
+
+    def recorded(collection: str, **options: Any) -> Any:
+        asked.append(collection)
+        return find(collection, **options)
+
+    source.store.find_documents = recorded  # type: ignore[method-assign]
+    with TestClient(create_app(source, allowed_hosts=["testserver"])) as client:
+        head = head_of(client, "t")
+        base = f"/threads/t/checkpoints/{head}"
+        ref = next(
+            c["ref"] for c in client.get(base + ".json").json()["channels"] if c["channel"] == "doc"
+        )
+        asked.clear()
+        pending = client.get("/threads/t.json").json()["pending"]
+        assert pending["writes"][0]["value"] == {"$split": 2, "bytes": 300_005}
+        shown = client.get(base + ".json").json()
+        doc = next(c for c in shown["channels"] if c["channel"] == "doc")
+        assert doc["value"] == {"$split": 3, "bytes": 600_005} and doc["bytes"] == 600_005
+        assert shown["split"] == {"values": 2, "bytes": 900_010} and shown["whole"] is False
+        raw = client.get(base + "/raw.json").json()
+        assert PARTS not in {d["collection"] for d in raw["documents"]}
+        assert raw["split"] == {"values": 2, "bytes": 900_010}
+        document = client.get(f"/threads/t/documents/{ref}.json").json()
+        assert document["document"]["decoded"]["value"] == {"$split": 3, "bytes": 600_005}
+        for url in (base, base + "/raw", f"/threads/t/documents/{ref}"):
+            note = re.search(r'<p class="split[^>]*>.*?href="([^"]+)"', client.get(url).text)
+            assert note and html.unescape(note.group(1)) == url + "?whole=1", url
+        assert PARTS not in asked
+
+        for url in (base, base + "/raw", f"/threads/t/documents/{ref}"):
+            assert 'class="split' not in client.get(url + "?whole=1").text, url
+        whole = client.get(base + ".json?whole=1").json()
+        doc = next(c for c in whole["channels"] if c["channel"] == "doc")
+        assert doc["value"]["chars"] == 600_000 and whole["split"] is None
+        assert whole["pending"]["writes"][0]["value"]["chars"] == 300_000
+        raw = client.get(base + "/raw.json?whole=1").json()
+        decoded = [v for d in raw["documents"] for v in d["decoded"].values()]
+        assert {600_000, 300_000} <= {v.get("chars") for v in decoded if isinstance(v, dict)}
+        document = client.get(f"/threads/t/documents/{ref}.json?whole=1").json()
+        assert document["document"]["decoded"]["value"]["chars"] == 600_000
+        assert PARTS in asked

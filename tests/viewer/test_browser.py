@@ -222,11 +222,16 @@ def test_store_tree_and_search_with_scores(person: Person) -> None:
 
 
 def test_the_file_page_and_json_twins_in_the_browser(person: Person) -> None:
-    """The file page shows where the bytes are; each page's "as JSON" link serves its twin."""
+    """The file page shows what it holds, and where the bytes are behind its "Measure"
+    link; each page's "as JSON" link serves its twin."""
     page = person.open("/file")
+    assert page.get_by_role("heading", name="What it holds").is_visible()
+    assert page.get_by_role("heading", name="Bytes per table and index").count() == 0
+    page.get_by_role("link", name=re.compile(r"^Measure")).click()
+    page.wait_for_url(re.compile(r"/file\?detail=1$"))
     assert page.get_by_role("heading", name="Bytes per table and index").is_visible()
     assert "checkpoints" in page.locator("table.sizes").inner_text()
     page.get_by_role("link", name="this page as JSON").click()
-    page.wait_for_url(re.compile(r"/file\.json$"))
+    page.wait_for_url(re.compile(r"/file\.json\?detail=1$"))
     assert '"page":"file"' in page.content().replace(" ", "")
     person.unharmed()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import subprocess
@@ -91,6 +92,53 @@ def test_another_host_is_served_only_with_a_warning(
     assert err.startswith("warning: serving on 0.0.0.0: anyone who can reach this address")
     assert main(["view", "--db", str(memory["path"])]) == 1
     assert "warning" not in capsys.readouterr().err
+
+
+def status_for(port: int, host: str) -> int:
+    """The status of `GET /threads.json` on 127.0.0.1:`port` with `Host: host` (what a
+    browser sends for a page whose name resolves to 127.0.0.1, rebinding included)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", "/threads.json", headers={"Host": host})
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
+def test_a_non_loopback_bind_still_refuses_foreign_host_names(
+    memory: dict[str, Any], tmp_path: Path
+) -> None:
+    """`--host 0.0.0.0` listens on 127.0.0.1 too, so a website whose name is rebound to
+    127.0.0.1 reaches it: a Host that is not a loopback name, the bound address, this
+    machine's name or an `--allow-host` one is refused (400); those are served."""
+    path = tmp_path / "copy.db"
+    path.write_bytes(memory["path"].read_bytes())
+    served = Served(path, "--host", "0.0.0.0", "--allow-host", "viewer.example")
+    port = served.port
+    try:
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", ""):
+            assert status_for(port, host) in (400, 421), host
+        allowed = [
+            "localhost",
+            f"localhost:{port}",
+            f"127.0.0.1:{port}",
+            "[::1]",
+            f"[::1]:{port}",
+            f"[0:0:0:0:0:0:0:1]:{port}",
+            f"0.0.0.0:{port}",
+            socket.gethostname(),
+            f"{socket.getfqdn()}:{port}",
+            "viewer.example",
+            f"Viewer.Example:{port}",
+        ]
+        for host in allowed:
+            assert status_for(port, host) == 200, host
+    finally:
+        code, _, err = served.stop()
+    assert code == 0, err
+    assert "warning: serving on 0.0.0.0" in err and "--allow-host" in err
 
 
 def test_the_viewer_imports_no_langgraph_and_no_adapter() -> None:

@@ -2,8 +2,10 @@
 
 Binds 127.0.0.1 unless another host is asked for (then warns: anyone who can reach that
 address can read the memory), prints the address once the socket is bound, serves with
-uvicorn until Ctrl-C (or SIGTERM) and exits 0. The web stack is imported here only, so
-the other commands never load it.
+uvicorn until Ctrl-C (or SIGTERM) and exits 0. Whatever the bind, requests must name an
+allowed host (`allowed_hosts`): a bind of 0.0.0.0 listens on 127.0.0.1 too, where a
+website rebound there by its DNS would otherwise read the memory. The web stack is
+imported here only, so the other commands never load it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import socket
 import sys
 import threading
 import webbrowser
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="port (default: %(default)s; 0: a free one)"
     )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="serve requests naming this host too (repeatable; the loopback names, the "
+        "bound address and this machine's names are served)",
+    )
     parser.add_argument("--open", action="store_true", help="open the address in a browser")
     parser.add_argument("--namespace", help="the scope's namespace (default: the engine's)")
     parser.add_argument("--agent-id", help="the scope's agent id (default: the engine's)")
@@ -49,6 +60,19 @@ def loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
+
+
+def allowed_hosts(host: str, extra: Sequence[str] = ()) -> list[str]:
+    """The `Host` names served when bound to `host`: the loopback names, `host` itself,
+    for another bind this machine's names (`socket.gethostname()`, `getfqdn()`), and
+    `extra` (`--allow-host`). Never any name: against DNS rebinding."""
+    from threadloom.viewer.app import LOOPBACK
+
+    names = [*LOOPBACK, host.strip("[]")]
+    if not loopback(host):
+        names += [socket.gethostname(), socket.getfqdn()]
+    names += extra
+    return [name for name in dict.fromkeys(names) if name]
 
 
 def _missing(name: str) -> int:
@@ -71,16 +95,22 @@ def run_view(args: argparse.Namespace) -> int:
     except ImportError as exc:
         return _missing(exc.name or "its web stack")
     from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
-    from threadloom.viewer.app import LOOPBACK, create_app
+    from threadloom.viewer.app import create_app
     from threadloom.viewer.source import Source
 
     if not Path(path).is_file():
         raise ThreadloomError(f"{path!r} is not a file; give the path of a threadloom database")
     host = args.host
+    hosts = allowed_hosts(host, args.allow_host)
     if not loopback(host):
         print(
             f"warning: serving on {host}: anyone who can reach this address can read the "
             "memory (the viewer has no login); use the default 127.0.0.1 unless you mean it",
+            file=sys.stderr,
+        )
+        print(
+            f"note: requests must name {', '.join(hosts)} (any port); "
+            "add others with --allow-host NAME",
             file=sys.stderr,
         )
     source = Source(
@@ -101,7 +131,6 @@ def run_view(args: argparse.Namespace) -> int:
     port = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     address = f"http://{shown}:{port}/"
-    hosts: list[str] = ["*"] if not loopback(host) else [*LOOPBACK, host.strip("[]")]
     app = create_app(source, allowed_hosts=hosts)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)

@@ -36,33 +36,42 @@ def figures(path: str) -> dict[str, object]:
         out["file_bytes"] = sum(
             os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p)
         )
-
-        def count(sql: str) -> int:
-            return int(fetchall(conn, sql)[0][0] or 0)
-
-        out["threads"] = count("SELECT count(*) FROM threads")
-        out["checkpoints"] = count("SELECT count(*) FROM checkpoints")
-        out["pending_writes"] = count("SELECT count(*) FROM writes")
-        out["values"] = count("SELECT count(*) FROM vals")
-        if version >= 2:
-            blocks, raw, refs = fetchall(
-                conn, "SELECT count(*), total(size), total(size * max(refs, 0)) FROM blocks"
-            )[0]
-            stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
-            out["blocks"] = blocks
-            out["block_bytes_stored"] = int(stored)
-            out["block_bytes_referenced"] = int(refs)
-            out["block_sharing"] = round(refs / raw, 2) if raw else None
-            out["dictionary"] = fetchall(conn, "SELECT max(id) FROM dicts")[0][0]
-        if version >= 5:
-            out["store_namespaces"] = count("SELECT count(*) FROM store_namespaces")
-            out["store_items"] = count("SELECT count(*) FROM store_items")
-            out["store_value_bytes"] = count("SELECT total(size) FROM store_items")
-            out["store_vectors"] = count("SELECT count(*) FROM store_vectors")
+        out.update(counts(conn, version))
         out.update(space(conn, version))
         return out
     finally:
         conn.close()
+
+
+def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
+    """The rows a file holds (threads, checkpoints, pending writes, values, blocks and
+    their sharing, the Store's), each a `count(*)` or a sum over its table: their cost
+    grows with the file."""
+    out: dict[str, object] = {}
+
+    def count(sql: str) -> int:
+        return int(fetchall(conn, sql)[0][0] or 0)
+
+    out["threads"] = count("SELECT count(*) FROM threads")
+    out["checkpoints"] = count("SELECT count(*) FROM checkpoints")
+    out["pending_writes"] = count("SELECT count(*) FROM writes")
+    out["values"] = count("SELECT count(*) FROM vals")
+    if version >= 2:
+        blocks, raw, refs = fetchall(
+            conn, "SELECT count(*), total(size), total(size * max(refs, 0)) FROM blocks"
+        )[0]
+        stored = fetchall(conn, "SELECT total(length(body)) FROM extents")[0][0]
+        out["blocks"] = blocks
+        out["block_bytes_stored"] = int(stored)
+        out["block_bytes_referenced"] = int(refs)
+        out["block_sharing"] = round(refs / raw, 2) if raw else None
+        out["dictionary"] = fetchall(conn, "SELECT max(id) FROM dicts")[0][0]
+    if version >= 5:
+        out["store_namespaces"] = count("SELECT count(*) FROM store_namespaces")
+        out["store_items"] = count("SELECT count(*) FROM store_items")
+        out["store_value_bytes"] = count("SELECT total(size) FROM store_items")
+        out["store_vectors"] = count("SELECT count(*) FROM store_vectors")
+    return out
 
 
 def space(conn: apsw.Connection, version: int, top: int = TOP_THREADS) -> dict[str, object]:

@@ -3,9 +3,10 @@ tree, a namespace's items by key, and where a file's bytes are.
 
 Engine layer, read-only: every function runs inside the caller's read transaction and
 writes nothing. Each reads what its page shows: the tree groups namespace names in SQL
-(one row per child label), items come from the `(ns, key)` index a page at a time, and
-the file's figures from SQLite's own accounting (`dbstat`, the free list) and the
-content store's tables.
+(one row per child label), items come from the `(ns, key)` index a page at a time, the
+file's summary from its header, its counters and the thread index (`summary`, `scopes`,
+`thread_totals`, `store_totals`); only `measure` reads the whole file (`dbstat`, the content store's
+tables), for a page that asks for it.
 """
 
 from __future__ import annotations
@@ -100,27 +101,13 @@ def namespace_count(conn: apsw.Connection, namespace: Sequence[str]) -> int:
     return int(rows[0][0]) if rows else 0
 
 
-def space(conn: apsw.Connection) -> dict[str, Any]:
-    """Where the file's bytes are: pages, the free list, bytes per table and index
-    (`dbstat`), the content store's extents and what `compact` could give back.
-
-    `reclaimable` = free pages + extent bytes no live block uses (dead blocks wait in
-    their extent until `compact` copies the live ones out).
-    """
+def summary(conn: apsw.Connection) -> dict[str, Any]:
+    """What the file's header and a few rows say, whatever the file's size: its format,
+    pages, free pages, the newest dictionary, the content store's counters and the
+    thread index's state (`ready`, or `pending` until a writable open fills it)."""
     page_size = int(fetchall(conn, "PRAGMA page_size")[0][0])
     pages = int(fetchall(conn, "PRAGMA page_count")[0][0])
     free = int(fetchall(conn, "PRAGMA freelist_count")[0][0])
-    tables: dict[str, int] = {}
-    try:
-        for name, size in fetchall(
-            conn, "SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE ORDER BY pgsize DESC"
-        ):
-            tables[str(name)] = int(size or 0)
-    except apsw.SQLError:  # an SQLite built without dbstat: the totals still show
-        tables = {}
-    extents, extent_bytes = fetchall(conn, "SELECT count(*), total(length(body)) FROM extents")[0]
-    live = fetchall(conn, "SELECT total(length) FROM blocks WHERE refs > 0")[0][0]
-    dead = max(int(extent_bytes) - int(live), 0)
     dictionary = fetchall(
         conn, "SELECT id, length(data), samples, created_at FROM dicts ORDER BY id DESC LIMIT 1"
     )
@@ -132,14 +119,10 @@ def space(conn: apsw.Connection) -> dict[str, Any]:
         )
     )
     return {
+        "file_format": int(fetchall(conn, "PRAGMA user_version")[0][0]),
         "page_size": page_size,
         "pages": pages,
         "free_pages": free,
-        "tables": tables,
-        "extents": int(extents),
-        "extent_bytes": int(extent_bytes),
-        "dead_block_bytes": dead,
-        "reclaimable": free * page_size + dead,
         "dictionary": (
             {
                 "id": int(dictionary[0][0]),
@@ -157,12 +140,63 @@ def space(conn: apsw.Connection) -> dict[str, Any]:
 
 
 def scopes(conn: apsw.Connection) -> list[dict[str, Any]]:
-    """The file's scopes with their thread counts."""
+    """The file's scopes with their thread counts (each scope's own counter)."""
     return [
         {"namespace": str(ns), "agent_id": str(agent), "threads": int(count)}
         for ns, agent, count in fetchall(
-            conn,
-            "SELECT s.namespace, s.agent_id, (SELECT count(*) FROM threads t WHERE t.scope = s.id) "
-            "FROM scopes s ORDER BY s.namespace, s.agent_id",
+            conn, "SELECT namespace, agent_id, threads FROM scopes ORDER BY namespace, agent_id"
         )
     ]
+
+
+def thread_totals(conn: apsw.Connection) -> dict[str, int]:
+    """The thread index's totals over the file: threads (the scopes' counters),
+    checkpoints (the heads' counters: one row per thread and namespace), messages and
+    bytes (the threads' index columns: one pass over the `threads` table, which no index
+    covers). The cost grows with the number of threads, never with what they hold."""
+    threads = fetchall(conn, "SELECT total(threads) FROM scopes")[0][0]
+    checkpoints = fetchall(conn, "SELECT total(checkpoints) FROM heads")[0][0]
+    messages, size = fetchall(conn, "SELECT total(messages), total(bytes) FROM threads")[0]
+    return {
+        "threads": int(threads),
+        "checkpoints": int(checkpoints),
+        "messages": int(messages),
+        "bytes": int(size),
+    }
+
+
+def store_totals(conn: apsw.Connection) -> dict[str, int]:
+    """The Store's namespaces and items, from its namespace rows (which count their
+    items): one row per namespace read."""
+    namespaces, items = fetchall(conn, "SELECT count(*), total(items) FROM store_namespaces")[0]
+    return {"namespaces": int(namespaces), "items": int(items)}
+
+
+def measure(conn: apsw.Connection) -> dict[str, Any]:
+    """What only reading the whole file tells: the bytes of each table and index
+    (`dbstat` walks every page), the content store's extents and the bytes of blocks no
+    row uses (sums over `extents` and `blocks`).
+
+    `reclaimable` = free pages + extent bytes no live block uses (dead blocks wait in
+    their extent until `compact` copies the live ones out).
+    """
+    page_size = int(fetchall(conn, "PRAGMA page_size")[0][0])
+    free = int(fetchall(conn, "PRAGMA freelist_count")[0][0])
+    tables: dict[str, int] = {}
+    try:
+        for name, size in fetchall(
+            conn, "SELECT name, pgsize FROM dbstat WHERE aggregate = TRUE ORDER BY pgsize DESC"
+        ):
+            tables[str(name)] = int(size or 0)
+    except apsw.SQLError:  # an SQLite built without dbstat: the totals still show
+        tables = {}
+    extents, extent_bytes = fetchall(conn, "SELECT count(*), total(length(body)) FROM extents")[0]
+    live = fetchall(conn, "SELECT total(length) FROM blocks WHERE refs > 0")[0][0]
+    dead = max(int(extent_bytes) - int(live), 0)
+    return {
+        "tables": tables,
+        "extents": int(extents),
+        "extent_bytes": int(extent_bytes),
+        "dead_block_bytes": dead,
+        "reclaimable": free * page_size + dead,
+    }

@@ -8,15 +8,18 @@ the page's JSON twin: the same URL with `.json`, or `Accept: application/json`.
 Markup can never run from stored data: templates autoescape everything, the pages have
 no inline script or event handler, and the Content-Security-Policy allows scripts and
 styles from the viewer only (`default-src 'self'`), so a value that escaped escaping
-would still not run. Requests must name this host (a DNS-rebinding page cannot read the
-memory through the browser), and only loopback hosts are served unless asked.
+would still not run. Requests must name an allowed host (`Host`, checked by `_Hosts`):
+a DNS-rebinding page, whose own name resolves to this machine, cannot read the memory
+through the browser.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import math
+import re
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -27,9 +30,14 @@ import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -56,7 +64,58 @@ _HEADERS: Final = {
     "cross-origin-resource-policy": "same-origin",
 }
 _JSON: Final = "threadloom.json"
-LOOPBACK: Final = ("127.0.0.1", "localhost", "::1", "[::1]")
+#: The loopback names, always served (`host_name` form; `[::1]` is `::1`).
+LOOPBACK: Final = ("localhost", "127.0.0.1", "::1")
+_PORT: Final = re.compile(r"(?::[0-9]*)?")
+
+
+def host_name(host: str) -> str | None:
+    """A `Host` header's name, compared as `_Hosts` does: the port dropped, lowercased,
+    without a trailing dot, an IPv6 literal without its brackets in its short form
+    (`[0:0::1]:8765` is `::1`); None for a header that is not a host.
+
+    Also the form of the names `_Hosts` is given (a port there is ignored)."""
+    text = host.strip().lower()
+    if text.startswith("["):
+        name, bracket, rest = text[1:].partition("]")
+        try:
+            name = ipaddress.IPv6Address(name).compressed
+        except ValueError:
+            return None
+        if not bracket:
+            return None
+    elif text.count(":") > 1:  # a bare IPv6 address (a name given to `_Hosts`)
+        try:
+            return ipaddress.IPv6Address(text).compressed
+        except ValueError:
+            return None
+    else:
+        name, colon, port = text.partition(":")
+        rest = colon + port
+    if not _PORT.fullmatch(rest):
+        return None
+    name = name[:-1] if name.endswith(".") else name
+    return name or None
+
+
+class _Hosts:
+    """ASGI middleware: only requests whose `Host` names one of `names` (any port) are
+    served; others get 400. Against DNS rebinding: a website whose name its DNS points
+    at this machine sends its own name, which is not one of them."""
+
+    def __init__(self, app: ASGIApp, names: Sequence[str]) -> None:
+        self.app = app
+        self.names = {found for name in names if (found := host_name(name)) is not None}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            values = [v for k, v in scope.get("headers", []) if k == b"host"]
+            name = host_name(values[0].decode("latin-1")) if len(values) == 1 else None
+            if name not in self.names:
+                refused = PlainTextResponse("Invalid host header", status_code=400)
+                await refused(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 class _Twins:
@@ -99,6 +158,13 @@ def url(path: str, **query: Any) -> str:
     """`path` with the query parameters that are not None."""
     given = {k: v for k, v in query.items() if v is not None and v != ""}
     return path + ("?" + urllib.parse.urlencode(given) if given else "")
+
+
+def local(path: str) -> str:
+    """A request's (decoded) path as a link that stays on the viewer: percent-encoded
+    (a `\\` would read as `/`) with one leading `/`, so `//evil.example/x`, which a
+    browser would follow to evil.example, is `/evil.example/x`."""
+    return "/" + urllib.parse.quote(path.lstrip("/"), safe="/~")
 
 
 def thread_url(thread_id: str, *rest: str, **query: Any) -> str:
@@ -147,7 +213,8 @@ class Viewer:
 
     Args:
         source: the file and scope shown.
-        allowed_hosts: the `Host` names served (default: loopback names only).
+        allowed_hosts: the `Host` names served, any port (default: the loopback names;
+            `host_name` says how they compare).
         owns_source: close the source when the application shuts down.
     """
 
@@ -158,6 +225,8 @@ class Viewer:
         allowed_hosts: Sequence[str] = LOOPBACK,
         owns_source: bool = True,
     ) -> None:
+        if any("*" in name for name in allowed_hosts):
+            raise ValueError("allowed_hosts are names: a wildcard would serve any website")
         self.source = source
         self.env = _environment()
         self.env.globals.update(path=source.path, scope=source.scope)
@@ -208,14 +277,14 @@ class Viewer:
             ),
             self.page("/store", "store.html", lambda r: memory.store(s, r.query_params)),
             self.page("/store/item", "item.html", lambda r: memory.store_item(s, r.query_params)),
-            self.page("/file", "file.html", lambda r: memory.file(s)),
+            self.page("/file", "file.html", lambda r: memory.file(s, r.query_params)),
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ]
         self.app = Starlette(
             routes=routes,
             middleware=[
                 Middleware(_Twins),
-                Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts)),
+                Middleware(_Hosts, names=list(allowed_hosts)),
             ],
             exception_handlers={404: self.http_error, 405: self.http_error},
             lifespan=self.lifespan,
@@ -275,7 +344,7 @@ class Viewer:
         html = self.env.get_template(template).render(
             data=data,
             request_path=path,
-            json_url=path + ".json" + ("?" + query if query else ""),
+            json_url=local(path) + ".json" + ("?" + query if query else ""),
             request_checkpoint=request.query_params.get("checkpoint") or None,
         )
         return HTMLResponse(html, status)

@@ -6,20 +6,31 @@ answers the document service's `find` with: what a page shows is what the engine
 service would send, byte for byte, here in tagged JSON (`values.tagged`) beside their
 class-free decoding (`protocol.plain`). A page reads the checkpoint, its parent, the
 documents they reference directly and, for a list channel, its tail; deeper documents
-are one link away (`document`), so a page never walks a whole conversation.
+are one link away (`document`), so a page never walks a whole conversation. A value
+split into parts (over `PART_SIZE`) decodes only whole, so the pages show it by its
+size (`{"$split": parts, "bytes": size}`) and read its parts only with `?whole=1`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
 from threadloom.engine.documents import StoredDocument
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES, collection_of, references
-from threadloom.viewer.pages import number, pending, plain_items, thread_info
+from threadloom.viewer.pages import flag, number, pending, plain_items, thread_info
 from threadloom.viewer.source import BadRequest, NotFound, Source
-from threadloom.viewer.values import decoded, iso, shorten, stored_size, tagged
+from threadloom.viewer.values import (
+    decoded,
+    iso,
+    shorten,
+    split,
+    split_summary,
+    stored_size,
+    stored_values,
+    tagged,
+)
 
 #: Elements of a list channel a checkpoint page shows (its tail).
 LIST_TAIL: Final = 10
@@ -44,8 +55,9 @@ def _checkpoint(source: Source, thread_id: str, ns: str, checkpoint_id: str) -> 
     return found[0]
 
 
-def _parts(stored: Any) -> list[str]:
-    return list(stored.get("parts") or ()) if isinstance(stored, Mapping) else []
+def _parts(datas: Iterable[Any]) -> list[str]:
+    """The parts of the split values these documents' data hold."""
+    return [ref for data in datas for stored in stored_values(data) for ref in split(stored)]
 
 
 def _channel(
@@ -98,9 +110,11 @@ def _channel(
 def checkpoint(
     source: Source, thread_id: str, checkpoint_id: str, params: Mapping[str, str]
 ) -> dict[str, Any]:
-    """A checkpoint: metadata, channel values, what changed from its parent, pending writes."""
+    """A checkpoint: metadata, channel values, what changed from its parent, pending
+    writes; split values by their size unless `whole=1`."""
     thread_info(source, thread_id)
     ns = params.get("ns", "")
+    whole = flag(params, "whole")
     doc = _checkpoint(source, thread_id, ns, checkpoint_id).data
     parent_id = doc.get("parent_id")
     parent: dict[str, Any] | None = None
@@ -114,15 +128,10 @@ def checkpoint(
     changed = {n for n, e in mine.items() if theirs.get(n) != e}
     blobs = [e["blob"] for e in mine.values() if "blob" in e]
     blobs += [theirs[n]["blob"] for n in changed if n in theirs and "blob" in theirs[n]]
-    fetched = _values(source, thread_id, blobs + _parts(doc.get("checkpoint")))
-    fetched.update(_values(source, thread_id, _parts(doc.get("metadata"))))
-    fetched.update(
-        _values(
-            source, thread_id, [r for b in list(fetched.values()) for r in _parts(b.get("value"))]
-        )
-    )
-    if parent is not None:
-        fetched.update(_values(source, thread_id, _parts(parent.get("checkpoint"))))
+    fetched = _values(source, thread_id, blobs)
+    held = [doc, *([parent] if parent is not None else []), *fetched.values()]
+    if whole:
+        fetched.update(_values(source, thread_id, _parts(held)))
     channels = []
     for name in sorted(mine):
         row = {
@@ -150,6 +159,8 @@ def checkpoint(
     if isinstance(versions, dict):
         old = old if isinstance(old, dict) else {}
         moved = {k: [old.get(k), v] for k, v in versions.items() if old.get(k) != v}
+    writes = pending(source, thread_id, ns, checkpoint_id, whole=whole)
+    values = (v for d in held for v in stored_values(d))
     return {
         "page": "checkpoint",
         "thread_id": thread_id,
@@ -161,7 +172,9 @@ def checkpoint(
         "channels": channels,
         "removed": sorted(set(theirs) - set(mine)) if parent is not None else [],
         "versions": moved,
-        "pending": pending(source, thread_id, ns, checkpoint_id),
+        "pending": writes,
+        "whole": whole,
+        "split": None if whole else split_summary(values, (writes or {}).get("split")),
     }
 
 
@@ -172,10 +185,10 @@ def _shown(doc: StoredDocument, fetched: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for field in ("checkpoint", "metadata", "value"):
         if isinstance(data.get(field), Mapping):
-            values[field] = _decoded(data[field], fetched)
+            values[field] = shorten(decoded(data[field], fetched))
     for name, entry in (data.get("channels") or {}).items():
         if "value" in entry:
-            values[f"channels.{name}"] = _decoded(entry["value"], fetched)
+            values[f"channels.{name}"] = shorten(decoded(entry["value"], fetched))
     return {
         "collection": doc.collection,
         "key": doc.key,
@@ -190,34 +203,36 @@ def _shown(doc: StoredDocument, fetched: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _decoded(stored: Mapping[str, Any], fetched: Mapping[str, Any]) -> Any:
-    missing = [ref for ref in _parts(stored) if ref not in fetched]
-    if missing:
-        return {"$split": len(_parts(stored)), "detail": "open its parts' documents"}
-    return shorten(decoded(stored, fetched))
-
-
 def raw(
     source: Source, thread_id: str, checkpoint_id: str, params: Mapping[str, str]
 ) -> dict[str, Any]:
     """The protocol documents of a checkpoint: the checkpoint document, its pending
-    writes and the value documents they reference directly."""
+    writes and the value documents they reference directly (parts are listed among
+    their references; `whole=1` reads them to decode the split values)."""
     thread_info(source, thread_id)
     ns = params.get("ns", "")
+    whole = flag(params, "whole")
     doc = _checkpoint(source, thread_id, ns, checkpoint_id)
     writes = source.store.find_documents(
         WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[checkpoint_id]
     )
-    refs = [ref for d in (doc, *writes) for ref, _ in references(d.data)]
+    refs = [ref for d in (doc, *writes) for ref, _ in references(d.data) if ref[:2] != "p-"]
     values = _stored(source, thread_id, list(dict.fromkeys(refs)))
-    fetched = {v.data["ref"]: v.data for v in values}
+    shown = [doc, *writes, *values]
+    fetched = _values(source, thread_id, _parts(d.data for d in shown)) if whole else {}
     return {
         "page": "raw",
         "thread_id": thread_id,
         "checkpoint_ns": ns,
         "checkpoint_id": checkpoint_id,
-        "documents": [_shown(d, fetched) for d in (doc, *writes, *values)],
+        "documents": [_shown(d, fetched) for d in shown],
+        "whole": whole,
+        "split": None if whole else split_summary(_held(shown)),
     }
+
+
+def _held(docs: Iterable[StoredDocument]) -> Iterator[Mapping[str, Any]]:
+    return (v for d in docs for v in stored_values(d.data))
 
 
 def _stored(source: Source, thread_id: str, refs: list[str]) -> list[StoredDocument]:
@@ -233,8 +248,10 @@ def _stored(source: Source, thread_id: str, refs: list[str]) -> list[StoredDocum
 
 
 def document(source: Source, thread_id: str, ref: str, params: Mapping[str, str]) -> dict[str, Any]:
-    """One value document and a page of the documents it references."""
+    """One value document and a page of the documents it references; its value, if
+    split, by its size unless `whole=1`."""
     thread_info(source, thread_id)
+    whole = flag(params, "whole")
     if ref[:1] not in _FIND:
         raise BadRequest(f"{ref!r} is not a value document ref (b-, c-, e-, p-)")
     found = _stored(source, thread_id, [ref])
@@ -248,8 +265,7 @@ def document(source: Source, thread_id: str, ref: str, params: Mapping[str, str]
         if "elements" in data
         else [(r, None) for r, _ in references(data)]
     )
-    parts = [r for r in _parts(doc.data.get("value")) if r.startswith("p-")]
-    fetched = {d.data["ref"]: d.data for d in _stored(source, thread_id, parts)} if parts else {}
+    fetched = _values(source, thread_id, _parts([data])) if whole else {}
     shown = _shown(doc, fetched)
     page = refs[offset : offset + REFS_PAGE]
     shown["references"] = [
@@ -262,4 +278,6 @@ def document(source: Source, thread_id: str, ref: str, params: Mapping[str, str]
         "references_total": len(refs),
         "offset": offset,
         "next_offset": offset + REFS_PAGE if offset + REFS_PAGE < len(refs) else None,
+        "whole": whole,
+        "split": None if whole else split_summary(_held([doc])),
     }

@@ -3,13 +3,15 @@ search, and where the file's bytes are.
 
 Outer layer, read through the engine (`engine/items.py`, `engine/recall.py`,
 `engine/inspect_view.py`, `engine/figures.py`): nothing here decodes more than the page
-shows. Search is the Store's full-text search (FTS5; the score is the token-set cosine
-of docs/store.md): vector search needs the application's embedder, which the viewer has
+shows, and nothing reads the whole file unless the page asks (`/file?detail=1`).
+Search is the Store's full-text search (FTS5; the score is the token-set cosine of
+docs/store.md): vector search needs the application's embedder, which the viewer has
 not got.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -18,7 +20,7 @@ import apsw
 
 from threadloom import __version__, core
 from threadloom.engine import inspect_view
-from threadloom.engine.figures import figures
+from threadloom.engine.figures import counts
 from threadloom.engine.items import MINUTE, Stored
 from threadloom.engine.schema import FORMAT_VERSION
 from threadloom.errors import InvalidArgumentError
@@ -119,15 +121,43 @@ def store_item(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
     return {"page": "item", "item": item(stored, full=True)}
 
 
-def file(source: Source) -> dict[str, Any]:
-    """The file: format, backend, rows, where the bytes are, how the content store shares
-    and compresses, what `compact` could give back."""
-    found = figures(source.path)
+def file(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
+    """The file: format, backend, pages, free pages, dictionary, the thread index's and
+    the Store's totals and the scopes, read from the header, counters and index rows, so
+    the page costs the same on a file of any size. With `detail=1`, also what only
+    reading the whole file measures (`measured`): rows per table, bytes per table and
+    index, how the content store shares and compresses, what `compact` could give back."""
+    detail = number(params, "detail", 0, 0, 1) == 1
     with source.file.read() as conn:
-        space = inspect_view.space(conn)
+        space = inspect_view.summary(conn)
         scopes = inspect_view.scopes(conn)
-    stats = source.file.content.stats().as_dict()
-    stored, referenced = found.get("block_bytes_stored"), found.get("block_bytes_referenced")
+        totals = inspect_view.thread_totals(conn)
+        store = inspect_view.store_totals(conn)
+        found = counts(conn, space["file_format"]) if detail else {}
+        sizes = inspect_view.measure(conn) if detail else {}
+    space["file_bytes"] = sum(
+        os.path.getsize(p) for p in (source.path, f"{source.path}-wal") if os.path.exists(p)
+    )
+    measured = None
+    if detail:
+        stats = source.file.content.stats().as_dict()
+        stored, referenced = found.get("block_bytes_stored"), found.get("block_bytes_referenced")
+        measured = {
+            "figures": found,
+            **sizes,
+            "content": stats,
+            "dedup": {
+                "block_sharing": found.get("block_sharing"),
+                "referenced_per_stored": (
+                    round(int(referenced) / int(stored), 2)  # type: ignore[call-overload]
+                    if stored and referenced
+                    else None
+                ),
+                "inline_rows": stats["inline_rows"],
+                "inline_stored": stats["inline_stored"],
+                "block_rows": stats["chunked_rows"],
+            },
+        }
     return {
         "page": "file",
         "path": source.path,
@@ -136,19 +166,10 @@ def file(source: Source) -> dict[str, Any]:
         "format_version": FORMAT_VERSION,
         "backend": core.backend(),
         "scope": source.scope,
-        "figures": found,
         "space": space,
-        "content": stats,
-        "dedup": {
-            "block_sharing": found.get("block_sharing"),
-            "referenced_per_stored": (
-                round(int(referenced) / int(stored), 2)  # type: ignore[call-overload]
-                if stored and referenced
-                else None
-            ),
-            "inline_rows": stats["inline_rows"],
-            "inline_stored": stats["inline_stored"],
-            "block_rows": stats["chunked_rows"],
-        },
+        "thread_index": {"state": space.pop("thread_index"), **totals},
+        "store": store,
         "scopes": scopes,
+        "detail": detail,
+        "measured": measured,
     }

@@ -17,7 +17,15 @@ from threadloom.errors import InvalidArgumentError, ThreadloomError
 from threadloom.protocol import PARTS, WRITES
 from threadloom.protocol.plain import message, plain
 from threadloom.viewer.source import BadRequest, NotFound, Source
-from threadloom.viewer.values import cut, decoded, lanes, shorten, stored_size
+from threadloom.viewer.values import (
+    cut,
+    decoded,
+    lanes,
+    shorten,
+    split,
+    split_summary,
+    stored_size,
+)
 
 #: LangGraph's channel of interrupts.
 INTERRUPT: Final = "__interrupt__"
@@ -38,6 +46,11 @@ def number(params: Mapping[str, str], name: str, default: int, low: int, high: i
     if not low <= value <= high:
         raise BadRequest(f"{name} must be from {low} to {high}, not {value}")
     return value
+
+
+def flag(params: Mapping[str, str], name: str) -> bool:
+    """A 0/1 query parameter (absent: 0)."""
+    return number(params, name, 0, 0, 1) == 1
 
 
 def text(params: Mapping[str, str], name: str) -> str | None:
@@ -183,17 +196,18 @@ def node_of(path: str) -> str | None:
 
 
 def pending(
-    source: Source, thread_id: str, ns: str, checkpoint_id: str | None
+    source: Source, thread_id: str, ns: str, checkpoint_id: str | None, *, whole: bool = False
 ) -> dict[str, Any] | None:
     """The pending writes of a checkpoint: its interrupts (what the run waits for) and the
-    other writes (tasks that finished before the run stopped)."""
+    other writes (tasks that finished before the run stopped). A value split into parts
+    is shown by its size (`split`) unless `whole`."""
     if checkpoint_id is None:
         return None
     store = source.store
     docs = store.find_documents(
         WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[checkpoint_id]
     )
-    parts = [ref for doc in docs for ref in doc.data["value"].get("parts") or ()]
+    parts = [ref for doc in docs for ref in split(doc.data["value"])] if whole else []
     fetched = (
         {
             d.data["ref"]: d.data
@@ -226,7 +240,12 @@ def pending(
                 )
         else:
             writes.append({**row, "value": shorten(value)})
-    return {"checkpoint_id": checkpoint_id, "interrupts": interrupts, "writes": writes}
+    return {
+        "checkpoint_id": checkpoint_id,
+        "interrupts": interrupts,
+        "writes": writes,
+        "split": None if whole else split_summary(d.data["value"] for d in docs),
+    }
 
 
 def history(source: Source, thread_id: str, params: Mapping[str, str]) -> dict[str, Any]:

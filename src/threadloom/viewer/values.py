@@ -10,7 +10,9 @@ Forms added to plain's (docs/cli.md, `view`):
 - `{"$cut": "<first characters>", "chars": n, "bytes": m}`: a string longer than shown;
 - `{"$more": k}`, as a list's last element or under the key `"…"` of a map: k more;
 - `{"$t": "bytes", "size": n, "$v": "<base64 prefix>"}`: bytes of a raw document (no
-  `$v` for payloads, which are shown decoded, nor for parts).
+  `$v` for payloads, which are shown decoded, nor for parts);
+- `{"$split": k, "bytes": m}`: a value stored in k parts (m bytes in all), not read
+  (the pages that show one join its parts with `?whole=1`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
@@ -77,11 +79,48 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, allow_nan=True, default=str)
 
 
+def split(stored: Any) -> list[str]:
+    """The parts of a stored value split into parts (over `PART_SIZE`); [] for another."""
+    if isinstance(stored, Mapping) and "payload" not in stored:
+        return [str(ref) for ref in stored.get("parts") or ()]
+    return []
+
+
+def stored_values(data: Any) -> list[Mapping[str, Any]]:
+    """The stored values a document's data holds: its `checkpoint`, `metadata` and
+    `value` fields and its inline channel values."""
+    if not isinstance(data, Mapping):
+        return []
+    fields = ("checkpoint", "metadata", "value")
+    found = [data[f] for f in fields if isinstance(data.get(f), Mapping)]
+    channels = data.get("channels")
+    if isinstance(channels, Mapping):
+        found += [e["value"] for e in channels.values() if isinstance(e, Mapping) and "value" in e]
+    return found
+
+
+def split_summary(values: Iterable[Any], *more: dict[str, int] | None) -> dict[str, int] | None:
+    """`{"values", "bytes"}` of the split values among `values`, plus the summaries
+    `more` (None if there are none): what a page did not decode (`?whole=1` reads)."""
+    sizes = [stored_size(v) for v in values if split(v)]
+    count, total = len(sizes), sum(sizes)
+    for other in more:
+        if other:
+            count, total = count + other["values"], total + other["bytes"]
+    return {"values": count, "bytes": total} if count else None
+
+
 def decoded(stored: Any, fetched: Mapping[str, Any] | None = None) -> Any:
     """A stored value (`{"kind", "payload"}` or split into parts found in `fetched`) in
-    plain form; `{"$unreadable": reason}` when it cannot be read class-free."""
+    plain form; `{"$unreadable": reason}` when it cannot be read class-free.
+
+    A split value whose parts were not fetched is `{"$split": parts, "bytes": size}`: a
+    payload decodes only whole, so showing any of it means reading every part."""
     if not isinstance(stored, Mapping) or "kind" not in stored:
         return {"$unreadable": "not a stored value"}
+    parts = split(stored)
+    if parts and any(ref not in (fetched or {}) for ref in parts):
+        return {"$split": len(parts), "bytes": stored_size(stored)}
     try:
         return plain(*raw_value(stored, fetched or {}))
     except ThreadloomError as exc:
