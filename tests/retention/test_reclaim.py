@@ -13,7 +13,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from tests.conversations._index import check_all
 from tests.engine.test_graphs import thread
-from tests.retention._helpers import assert_no_orphans, counts, later, released_blocks
+from tests.retention._helpers import age, assert_no_orphans, counts, released_blocks
 from threadloom import Saver
 from threadloom.engine.figures import figures
 from threadloom.engine.reclaim import compact
@@ -41,8 +41,9 @@ def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> Non
     listed are gone (LangGraph's prune, by contrast, leaves them for the grace)."""
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         tool_chat(saver)
+        age(saver)
         rows = counts(saver)
-        report = saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        report = saver.apply_retention(RetentionPolicy(keep_last=1))
         assert report.blocks > 0
         assert released_blocks(saver) == 0
         assert counts(saver)["blocks"] == rows["blocks"] - report.blocks
