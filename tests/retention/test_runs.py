@@ -168,6 +168,24 @@ def test_the_clock_can_be_given(tmp_path: Path) -> None:
         assert saver.threads() == []
 
 
+def test_a_thread_written_within_the_grace_is_never_idle(tmp_path: Path) -> None:
+    """On the real clock, a thread whose last write is younger than the grace is not
+    deleted, however short max_age is and however far ahead `now` is (a value written a
+    moment ago may be about to be referenced); once past the grace (here 0.5 s) it goes."""
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        chat(saver, "a", turns=1)
+        documents = len(saver.documents("a"))
+        time.sleep(1.2)  # older than max_age, younger than the grace (60 s)
+        short = RetentionPolicy(keep_last=None, max_age=1, min_age=0)
+        assert saver.apply_retention(short).expired == []
+        day = RetentionPolicy(keep_last=None, max_age=86400)
+        assert saver.apply_retention(day, now=time.time() + 7 * 86400).expired == []
+        assert saver.thread("a") is not None and len(saver.documents("a")) == documents
+        saver.store.grace = 0.5
+        assert [e.thread_id for e in saver.apply_retention(short).expired] == ["a"]
+        assert saver.thread("a") is None and saver.documents("a") == []
+
+
 def test_a_prune_is_not_activity(tmp_path: Path) -> None:
     """Retention leaves each kept thread's last activity and message count as they were,
     so a thread pruned every day still expires."""

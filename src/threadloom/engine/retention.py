@@ -5,7 +5,7 @@ Engine layer. Per thread, one write transaction (in a dry run a read transaction
 decides the same and changes nothing):
 
 1. a thread whose last write (the thread index's `updated_at`) is older than `max_age`
-   is deleted whole, unless a run holds its lease (`leases.py`);
+   and than the grace is deleted whole, unless a run holds its lease (`leases.py`);
 2. otherwise the checkpoints kept are decided: SPEC §6.1 (`protocol.kept_checkpoints`:
    the `keep_last` newest root checkpoints, the subgraph checkpoints linked to them
    through `metadata.parents[""]`, the newest of unlinked namespaces), plus the
@@ -199,7 +199,10 @@ class Retention:
         )
         todo = self._threads(threads)
         cutoff = moment - max(min_age, scope.grace)
-        idle = None if max_age is None else moment - max_age
+        # The grace is measured on the real clock, whatever `now` says: a thread's last
+        # write is at least as recent as its newest value, and none of those younger
+        # than the grace may go (a client may be about to reference it).
+        idle = None if max_age is None else min(moment - max_age, time.time() - scope.grace)
         gone: set[int] = set()
         try:
             for done, (row, thread_id) in enumerate(todo, 1):
