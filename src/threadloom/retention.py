@@ -174,7 +174,9 @@ class Retention:
 
         Args:
             apply: False for a dry run: the same decisions and report, nothing changed.
-            now: the clock (Unix time) ages are measured from; default the time now.
+            now: the clock (Unix time) `min_age` and `max_age` are measured from;
+                default the time now. The grace is measured on the real clock whatever
+                `now` says: a value or thread written within it is never collected.
             progress: called as `progress(done, total)` after each thread.
         """
         checked = _policy(policy)

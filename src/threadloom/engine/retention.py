@@ -12,9 +12,12 @@ decides the same and changes nothing):
    ancestors a kept checkpoint's DeltaChannels are rebuilt from; the others go with
    their pending writes and metadata keys;
 3. the thread's values no remaining row reaches go in the same transaction when they
-   were stored before `now - max(min_age, grace)` (`liveness.py`), and with them the
-   blocks no row lists any more (`BlockStore.sweep(released=)`); the thread index
-   loses the bytes the deleted rows took.
+   were stored before `min(now - min_age, time.time() - grace)` (`liveness.py`), and
+   with them the blocks no row lists any more (`BlockStore.sweep(released=)`); the
+   thread index loses the bytes the deleted rows took.
+
+`now` moves `min_age` and `max_age` only: the grace is always measured on the real
+clock, so a run with a clock ahead never collects a value written a moment ago.
 
 Invariants: a kept checkpoint reads back exactly as before (its values, pending writes
 and DeltaChannel history stay); no value younger than the scope's grace is collected;
@@ -198,11 +201,12 @@ class Retention:
             apply, scope.namespace, scope.agent_id, keep_last, min_age, max_age
         )
         todo = self._threads(threads)
-        cutoff = moment - max(min_age, scope.grace)
-        # The grace is measured on the real clock, whatever `now` says: a thread's last
-        # write is at least as recent as its newest value, and none of those younger
-        # than the grace may go (a client may be about to reference it).
-        idle = None if max_age is None else min(moment - max_age, time.time() - scope.grace)
+        # The grace is measured on the real clock, whatever `now` says: no value younger
+        # than it may go (a client may be about to reference it), and a thread's last
+        # write is at least as recent as its newest value.
+        safe = time.time() - scope.grace
+        cutoff = min(moment - min_age, safe)
+        idle = None if max_age is None else min(moment - max_age, safe)
         gone: set[int] = set()
         try:
             for done, (row, thread_id) in enumerate(todo, 1):
