@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 
 from tests.conversations._index import check_all
@@ -54,6 +55,52 @@ def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> Non
         tool_chat(saver)
         saver.prune(["t"], strategy="keep_latest")
         assert released_blocks(saver) > 0  # swept only by a collection after the grace
+
+
+def two_steps(saver: Saver, thread_id: str, first: str) -> None:
+    """A thread of two checkpoints: `first` in its first, a short text in its head."""
+    parent: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    for step, value in enumerate([first, "short"]):
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = f"1ef{step:029d}"
+        checkpoint["channel_values"] = {"blob": value}
+        checkpoint["channel_versions"] = {"blob": step + 1}
+        config = saver.put({"configurable": parent}, checkpoint, {"step": step}, {"blob": step + 1})
+        parent = dict(config["configurable"])
+
+
+def test_a_dry_run_counts_the_blocks_the_applied_run_frees(tmp_path: Path) -> None:
+    """The dry run's report equals the applied run's, blocks included: a block two pruned
+    threads and an idle one share is freed by the last (the dry run remembers what the
+    others would release), and the blocks other deletions released past their grace,
+    which the run sweeps, are counted too; `blocks` is what the file lost."""
+    rng = random.Random(7)
+    shared = "".join(rng.choice(string.ascii_letters) for _ in range(40_000))
+    other = "".join(rng.choice(string.ascii_letters) for _ in range(40_000))
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        two_steps(saver, "a", shared)
+        two_steps(saver, "b", shared)
+        two_steps(saver, "c", shared)
+        two_steps(saver, "gone", other)
+        saver.delete_thread("gone")  # its blocks wait for the grace
+        age(saver)
+        with saver.db.write() as conn:  # c is idle for 40 days
+            conn.execute(
+                "UPDATE threads SET updated_at = updated_at - 40 * 86400 WHERE thread_id = 'c'"
+            )
+        waiting = released_blocks(saver)
+        assert waiting > 0
+        rows = counts(saver)
+        policy = RetentionPolicy(keep_last=1, max_age=30 * 86400)
+        dry = saver.apply_retention(policy, apply=False).as_json()
+        applied = saver.apply_retention(policy).as_json()
+        assert rows["blocks"] - counts(saver)["blocks"] == applied["blocks"] > waiting
+        assert released_blocks(saver) == 0
+        assert [e["thread_id"] for e in applied["expired_threads"]] == ["c"]
+        assert [p["thread_id"] for p in applied["pruned"]] == ["a", "b"]
+    assert (dry.pop("mode"), applied.pop("mode")) == ("dry-run", "applied")
+    assert dry == applied
 
 
 def test_doctor_shows_where_the_bytes_are(tmp_path: Path) -> None:

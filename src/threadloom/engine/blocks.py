@@ -395,6 +395,18 @@ class BlockStore:
             conn.execute("DELETE FROM extents WHERE id IN carray(?) AND live <= 0", (_ids(per),))
         return len(gone)
 
+    def sweepable(self, conn: apsw.Connection, grace: float) -> list[bytes]:
+        """The keys of the blocks nothing references whose grace ended: what `sweep`
+        would delete besides the keys it is given (a dry run counts them)."""
+        return [
+            bytes(r[0])
+            for r in fetchall(
+                conn,
+                "SELECT key FROM blocks WHERE refs <= 0 AND released < ?",
+                (time.time() - grace,),
+            )
+        ]
+
     def note_inline(self, conn: apsw.Connection, packs: Iterable[Packed]) -> bool:
         """Count inline bytes written (inside the write); True when a training is due.
 

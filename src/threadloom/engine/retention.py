@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -102,8 +103,9 @@ class RetentionReport:
         kept: checkpoints kept (in the threads not expired).
         checkpoints, writes, values: rows deleted, expired threads included.
         bytes: what the deleted rows took, as the thread index counts them.
-        blocks: content blocks no row lists any more after the deletions (freed in the
-            same transaction).
+        blocks: content blocks deleted: those no row lists any more after the
+            deletions (freed in the same transaction), and those other deletions
+            released whose grace ended (swept with them).
         waiting: values nothing references that were kept because they are younger
             than `min_age` (or the grace): a later run collects them.
         expired: the threads deleted whole.
@@ -170,6 +172,16 @@ class _Thread(NamedTuple):
     bytes: int
 
 
+@dataclass
+class _Simulated:
+    """What a dry run's earlier threads would have changed, so that its `blocks` is the
+    applied run's: the block references their deletions drop, and the released blocks
+    their sweeps delete."""
+
+    released: Counter[bytes] = field(default_factory=Counter)
+    swept: set[bytes] = field(default_factory=set)
+
+
 class Retention:
     """Retention runs over the threads of one scope.
 
@@ -208,13 +220,14 @@ class Retention:
         cutoff = min(moment - min_age, safe)
         idle = None if max_age is None else min(moment - max_age, safe)
         gone: set[int] = set()
+        simulated = _Simulated()
         try:
             for done, (row, thread_id) in enumerate(todo, 1):
                 expired = len(report.expired)
                 changed = False
                 try:
                     with scope.file.write() if apply else scope.file.read() as conn:
-                        changed = self._one(conn, report, row, keep_last, idle, cutoff)
+                        changed = self._one(conn, report, simulated, row, keep_last, idle, cutoff)
                 except (CorruptionError, MissingDocumentsError) as exc:
                     log.warning(
                         "%s: retention left thread %r alone: %s", scope.file.path, thread_id, exc
@@ -250,6 +263,7 @@ class Retention:
         self,
         conn: apsw.Connection,
         report: RetentionReport,
+        simulated: _Simulated,
         row: int,
         keep_last: int | None,
         idle: float | None,
@@ -264,7 +278,7 @@ class Retention:
         thread = _Thread(*found[0])
         report.threads += 1
         if idle is not None and thread.updated_at < idle and not self._leased(conn, thread):
-            self._expire(conn, report, thread)
+            self._expire(conn, report, simulated, thread)
             return True
         if keep_last is None:
             return False
@@ -308,7 +322,6 @@ class Retention:
                 "vals", "thread = ? AND ref IN carray(?)", (thread.id, ids(gone_values))
             )
         outcome.bytes = drops.bytes
-        report.blocks += drops.freed()
         report.pruned.append(outcome)
         report.checkpoints += outcome.checkpoints
         report.writes += outcome.writes
@@ -327,7 +340,9 @@ class Retention:
             if gone_values:
                 self.scope.cache.drop(thread.id, gone_values)
                 self.scope.bump_epoch(conn)
-            self.scope.content.sweep(conn, self.scope.grace, drops.released)
+            report.blocks += self.scope.content.sweep(conn, self.scope.grace, drops.released)
+        else:
+            report.blocks += self._would_sweep(conn, drops, simulated)
         return True
 
     def _leased(self, conn: apsw.Connection, thread: _Thread) -> bool:
@@ -340,18 +355,35 @@ class Retention:
             )
         )
 
-    def _expire(self, conn: apsw.Connection, report: RetentionReport, thread: _Thread) -> None:
+    def _would_sweep(self, conn: apsw.Connection, drops: Drops, simulated: _Simulated) -> int:
+        """The blocks an applied run's sweep would delete after `drops` (a dry run): those
+        only these rows list (after what earlier threads would release), and the
+        released ones past their grace that no earlier thread's sweep took."""
+        freed = drops.freed(simulated.released)
+        simulated.released.update(drops.listed)
+        old = set(self.scope.content.sweepable(conn, self.scope.grace)) - simulated.swept
+        simulated.swept |= old
+        return freed + len(old)
+
+    def _expire(
+        self,
+        conn: apsw.Connection,
+        report: RetentionReport,
+        simulated: _Simulated,
+        thread: _Thread,
+    ) -> None:
         expired = ThreadExpired(thread.thread_id, thread.updated_at, bytes=thread.bytes)
         drops = Drops(conn, self.scope.content)
         expired.writes = drops.add("writes", "thread = ?", (thread.id,))
         expired.checkpoints = drops.add("checkpoints", "thread = ?", (thread.id,))
         expired.values = drops.add("vals", "thread = ?", (thread.id,))
-        report.blocks += drops.freed()
         if report.applied:
             released: set[bytes] = set()
             self.maintenance.delete_rows(conn, thread.id, released)
             self.scope.bump_epoch(conn)
-            self.scope.content.sweep(conn, self.scope.grace, released)
+            report.blocks += self.scope.content.sweep(conn, self.scope.grace, released)
+        else:
+            report.blocks += self._would_sweep(conn, drops, simulated)
         report.expired.append(expired)
         report.checkpoints += expired.checkpoints
         report.writes += expired.writes
