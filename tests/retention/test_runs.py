@@ -37,6 +37,7 @@ REPORT_KEYS = [
     "pruned",
     "pruned_omitted",
     "damaged",
+    "unreadable",
 ]
 
 

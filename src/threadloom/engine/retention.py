@@ -111,6 +111,10 @@ class RetentionReport:
         expired: the threads deleted whole.
         pruned: the threads kept that lost rows.
         damaged: threads left alone because a body failed its check (run verify).
+        unreadable: threads some of whose checkpoint metadata could not be read
+            (encrypted, and the run has no key or another serializer): retention kept
+            what it could not decide (whole ancestries; subgraph checkpoints as
+            unlinked). Run it with the serializer that wrote them.
     """
 
     applied: bool
@@ -130,10 +134,12 @@ class RetentionReport:
     expired: list[ThreadExpired] = field(default_factory=list)
     pruned: list[ThreadPruned] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The report as `threadloom prune --json` prints it (naas's prune-memory shape,
-        with `bytes`, `blocks`, `waiting`, `max_age`, `expired_threads` and `damaged`)."""
+        with `bytes`, `blocks`, `waiting`, `max_age`, `expired_threads`, `damaged` and
+        `unreadable`)."""
         return {
             "mode": "applied" if self.applied else "dry-run",
             "target": {"namespace": self.namespace, "agent_id": self.agent_id},
@@ -153,6 +159,7 @@ class RetentionReport:
             "pruned": [p.as_json() for p in self.pruned[:LISTED]],
             "pruned_omitted": max(0, len(self.pruned) - LISTED),
             "damaged": list(self.damaged),
+            "unreadable": list(self.unreadable),
         }
 
 
@@ -243,6 +250,16 @@ class Retention:
         finally:
             if gone:  # one pass over the cache for every thread deleted whole
                 scope.cache.drop_threads(gone)
+        if report.unreadable:
+            log.warning(
+                "%s: retention could not read the checkpoint metadata of %d threads (%s) and "
+                "kept their whole history; run it with the serializer that wrote them "
+                "(saver.apply_retention on a saver with the key)",
+                scope.file.path,
+                len(report.unreadable),
+                ", ".join(repr(t) for t in report.unreadable[:3])
+                + (", ..." if len(report.unreadable) > 3 else ""),
+            )
         return report
 
     def _threads(self, wanted: Sequence[str] | None) -> list[tuple[int, str]]:
@@ -288,7 +305,10 @@ class Retention:
             return scope.seal(table, bytes(digest), thread.thread_id, *columns)
 
         live = Liveness(conn, scope.content, thread.id, unseal)
-        rows, bodies = self._decide(conn, live, thread.id, keep_last)
+        metadata = _Metadata(scope, live)
+        rows, bodies = self._decide(conn, live, metadata, thread.id, keep_last)
+        if metadata.unreadable:
+            report.unreadable.append(thread.thread_id)
         doomed = [r for r in rows if r.id not in bodies]
         kept = [r.id for r in rows if r.id in bodies]
         report.kept += len(kept)
@@ -393,7 +413,12 @@ class Retention:
     # -- which checkpoints stay ------------------------------------------------------------
 
     def _decide(
-        self, conn: apsw.Connection, live: Liveness, thread: int, keep_last: int
+        self,
+        conn: apsw.Connection,
+        live: Liveness,
+        read: _Metadata,
+        thread: int,
+        keep_last: int,
     ) -> tuple[list[_Row], dict[int, Mapping[str, Any]]]:
         """The thread's checkpoint rows, and the decoded bodies of those kept (by row id)."""
         rows = [
@@ -414,7 +439,7 @@ class Retention:
         for r in rows:
             parent = None
             if r.checkpoint_ns != "":
-                metadata = self._metadata(live, bodies[r.id])
+                metadata = read(bodies[r.id])
                 parent = root_parent(metadata) if metadata is not None else None
             retained.append(Retained(r.checkpoint_ns, r.checkpoint_id, parent))
         pairs = kept_checkpoints(retained, keep_last)
@@ -423,7 +448,7 @@ class Retention:
         if missing:
             for key, body in live.checkpoints(" AND x.id IN carray(?)", (ids(missing),)):
                 bodies[key[0]] = body
-        kept |= _Ancestors(self, conn, live, rows, bodies).of(kept)
+        kept |= _Ancestors(read, conn, live, rows, bodies).of(kept)
         for r in rows:
             if r.id not in kept:
                 bodies.pop(r.id, None)
@@ -431,7 +456,17 @@ class Retention:
                 bodies[r.id] = live.checkpoints(" AND x.id = ?", (r.id,))[0][1]
         return rows, bodies
 
-    def _metadata(self, live: Liveness, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+
+class _Metadata:
+    """The checkpoints' metadata of one thread, read for its retention decision;
+    `unreadable` once one could not be read."""
+
+    def __init__(self, scope: Scope, live: Liveness) -> None:
+        self.scope = scope
+        self.live = live
+        self.unreadable = False
+
+    def __call__(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A checkpoint's metadata, read class-free when it is plain text, with the
         scope's serializer otherwise; None when it cannot be read (encrypted, no key)."""
         stored = body.get("metadata")
@@ -439,14 +474,16 @@ class Retention:
             return None
         try:
             parts = list(stored.get("parts") or ())
-            kind, payload = raw_value(stored, live.values(parts) if parts else {})
+            kind, payload = raw_value(stored, self.live.values(parts) if parts else {})
             if kind in PLAIN_KINDS:
                 value = plain(kind, payload)
             elif self.scope.serialization is not None:
                 value = self.scope.planner.loads((kind, payload))
             else:
+                self.unreadable = True
                 return None
         except Exception:  # unreadable metadata: the caller keeps what it cannot decide
+            self.unreadable = True
             return None
         return value if isinstance(value, Mapping) else None
 
@@ -463,13 +500,13 @@ class _Ancestors:
 
     def __init__(
         self,
-        retention: Retention,
+        metadata: _Metadata,
         conn: apsw.Connection,
         live: Liveness,
         rows: Sequence[_Row],
         bodies: dict[int, Mapping[str, Any]],
     ) -> None:
-        self.retention = retention
+        self.metadata = metadata
         self.live = live
         self.rows = {r.id: r for r in rows}
         self.by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
@@ -504,7 +541,7 @@ class _Ancestors:
         return added
 
     def _needed(self, body: Mapping[str, Any]) -> set[str] | None:
-        metadata = self.retention._metadata(self.live, body)
+        metadata = self.metadata(body)
         if metadata is None:
             return None
         counters = metadata.get(DELTA_COUNTERS) or {}
