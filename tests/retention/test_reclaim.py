@@ -4,10 +4,12 @@ deletions left, and `doctor` shows where the bytes are."""
 from __future__ import annotations
 
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
@@ -16,6 +18,7 @@ from tests.conversations._index import check_all
 from tests.engine.test_graphs import thread
 from tests.retention._helpers import age, assert_no_orphans, counts, released_blocks
 from threadloom import Saver
+from threadloom.engine import blocks, reclaim, training
 from threadloom.engine.figures import figures
 from threadloom.engine.reclaim import compact
 from threadloom.engine.verify import verify
@@ -153,3 +156,46 @@ def test_compact_collects_what_earlier_deletions_left(tmp_path: Path) -> None:
         assert_no_orphans(saver, "t")
         assert verify(saver.db).sound
         check_all(saver)
+
+
+#: SQL that writes `meta.gc_epoch`.
+_EPOCH_WRITE = re.compile(r"(INSERT INTO meta|UPDATE meta)[^\"]*gc_epoch", re.S)
+
+
+def test_one_helper_bumps_the_gc_epoch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`blocks.bump_gc_epoch` moves meta.gc_epoch by one (from 0 on a file that never had
+    one) and returns it; compact's collection and its retraining each bump the epoch
+    through it, and no other engine module writes the epoch with SQL of its own
+    (scope.py's `Scope.bump_epoch`, which also keeps the scope's own count, aside)."""
+    calls: list[str] = []
+
+    def counted(module: str) -> Any:
+        def bump(conn: Any) -> int:
+            calls.append(module)
+            return blocks.bump_gc_epoch(conn)
+
+        return bump
+
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        with saver.db.write() as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'gc_epoch'")
+            assert blocks.bump_gc_epoch(conn) == 1
+            assert blocks.bump_gc_epoch(conn) == 2 == saver.store.scope.read_epoch(conn)
+        tool_chat(saver)
+        saver.apply_retention(RetentionPolicy(keep_last=1))  # every value is young
+        age(saver)
+        with saver.db.read() as conn:
+            before = saver.store.scope.read_epoch(conn)
+        monkeypatch.setattr(reclaim, "bump_gc_epoch", counted("reclaim"))
+        monkeypatch.setattr(training, "bump_gc_epoch", counted("training"))
+        assert compact(saver.db).values > 0
+        assert sorted(calls) == ["reclaim", "training"]
+        with saver.db.read() as conn:
+            assert saver.store.scope.read_epoch(conn) == before + 2
+    engine = Path(blocks.__file__).parent
+    writers = sorted(
+        path.name
+        for path in engine.glob("*.py")
+        if _EPOCH_WRITE.search(path.read_text()) and path.name not in ("blocks.py", "scope.py")
+    )
+    assert writers == []

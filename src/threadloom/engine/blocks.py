@@ -79,6 +79,20 @@ def _ids(values: Iterable[int]) -> Any:
     return apsw.carray(array("q", values))
 
 
+def bump_gc_epoch(conn: apsw.Connection) -> int:
+    """Record, inside the changing transaction, a change that makes what writers remember
+    wrong (values deleted, a dictionary retired): `meta.gc_epoch` moves by one (from 0
+    when the file has none). Return the new epoch. A writer that sees another epoch than
+    it remembered plans again (scope.py, `check_epoch`)."""
+    return int(
+        fetchall(
+            conn,
+            "INSERT INTO meta(key, value) VALUES('gc_epoch', 1) "
+            "ON CONFLICT(key) DO UPDATE SET value = value + 1 RETURNING value",
+        )[0][0]
+    )
+
+
 @dataclass
 class Packed:
     """One body, encoded for storage.
