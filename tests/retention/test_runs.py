@@ -12,6 +12,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.conversations._index import check_all
+from tests.conversations.test_leases import holder
 from tests.engine.test_graphs import agent_graph, thread
 from tests.retention._helpers import age, assert_no_orphans, counts, file_state
 from threadloom import AsyncSaver, Saver
@@ -151,6 +152,29 @@ def test_a_thread_a_run_holds_is_not_idle(tmp_path: Path) -> None:
             held = saver.apply_retention(policy, now=week)
             assert held.expired == [] and [p.thread_id for p in held.pruned] == ["a"]
         assert [e.thread_id for e in saver.apply_retention(policy, now=week).expired] == ["a"]
+
+
+def test_a_lease_whose_holder_is_gone_does_not_keep_a_thread(tmp_path: Path) -> None:
+    """A lease held by another live process keeps the thread from expiring; once that
+    process is killed (its lease not run out yet) the thread is idle again, as it is free
+    for a new lease (`engine/leases.py`)."""
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        chat(saver, "a", turns=1)
+        age(saver)
+    policy = RetentionPolicy(keep_last=2, max_age=86400)
+    week = time.time() + 7 * 86400
+    child = holder(path, "a", ttl=3600)
+    try:
+        with Saver.from_conn_string(str(path)) as saver:
+            assert saver.apply_retention(policy, apply=False, now=week).expired == []
+            child.kill()
+            child.wait()
+            assert [e.thread_id for e in saver.apply_retention(policy, now=week).expired] == ["a"]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_the_clock_can_be_given(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ Engine layer. Per thread, one write transaction (in a dry run a read transaction
 decides the same and changes nothing):
 
 1. a thread whose last write (the thread index's `updated_at`) is older than `max_age`
-   and than the grace is deleted whole, unless a run holds its lease (`leases.py`);
+   and than the grace is deleted whole, unless a live run holds its lease
+   (`Leases.live`: a lease whose holder's process is gone does not count);
 2. otherwise the checkpoints kept are decided: SPEC §6.1 (`protocol.kept_checkpoints`:
    the `keep_last` newest root checkpoints, the subgraph checkpoints linked to them
    through `metadata.parents[""]`, the newest of unlinked namespaces), plus the
@@ -38,6 +39,7 @@ import apsw
 
 from threadloom.engine.drops import Drops
 from threadloom.engine.keys import PLAIN_KINDS
+from threadloom.engine.leases import Leases
 from threadloom.engine.liveness import Liveness
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.scope import Scope
@@ -195,11 +197,13 @@ class Retention:
     Args:
         scope: the scope.
         maintenance: its maintenance (whole-thread deletion).
+        leases: its run leases (a thread a live run holds is not idle).
     """
 
-    def __init__(self, scope: Scope, maintenance: Maintenance) -> None:
+    def __init__(self, scope: Scope, maintenance: Maintenance, leases: Leases) -> None:
         self.scope = scope
         self.maintenance = maintenance
+        self.leases = leases
 
     def run(
         self,
@@ -294,7 +298,11 @@ class Retention:
             return False
         thread = _Thread(*found[0])
         report.threads += 1
-        if idle is not None and thread.updated_at < idle and not self._leased(conn, thread):
+        if (
+            idle is not None
+            and thread.updated_at < idle
+            and not self.leases.live(conn, [thread.thread_id])
+        ):
             self._expire(conn, report, simulated, thread)
             return True
         if keep_last is None:
@@ -364,16 +372,6 @@ class Retention:
         else:
             report.blocks += self._would_sweep(conn, drops, simulated)
         return True
-
-    def _leased(self, conn: apsw.Connection, thread: _Thread) -> bool:
-        """A run holds the thread's lease (it may write any moment: not idle)."""
-        return bool(
-            fetchall(
-                conn,
-                "SELECT 1 FROM leases WHERE scope = ? AND thread_id = ? AND expires_at > ?",
-                (self.scope.id, thread.thread_id, time.time()),
-            )
-        )
 
     def _would_sweep(self, conn: apsw.Connection, drops: Drops, simulated: _Simulated) -> int:
         """The blocks an applied run's sweep would delete after `drops` (a dry run): those
