@@ -12,7 +12,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from tests.engine.test_graphs import agent_graph, thread
 from tests.retention._helpers import age, file_state
-from tests.retention.test_runs import REPORT_KEYS
+from tests.retention.test_runs import PRUNED_KEYS, REPORT_KEYS
 from threadloom import Saver
 from threadloom.cli import main
 from threadloom.retention import RetentionPolicy
@@ -76,6 +76,10 @@ def test_prune_is_a_dry_run_unless_apply(
         capsys, "prune", "--db", str(chat_file), "--keep-last", "3", "--apply", "--json"
     )
     assert applied["mode"] == "applied"
+    for report, flag in ((dry, False), (applied, True)):
+        entries = report["pruned"]
+        assert isinstance(entries, list)
+        assert [p.pop("applied") for p in entries] == [flag, flag]
     assert {k: v for k, v in applied.items() if k != "mode"} == {
         k: v for k, v in dry.items() if k != "mode"
     }
@@ -256,5 +260,5 @@ def test_docs_show_the_json_the_commands_print(
     assert found["expired_threads"], "the dry run at 1 s should expire thread a"
     assert list(pruned["expired_threads"][0]) == list(found["expired_threads"][0])
     found = run_json(capsys, "prune", str(chat_file), "--keep-last", "1", "--json")
-    assert list(pruned["pruned"][0]) == list(found["pruned"][0])
+    assert list(pruned["pruned"][0]) == list(found["pruned"][0]) == PRUNED_KEYS
     assert list(documented("compact")) == COMPACT_KEYS

@@ -40,6 +40,17 @@ REPORT_KEYS = [
     "damaged",
     "unreadable",
 ]
+#: naas's per-thread RetentionReport (SPEC §6.2, §8.2), then threadloom's `bytes`.
+PRUNED_KEYS = [
+    "thread_id",
+    "keep_last",
+    "applied",
+    "kept",
+    "checkpoints",
+    "writes",
+    "values",
+    "bytes",
+]
 
 
 def chat(saver: Saver, *names: str, turns: int = 2) -> None:
@@ -64,6 +75,8 @@ def test_a_dry_run_decides_the_same_and_changes_nothing(tmp_path: Path) -> None:
         applied = saver.apply_retention(RetentionPolicy(keep_last=3))
     dry_json, applied_json = dry.as_json(), applied.as_json()
     assert (dry_json.pop("mode"), applied_json.pop("mode")) == ("dry-run", "applied")
+    assert {p.pop("applied") for p in dry_json["pruned"]} == {False}
+    assert {p.pop("applied") for p in applied_json["pruned"]} == {True}
     assert dry_json == applied_json
     assert applied.checkpoints > 0 and applied.values > 0 and applied.bytes > 0
 
@@ -86,14 +99,8 @@ def test_the_report_has_naas_shape_and_adds_up(tmp_path: Path) -> None:
         assert (report["keep_last"], report["min_age"], report["max_age"]) == (2, 60.0, None)
         assert report["threads"] == 3 and report["kept"] == 6
         assert [p["thread_id"] for p in report["pruned"]] == ["a", "b", "c"]
-        assert list(report["pruned"][0]) == [
-            "thread_id",
-            "kept",
-            "checkpoints",
-            "writes",
-            "values",
-            "bytes",
-        ]
+        assert list(report["pruned"][0]) == PRUNED_KEYS  # SPEC §6.2 RetentionReport, + bytes
+        assert {(p["keep_last"], p["applied"]) for p in report["pruned"]} == {(2, True)}
         for key in ("kept", "checkpoints", "writes", "values", "bytes"):
             assert report[key] == sum(p[key] for p in report["pruned"])
         after = counts(saver)

@@ -63,9 +63,13 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class ThreadPruned:
-    """What retention deleted (or would delete) from one thread it kept."""
+    """What retention deleted (or would delete) from one thread it kept: naas's
+    per-thread `RetentionReport` (SPEC §6.2: `thread_id`, `keep_last`, `applied`, then
+    the counts), plus `bytes`."""
 
     thread_id: str
+    keep_last: int | None = None
+    applied: bool = False
     kept: int = 0
     checkpoints: int = 0
     writes: int = 0
@@ -327,7 +331,7 @@ class Retention:
         report.waiting += young
         if not doomed and not gone_values:
             return False
-        outcome = ThreadPruned(thread.thread_id, kept=len(kept))
+        outcome = ThreadPruned(thread.thread_id, keep_last, report.applied, kept=len(kept))
         drops = Drops(conn, self.scope.content)
         if doomed:
             doomed_ids = ids([r.id for r in doomed])
