@@ -248,6 +248,8 @@ class Retention:
                         "%s: retention left thread %r alone: %s", scope.file.path, thread_id, exc
                     )
                     report.damaged.append(thread_id)
+                    if report.unreadable[-1:] == [thread_id]:  # left alone: damaged only
+                        report.unreadable.pop()
                 if apply and changed:
                     # The values deleted were dropped from the cache in the transaction.
                     scope.forget_thread(thread_id)
