@@ -11,8 +11,9 @@ LangGraph's SqliteSaver (whole-state snapshots), through their `put`/`put_writes
 
 Measured, in one run:
 
-- threadloom: `apply_retention(RetentionPolicy(keep_last=20), now=+1 h)` (the clock an
-  hour ahead, as a daily job sees values written yesterday) on a freshly opened saver:
+- threadloom: `apply_retention(RetentionPolicy(keep_last=20))` on a freshly opened saver,
+  the file's values and threads first made an hour older (as a daily job sees values
+  written yesterday; `now=` would not do: the grace is measured on the real clock):
   deleted checkpoints per second (target >= 5,000/s); the dry run's time; then
   `threadloom compact` (engine `reclaim.compact`) and the file's size against a fresh
   file holding only what was kept, built by importing the pruned threads' documents
@@ -90,14 +91,16 @@ def threadloom_run(wd: Path, threads: int, steps: int, keep: int) -> dict[str, A
     out["fill"] = time.perf_counter() - start
     out["before"] = size(path)
     policy = RetentionPolicy(keep_last=keep)
-    later = time.time() + 3600
+    with Saver.from_conn_string(str(path)) as saver, saver.db.write() as conn:  # an hour ago
+        conn.execute("UPDATE vals SET created_at = created_at - 3600")
+        conn.execute("UPDATE threads SET updated_at = updated_at - 3600")
     with Saver.from_conn_string(str(path)) as saver:
         start = time.perf_counter()
-        dry = saver.apply_retention(policy, apply=False, now=later)
+        dry = saver.apply_retention(policy, apply=False)
         out["dry"] = time.perf_counter() - start
     with Saver.from_conn_string(str(path)) as saver:
         start, cpu = time.perf_counter(), time.process_time()
-        report = saver.apply_retention(policy, now=later)
+        report = saver.apply_retention(policy)
         out["prune"] = time.perf_counter() - start
         out["prune_cpu"] = time.process_time() - cpu
         assert dry.checkpoints == report.checkpoints

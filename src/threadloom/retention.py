@@ -78,7 +78,8 @@ class RetentionPolicy:
             they need); None keeps every checkpoint (only `max_age` applies). Default 20,
             as naas's `prune-memory`.
         max_age: seconds a thread may stay idle (no write) before it is deleted whole
-            (`parse_duration("30d")`); None (default) never.
+            (`parse_duration("30d")`); None (default) never. The grace is a floor here
+            too: a thread written less than 60 s ago (on the real clock) is never idle.
         min_age: values nothing references any more are collected only once they are
             this old (seconds, default 60, naas's `--min-age`). The file's grace (60 s)
             is a floor: a smaller `min_age` is accepted and the grace applies.
@@ -173,7 +174,9 @@ class Retention:
 
         Args:
             apply: False for a dry run: the same decisions and report, nothing changed.
-            now: the clock (Unix time) ages are measured from; default the time now.
+            now: the clock (Unix time) `min_age` and `max_age` are measured from;
+                default the time now. The grace is measured on the real clock whatever
+                `now` says: a value or thread written within it is never collected.
             progress: called as `progress(done, total)` after each thread.
         """
         checked = _policy(policy)

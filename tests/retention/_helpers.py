@@ -9,16 +9,32 @@ from pathlib import Path
 from typing import Any
 
 from tests.engine.test_graphs import plain
-from threadloom import Saver
+from threadloom import AsyncSaver, Saver
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES, references
 
-#: A clock an hour ahead: every value is past the grace (and any min_age below an hour).
+#: An hour: past the grace, and past any min_age or max_age below an hour.
 LATER = 3600.0
 
 
 def later() -> float:
-    """`now=` for a run that sees every value written so far as old."""
+    """`now=` an hour ahead. It moves `min_age` and `max_age` only: the grace is measured
+    on the real clock, so such a run still sees a value written a moment ago as young
+    (`age` makes the file's values old)."""
     return time.time() + LATER
+
+
+def age(saver: Saver | AsyncSaver, seconds: float = LATER) -> None:
+    """`seconds` pass on the file: every value, thread write and released block is that
+    much older, on the real clock the grace is measured on."""
+    with saver.db.write() as conn:
+        conn.execute("UPDATE vals SET created_at = created_at - ?", (seconds,))
+        conn.execute(
+            "UPDATE threads SET created_at = created_at - ?1, updated_at = updated_at - ?1",
+            (seconds,),
+        )
+        conn.execute(
+            "UPDATE blocks SET released = released - ? WHERE released IS NOT NULL", (seconds,)
+        )
 
 
 def snapshots(graph: Any, config: dict[str, Any]) -> dict[str, tuple[Any, ...]]:

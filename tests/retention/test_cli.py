@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from tests.engine.test_graphs import agent_graph, thread
-from tests.retention._helpers import file_state
-from tests.retention.test_runs import REPORT_KEYS
+from tests.retention._helpers import age, file_state
+from tests.retention.test_runs import PRUNED_KEYS, REPORT_KEYS
 from threadloom import Saver
 from threadloom.cli import main
+from threadloom.retention import RetentionPolicy
 
 COMPACT_KEYS = [
     "file",
@@ -74,6 +76,10 @@ def test_prune_is_a_dry_run_unless_apply(
         capsys, "prune", "--db", str(chat_file), "--keep-last", "3", "--apply", "--json"
     )
     assert applied["mode"] == "applied"
+    for report, flag in ((dry, False), (applied, True)):
+        entries = report["pruned"]
+        assert isinstance(entries, list)
+        assert [p.pop("applied") for p in entries] == [flag, flag]
     assert {k: v for k, v in applied.items() if k != "mode"} == {
         k: v for k, v in dry.items() if k != "mode"
     }
@@ -129,6 +135,42 @@ def test_prune_prints_a_summary_without_json(
     out = capsys.readouterr().out
     assert out.startswith("dry-run: 2 threads of naas_abi_core.services.agent/engine.v1")
     assert "would delete" in out and "pass --apply" in out
+
+
+KEY = b"0123456789abcdef"
+
+
+def test_prune_says_which_threads_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a file written with EncryptedSerializer the CLI has no key: it cannot read the
+    checkpoints' metadata, so it keeps those threads whole (safe), names them under
+    `unreadable` and hints to run retention from Python with the saver that has the key,
+    which then prunes them."""
+    path = tmp_path / "secret.db"
+    encrypted = EncryptedSerializer.from_pycryptodome_aes(key=KEY)
+    with Saver.from_conn_string(str(path), serde=encrypted) as saver:
+        graph = agent_graph().compile(checkpointer=saver)
+        for turn in range(2):
+            graph.invoke({"messages": [HumanMessage(f"{turn}?", id=f"h{turn}")]}, thread("a"))
+        age(saver)
+        total = len(list(saver.list(thread("a"))))
+    assert main(["prune", str(path), "--keep-last", "1", "--apply", "--json"]) == 0
+    out, err = capsys.readouterr()
+    found = json.loads(out)
+    assert (found["checkpoints"], found["kept"]) == (0, total)
+    assert found["unreadable"] == ["a"]
+    assert "hint: " in err and "saver.apply_retention(RetentionPolicy(keep_last=1))" in err
+    assert main(["prune", str(path), "--keep-last", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "unreadable" in out and "a" in out.split("unreadable", 1)[1]
+    assert "saver.apply_retention" in err
+    with Saver.from_conn_string(str(path)) as keyless:  # from Python without the key too
+        assert keyless.apply_retention(RetentionPolicy(keep_last=1)).unreadable == ["a"]
+    with Saver.from_conn_string(str(path), serde=encrypted) as saver:
+        report = saver.apply_retention(RetentionPolicy(keep_last=1))
+        assert report.unreadable == [] and report.checkpoints > 0
+        assert len(list(saver.list(thread("a")))) < total
 
 
 @pytest.mark.parametrize(
@@ -218,5 +260,5 @@ def test_docs_show_the_json_the_commands_print(
     assert found["expired_threads"], "the dry run at 1 s should expire thread a"
     assert list(pruned["expired_threads"][0]) == list(found["expired_threads"][0])
     found = run_json(capsys, "prune", str(chat_file), "--keep-last", "1", "--json")
-    assert list(pruned["pruned"][0]) == list(found["pruned"][0])
+    assert list(pruned["pruned"][0]) == list(found["pruned"][0]) == PRUNED_KEYS
     assert list(documented("compact")) == COMPACT_KEYS

@@ -10,6 +10,7 @@ it does on InMemorySaver.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,14 @@ from tests.engine.test_graphs import (
     subgraph_graph,
     thread,
 )
-from tests.retention._helpers import assert_no_orphans, counts, later, snapshots
+from tests.retention._helpers import (
+    age,
+    assert_no_orphans,
+    counts,
+    later,
+    snapshots,
+    value_documents,
+)
 from threadloom import Saver
 from threadloom.engine.verify import verify
 from threadloom.retention import RetentionPolicy
@@ -59,7 +67,8 @@ def test_tool_agent_keeps_its_last_checkpoints_and_goes_on(tmp_path: Path) -> No
             graph.invoke({"messages": [HumanMessage(text, id=text)]}, thread())
         before = snapshots(graph, thread())
         rows = counts(saver)
-        report = saver.apply_retention(RetentionPolicy(keep_last=4), now=later())
+        age(saver)
+        report = saver.apply_retention(RetentionPolicy(keep_last=4))
         after = snapshots(graph, thread())
         assert len(after) == 4
         kept_unchanged(before, after, 4)
@@ -79,17 +88,65 @@ def test_tool_agent_keeps_its_last_checkpoints_and_goes_on(tmp_path: Path) -> No
 
 
 def test_values_younger_than_min_age_wait_for_a_later_run(tmp_path: Path) -> None:
-    """Orphaned values younger than min_age are kept (counted as waiting); a run once they
-    are older collects them, and no checkpoint goes twice."""
+    """Orphaned values younger than min_age are kept (counted as waiting), also once past
+    the grace; a run once they are older (here: `now` moving min_age) collects them, and
+    no checkpoint goes twice."""
     with Saver.from_conn_string(str(tmp_path / "young.db")) as saver:
         graph = agent_graph().compile(checkpointer=saver)
         graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread())
         graph.invoke({"messages": [HumanMessage("and 6 x 3?", id="h2")]}, thread())
+        age(saver, 120)  # past the grace, younger than min_age
         first = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=600))
         assert first.checkpoints > 0 and first.values == 0 and first.waiting > 0
         second = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=600), now=later())
         assert second.checkpoints == 0 and second.values == first.waiting
         assert second.waiting == 0
+        assert_no_orphans(saver, "t")
+        sound(saver)
+
+
+def test_a_clock_ahead_never_moves_the_grace(tmp_path: Path) -> None:
+    """`now` an hour ahead moves min_age, not the grace: on the real clock, values
+    orphaned a moment ago are kept (waiting), none is missing from a kept checkpoint, and
+    a run once they are past the grace collects them."""
+    with Saver.from_conn_string(str(tmp_path / "ahead.db")) as saver:
+        graph = agent_graph().compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread())
+        graph.invoke({"messages": [HumanMessage("and 6 x 3?", id="h2")]}, thread())
+        before = snapshots(graph, thread())
+        stored, _ = value_documents(saver, "t")
+        first = saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        assert first.checkpoints > 0 and first.values == 0 and first.waiting > 0
+        assert value_documents(saver, "t")[0] == stored
+        kept_unchanged(before, snapshots(graph, thread()), 1)
+        saver.store.grace = 0.5
+        time.sleep(0.6)
+        second = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=0))
+        assert second.values == first.waiting and second.waiting == 0
+        assert_no_orphans(saver, "t")
+        sound(saver)
+
+
+def test_values_younger_than_the_grace_survive_a_prune(tmp_path: Path) -> None:
+    """With a grace of 0.5 s on the real clock, a prune right after a turn collects the
+    values the earlier turn orphaned (past the grace) and keeps those the last turn
+    orphaned (younger), also with min_age 0 and now an hour ahead."""
+    with Saver.from_conn_string(str(tmp_path / "grace.db")) as saver:
+        saver.store.grace = 0.5
+        graph = agent_graph().compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread())
+        first_turn, _ = value_documents(saver, "t")
+        time.sleep(0.6)
+        graph.invoke({"messages": [HumanMessage("and 6 x 3?", id="h2")]}, thread())
+        report = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=0), now=later())
+        stored, reached = value_documents(saver, "t")
+        assert report.values > 0 and report.waiting > 0
+        assert stored - reached, "the last turn's orphans should be waiting"
+        assert not (stored - reached) & first_turn, "an orphan past the grace was kept"
+        assert len(stored - reached) == report.waiting
+        time.sleep(0.6)
+        again = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=0))
+        assert again.values == report.waiting
         assert_no_orphans(saver, "t")
         sound(saver)
 
@@ -121,7 +178,8 @@ def test_a_paused_subgraph_keeps_its_linked_checkpoints_and_resumes(tmp_path: Pa
         }
         assert linked and len(linked) < len(children)
         before = snapshots(graph, thread())
-        report = saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        age(saver)
+        report = saver.apply_retention(RetentionPolicy(keep_last=1))
         left = list(saver.list(thread()))
         roots = [t for t in left if not t.config["configurable"]["checkpoint_ns"]]
         assert [t.config["configurable"]["checkpoint_id"] for t in roots] == [head]
@@ -163,7 +221,8 @@ def test_delta_channel_ancestors_are_kept_and_the_state_rebuilds(tmp_path: Path)
         graph = drive(saver)
         before = snapshots(graph, thread())
         deltas = dict(zip(before, delta_history_rows(saver, graph, thread()), strict=True))
-        report = saver.apply_retention(RetentionPolicy(keep_last=2), now=later())
+        age(saver)
+        report = saver.apply_retention(RetentionPolicy(keep_last=2))
         after = snapshots(graph, thread())
         assert 2 < len(after) < len(before), "the DeltaChannel ancestors were not kept"
         assert report.kept == len(after)
@@ -199,7 +258,8 @@ def test_interrupts_and_pending_writes_of_kept_checkpoints_survive(tmp_path: Pat
         head = graph.get_state(thread())
         assert head.tasks[0].interrupts
         before = snapshots(graph, thread())
-        saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        age(saver)
+        saver.apply_retention(RetentionPolicy(keep_last=1))
         after = snapshots(graph, thread())
         assert list(after) == [head.config["configurable"]["checkpoint_id"]]
         kept_unchanged(before, after, 1)
@@ -220,7 +280,8 @@ def test_langgraph_prune_keeps_working_beside_retention(tmp_path: Path) -> None:
         graph = agent_graph().compile(checkpointer=saver)
         for name in ("a", "b"):
             graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread(name))
-        saver.apply_retention(RetentionPolicy(keep_last=3), now=later())
+        age(saver)
+        saver.apply_retention(RetentionPolicy(keep_last=3))
         state = plain(graph.get_state(thread("a")).values)
         saver.prune(["a"], strategy="keep_latest")
         assert len(list(saver.list(thread("a")))) == 1

@@ -4,17 +4,21 @@ deletions left, and `doctor` shows where the bytes are."""
 from __future__ import annotations
 
 import random
+import re
 import string
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, MessagesState, StateGraph
 
 from tests.conversations._index import check_all
 from tests.engine.test_graphs import thread
-from tests.retention._helpers import assert_no_orphans, counts, later, released_blocks
+from tests.retention._helpers import age, assert_no_orphans, counts, released_blocks
 from threadloom import Saver
+from threadloom.engine import blocks, reclaim, training
 from threadloom.engine.figures import figures
 from threadloom.engine.reclaim import compact
 from threadloom.engine.verify import verify
@@ -41,8 +45,9 @@ def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> Non
     listed are gone (LangGraph's prune, by contrast, leaves them for the grace)."""
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         tool_chat(saver)
+        age(saver)
         rows = counts(saver)
-        report = saver.apply_retention(RetentionPolicy(keep_last=1), now=later())
+        report = saver.apply_retention(RetentionPolicy(keep_last=1))
         assert report.blocks > 0
         assert released_blocks(saver) == 0
         assert counts(saver)["blocks"] == rows["blocks"] - report.blocks
@@ -53,6 +58,55 @@ def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> Non
         tool_chat(saver)
         saver.prune(["t"], strategy="keep_latest")
         assert released_blocks(saver) > 0  # swept only by a collection after the grace
+
+
+def two_steps(saver: Saver, thread_id: str, first: str) -> None:
+    """A thread of two checkpoints: `first` in its first, a short text in its head."""
+    parent: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+    for step, value in enumerate([first, "short"]):
+        checkpoint = empty_checkpoint()
+        checkpoint["id"] = f"1ef{step:029d}"
+        checkpoint["channel_values"] = {"blob": value}
+        checkpoint["channel_versions"] = {"blob": step + 1}
+        config = saver.put({"configurable": parent}, checkpoint, {"step": step}, {"blob": step + 1})
+        parent = dict(config["configurable"])
+
+
+def test_a_dry_run_counts_the_blocks_the_applied_run_frees(tmp_path: Path) -> None:
+    """The dry run's report equals the applied run's, blocks included: a block two pruned
+    threads and an idle one share is freed by the last (the dry run remembers what the
+    others would release), and the blocks other deletions released past their grace,
+    which the run sweeps, are counted too; `blocks` is what the file lost."""
+    rng = random.Random(7)
+    shared = "".join(rng.choice(string.ascii_letters) for _ in range(40_000))
+    other = "".join(rng.choice(string.ascii_letters) for _ in range(40_000))
+    path = tmp_path / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        two_steps(saver, "a", shared)
+        two_steps(saver, "b", shared)
+        two_steps(saver, "c", shared)
+        two_steps(saver, "gone", other)
+        saver.delete_thread("gone")  # its blocks wait for the grace
+        age(saver)
+        with saver.db.write() as conn:  # c is idle for 40 days
+            conn.execute(
+                "UPDATE threads SET updated_at = updated_at - 40 * 86400 WHERE thread_id = 'c'"
+            )
+        waiting = released_blocks(saver)
+        assert waiting > 0
+        rows = counts(saver)
+        policy = RetentionPolicy(keep_last=1, max_age=30 * 86400)
+        dry = saver.apply_retention(policy, apply=False).as_json()
+        applied = saver.apply_retention(policy).as_json()
+        assert rows["blocks"] - counts(saver)["blocks"] == applied["blocks"] > waiting
+        assert released_blocks(saver) == 0
+        assert [e["thread_id"] for e in applied["expired_threads"]] == ["c"]
+        assert [p["thread_id"] for p in applied["pruned"]] == ["a", "b"]
+    assert (dry.pop("mode"), applied.pop("mode")) == ("dry-run", "applied")
+    for report in (dry, applied):
+        for pruned in report["pruned"]:
+            pruned.pop("applied")
+    assert dry == applied
 
 
 def test_doctor_shows_where_the_bytes_are(tmp_path: Path) -> None:
@@ -105,3 +159,46 @@ def test_compact_collects_what_earlier_deletions_left(tmp_path: Path) -> None:
         assert_no_orphans(saver, "t")
         assert verify(saver.db).sound
         check_all(saver)
+
+
+#: SQL that writes `meta.gc_epoch`.
+_EPOCH_WRITE = re.compile(r"(INSERT INTO meta|UPDATE meta)[^\"]*gc_epoch", re.S)
+
+
+def test_one_helper_bumps_the_gc_epoch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`blocks.bump_gc_epoch` moves meta.gc_epoch by one (from 0 on a file that never had
+    one) and returns it; compact's collection and its retraining each bump the epoch
+    through it, and no other engine module writes the epoch with SQL of its own
+    (`Scope.bump_epoch` too)."""
+    calls: list[str] = []
+
+    def counted(module: str) -> Any:
+        def bump(conn: Any) -> int:
+            calls.append(module)
+            return blocks.bump_gc_epoch(conn)
+
+        return bump
+
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        with saver.db.write() as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'gc_epoch'")
+            assert blocks.bump_gc_epoch(conn) == 1
+            assert blocks.bump_gc_epoch(conn) == 2 == saver.store.scope.read_epoch(conn)
+        tool_chat(saver)
+        saver.apply_retention(RetentionPolicy(keep_last=1))  # every value is young
+        age(saver)
+        with saver.db.read() as conn:
+            before = saver.store.scope.read_epoch(conn)
+        monkeypatch.setattr(reclaim, "bump_gc_epoch", counted("reclaim"))
+        monkeypatch.setattr(training, "bump_gc_epoch", counted("training"))
+        assert compact(saver.db).values > 0
+        assert sorted(calls) == ["reclaim", "training"]
+        with saver.db.read() as conn:
+            assert saver.store.scope.read_epoch(conn) == before + 2
+    engine = Path(blocks.__file__).parent
+    writers = sorted(
+        path.name
+        for path in engine.glob("*.py")
+        if _EPOCH_WRITE.search(path.read_text()) and path.name != "blocks.py"
+    )
+    assert writers == []

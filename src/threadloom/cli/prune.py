@@ -3,6 +3,10 @@
 A dry run unless `--apply`: the same decisions, read-only (the file is opened
 read-only, so not a byte of it changes). The report is the engine's
 (`engine/retention.py`, docs/cli.md); progress goes to stderr on a TTY only.
+
+The CLI has no serializer: on a file written with an encrypted one it cannot read the
+checkpoints' metadata, keeps those threads whole, lists them under `unreadable` and
+says (on stderr) to run retention from Python with the saver that has the key.
 """
 
 from __future__ import annotations
@@ -111,6 +115,8 @@ def run_prune(args: argparse.Namespace) -> int:
     finally:
         database.close()
     _print(report.as_json(), args.json)
+    if report.unreadable:
+        _unreadable_hint(len(report.unreadable), policy)
     return 0
 
 
@@ -119,6 +125,20 @@ def _print(found: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(found, indent=2))
     else:
         _human(found)
+
+
+def _unreadable_hint(count: int, policy: Any) -> None:
+    """Say, on stderr (stdout may be JSON), why those threads were kept and what to do."""
+    options = [f"keep_last={policy.keep_last}"]
+    if policy.max_age is not None:
+        options.append(f"max_age={policy.max_age:g}")
+    print(
+        f"hint: the checkpoint metadata of {count} thread(s) cannot be read without the "
+        "application's serializer (an EncryptedSerializer's key?), so their whole history "
+        "was kept; run retention from Python with the saver that has the key: "
+        f"saver.apply_retention(RetentionPolicy({', '.join(options)}))",
+        file=sys.stderr,
+    )
 
 
 def _path(args: argparse.Namespace) -> str:
@@ -186,6 +206,8 @@ def _human(found: dict[str, Any]) -> None:
         )
     if found["damaged"]:
         print(f"left alone (damaged, run verify): {', '.join(found['damaged'])}")
+    if found["unreadable"]:
+        print(f"kept whole (metadata unreadable here): {', '.join(found['unreadable'])}")
     if dry:
         print("dry run: nothing changed; pass --apply to delete")
 

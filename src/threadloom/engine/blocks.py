@@ -79,6 +79,20 @@ def _ids(values: Iterable[int]) -> Any:
     return apsw.carray(array("q", values))
 
 
+def bump_gc_epoch(conn: apsw.Connection) -> int:
+    """Record, inside the changing transaction, a change that makes what writers remember
+    wrong (values deleted, a dictionary retired): `meta.gc_epoch` moves by one (from 0
+    when the file has none). Return the new epoch. A writer that sees another epoch than
+    it remembered plans again (scope.py, `check_epoch`)."""
+    return int(
+        fetchall(
+            conn,
+            "INSERT INTO meta(key, value) VALUES('gc_epoch', 1) "
+            "ON CONFLICT(key) DO UPDATE SET value = value + 1 RETURNING value",
+        )[0][0]
+    )
+
+
 @dataclass
 class Packed:
     """One body, encoded for storage.
@@ -394,6 +408,18 @@ class BlockStore:
             )
             conn.execute("DELETE FROM extents WHERE id IN carray(?) AND live <= 0", (_ids(per),))
         return len(gone)
+
+    def sweepable(self, conn: apsw.Connection, grace: float) -> list[bytes]:
+        """The keys of the blocks nothing references whose grace ended: what `sweep`
+        would delete besides the keys it is given (a dry run counts them)."""
+        return [
+            bytes(r[0])
+            for r in fetchall(
+                conn,
+                "SELECT key FROM blocks WHERE refs <= 0 AND released < ?",
+                (time.time() - grace,),
+            )
+        ]
 
     def note_inline(self, conn: apsw.Connection, packs: Iterable[Packed]) -> bool:
         """Count inline bytes written (inside the write); True when a training is due.

@@ -75,10 +75,10 @@ class CheckpointStore:
         self.reader = Reader(self.scope, values)
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
-        self.retention = Retention(self.scope, self.maintenance)
+        self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
+        self.retention = Retention(self.scope, self.maintenance, self.leases)
         self.transcripts = Transcripts(self.reader, values)
         self.histories = Histories(self.reader, values)
-        self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
 
     def close(self) -> None:
         """Let go of what the scope's caches hold (the file stays open for its other users)."""

@@ -69,8 +69,11 @@ class Drops:
         self._pending.append(delete)
         return count
 
-    def freed(self) -> int:
-        """How many blocks no row lists once these rows are gone."""
+    def freed(self, earlier: Counter[bytes] | None = None) -> int:
+        """How many blocks no row lists once these rows are gone.
+
+        `earlier`: references that deletions not applied yet drop too (a dry run's
+        earlier threads: a block two of them list is freed by the second)."""
         if not self.listed:
             return 0
         refs = fetchall(
@@ -78,7 +81,10 @@ class Drops:
             "SELECT key, refs FROM blocks WHERE key IN carray(?)",
             (ids(list(self.listed)),),
         )
-        return sum(1 for key, count in refs if count - self.listed[bytes(key)] <= 0)
+        before = earlier if earlier is not None else Counter()
+        return sum(
+            1 for key, count in refs if count - before[bytes(key)] - self.listed[bytes(key)] <= 0
+        )
 
     def apply(self) -> None:
         """Drop the rows' block references, then delete them (in the order added)."""

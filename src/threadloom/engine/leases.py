@@ -19,13 +19,14 @@ import os
 import socket
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 import apsw
 
 from threadloom.engine.file import File
-from threadloom.engine.sql import fetchall
+from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadBusyError
 
 #: Longest lease one take or renewal grants (a day): a holder that needs longer renews.
@@ -147,6 +148,21 @@ class Leases:
         if found is None or found.expires_at <= time.time() or not _alive(found):
             return None
         return found
+
+    def live(self, conn: apsw.Connection, thread_ids: Iterable[str]) -> set[str]:
+        """Those of `thread_ids` a live run holds the lease of, read in the caller's
+        transaction (not run out, and the holder's process not gone)."""
+        wanted = list(thread_ids)
+        if not wanted:
+            return set()
+        now = time.time()
+        rows = fetchall(
+            conn,
+            "SELECT thread_id, holder, host, pid, acquired_at, expires_at FROM leases "
+            "WHERE scope = ? AND thread_id IN carray(?) AND expires_at > ?",
+            (self.scope, ids(wanted), now),
+        )
+        return {held.thread_id for held in (Held(*row) for row in rows) if _alive(held)}
 
     def _find(self, conn: apsw.Connection, thread_id: str) -> Held | None:
         rows = fetchall(

@@ -25,6 +25,7 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine.blocks import bump_gc_epoch
 from threadloom.engine.drops import Drops
 from threadloom.engine.file import File
 from threadloom.engine.liveness import Liveness
@@ -131,10 +132,6 @@ def _collect(
     count = drops.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(doomed)))
     drops.apply()
     conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (drops.bytes, thread))
-    # Writers that remember refs plan again (scope.py, `check_epoch`).
-    conn.execute(
-        "INSERT INTO meta(key, value) VALUES('gc_epoch', 1) "
-        "ON CONFLICT(key) DO UPDATE SET value = value + 1"
-    )
+    bump_gc_epoch(conn)  # writers that remember refs plan again
     swept = file.content.sweep(conn, grace, drops.released)
     return count, drops.bytes, swept

@@ -5,16 +5,20 @@ Engine layer. Per thread, one write transaction (in a dry run a read transaction
 decides the same and changes nothing):
 
 1. a thread whose last write (the thread index's `updated_at`) is older than `max_age`
-   is deleted whole, unless a run holds its lease (`leases.py`);
+   and than the grace is deleted whole, unless a live run holds its lease
+   (`Leases.live`: a lease whose holder's process is gone does not count);
 2. otherwise the checkpoints kept are decided: SPEC §6.1 (`protocol.kept_checkpoints`:
    the `keep_last` newest root checkpoints, the subgraph checkpoints linked to them
    through `metadata.parents[""]`, the newest of unlinked namespaces), plus the
    ancestors a kept checkpoint's DeltaChannels are rebuilt from; the others go with
    their pending writes and metadata keys;
 3. the thread's values no remaining row reaches go in the same transaction when they
-   were stored before `now - max(min_age, grace)` (`liveness.py`), and with them the
-   blocks no row lists any more (`BlockStore.sweep(released=)`); the thread index
-   loses the bytes the deleted rows took.
+   were stored before `min(now - min_age, time.time() - grace)` (`liveness.py`), and
+   with them the blocks no row lists any more (`BlockStore.sweep(released=)`); the
+   thread index loses the bytes the deleted rows took.
+
+`now` moves `min_age` and `max_age` only: the grace is always measured on the real
+clock, so a run with a clock ahead never collects a value written a moment ago.
 
 Invariants: a kept checkpoint reads back exactly as before (its values, pending writes
 and DeltaChannel history stay); no value younger than the scope's grace is collected;
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -34,6 +39,7 @@ import apsw
 
 from threadloom.engine.drops import Drops
 from threadloom.engine.keys import PLAIN_KINDS
+from threadloom.engine.leases import Leases
 from threadloom.engine.liveness import Liveness
 from threadloom.engine.maintenance import Maintenance
 from threadloom.engine.scope import Scope
@@ -57,9 +63,13 @@ Progress = Callable[[int, int], None]
 
 @dataclass
 class ThreadPruned:
-    """What retention deleted (or would delete) from one thread it kept."""
+    """What retention deleted (or would delete) from one thread it kept: naas's
+    per-thread `RetentionReport` (SPEC §6.2: `thread_id`, `keep_last`, `applied`, then
+    the counts), plus `bytes`."""
 
     thread_id: str
+    keep_last: int | None = None
+    applied: bool = False
     kept: int = 0
     checkpoints: int = 0
     writes: int = 0
@@ -99,13 +109,18 @@ class RetentionReport:
         kept: checkpoints kept (in the threads not expired).
         checkpoints, writes, values: rows deleted, expired threads included.
         bytes: what the deleted rows took, as the thread index counts them.
-        blocks: content blocks no row lists any more after the deletions (freed in the
-            same transaction).
+        blocks: content blocks deleted: those no row lists any more after the
+            deletions (freed in the same transaction), and those other deletions
+            released whose grace ended (swept with them).
         waiting: values nothing references that were kept because they are younger
             than `min_age` (or the grace): a later run collects them.
         expired: the threads deleted whole.
         pruned: the threads kept that lost rows.
         damaged: threads left alone because a body failed its check (run verify).
+        unreadable: threads some of whose checkpoint metadata could not be read
+            (encrypted, and the run has no key or another serializer): retention kept
+            what it could not decide (whole ancestries; subgraph checkpoints as
+            unlinked). Run it with the serializer that wrote them.
     """
 
     applied: bool
@@ -125,10 +140,12 @@ class RetentionReport:
     expired: list[ThreadExpired] = field(default_factory=list)
     pruned: list[ThreadPruned] = field(default_factory=list)
     damaged: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         """The report as `threadloom prune --json` prints it (naas's prune-memory shape,
-        with `bytes`, `blocks`, `waiting`, `max_age`, `expired_threads` and `damaged`)."""
+        with `bytes`, `blocks`, `waiting`, `max_age`, `expired_threads`, `damaged` and
+        `unreadable`)."""
         return {
             "mode": "applied" if self.applied else "dry-run",
             "target": {"namespace": self.namespace, "agent_id": self.agent_id},
@@ -148,6 +165,7 @@ class RetentionReport:
             "pruned": [p.as_json() for p in self.pruned[:LISTED]],
             "pruned_omitted": max(0, len(self.pruned) - LISTED),
             "damaged": list(self.damaged),
+            "unreadable": list(self.unreadable),
         }
 
 
@@ -167,17 +185,29 @@ class _Thread(NamedTuple):
     bytes: int
 
 
+@dataclass
+class _Simulated:
+    """What a dry run's earlier threads would have changed, so that its `blocks` is the
+    applied run's: the block references their deletions drop, and the released blocks
+    their sweeps delete."""
+
+    released: Counter[bytes] = field(default_factory=Counter)
+    swept: set[bytes] = field(default_factory=set)
+
+
 class Retention:
     """Retention runs over the threads of one scope.
 
     Args:
         scope: the scope.
         maintenance: its maintenance (whole-thread deletion).
+        leases: its run leases (a thread a live run holds is not idle).
     """
 
-    def __init__(self, scope: Scope, maintenance: Maintenance) -> None:
+    def __init__(self, scope: Scope, maintenance: Maintenance, leases: Leases) -> None:
         self.scope = scope
         self.maintenance = maintenance
+        self.leases = leases
 
     def run(
         self,
@@ -198,21 +228,28 @@ class Retention:
             apply, scope.namespace, scope.agent_id, keep_last, min_age, max_age
         )
         todo = self._threads(threads)
-        cutoff = moment - max(min_age, scope.grace)
-        idle = None if max_age is None else moment - max_age
+        # The grace is measured on the real clock, whatever `now` says: no value younger
+        # than it may go (a client may be about to reference it), and a thread's last
+        # write is at least as recent as its newest value.
+        safe = time.time() - scope.grace
+        cutoff = min(moment - min_age, safe)
+        idle = None if max_age is None else min(moment - max_age, safe)
         gone: set[int] = set()
+        simulated = _Simulated()
         try:
             for done, (row, thread_id) in enumerate(todo, 1):
                 expired = len(report.expired)
                 changed = False
                 try:
                     with scope.file.write() if apply else scope.file.read() as conn:
-                        changed = self._one(conn, report, row, keep_last, idle, cutoff)
+                        changed = self._one(conn, report, simulated, row, keep_last, idle, cutoff)
                 except (CorruptionError, MissingDocumentsError) as exc:
                     log.warning(
                         "%s: retention left thread %r alone: %s", scope.file.path, thread_id, exc
                     )
                     report.damaged.append(thread_id)
+                    if report.unreadable[-1:] == [thread_id]:  # left alone: damaged only
+                        report.unreadable.pop()
                 if apply and changed:
                     # The values deleted were dropped from the cache in the transaction.
                     scope.forget_thread(thread_id)
@@ -223,6 +260,16 @@ class Retention:
         finally:
             if gone:  # one pass over the cache for every thread deleted whole
                 scope.cache.drop_threads(gone)
+        if report.unreadable:
+            log.warning(
+                "%s: retention could not read the checkpoint metadata of %d threads (%s) and "
+                "kept their whole history; run it with the serializer that wrote them "
+                "(saver.apply_retention on a saver with the key)",
+                scope.file.path,
+                len(report.unreadable),
+                ", ".join(repr(t) for t in report.unreadable[:3])
+                + (", ..." if len(report.unreadable) > 3 else ""),
+            )
         return report
 
     def _threads(self, wanted: Sequence[str] | None) -> list[tuple[int, str]]:
@@ -243,6 +290,7 @@ class Retention:
         self,
         conn: apsw.Connection,
         report: RetentionReport,
+        simulated: _Simulated,
         row: int,
         keep_last: int | None,
         idle: float | None,
@@ -256,8 +304,12 @@ class Retention:
             return False
         thread = _Thread(*found[0])
         report.threads += 1
-        if idle is not None and thread.updated_at < idle and not self._leased(conn, thread):
-            self._expire(conn, report, thread)
+        if (
+            idle is not None
+            and thread.updated_at < idle
+            and not self.leases.live(conn, [thread.thread_id])
+        ):
+            self._expire(conn, report, simulated, thread)
             return True
         if keep_last is None:
             return False
@@ -267,7 +319,10 @@ class Retention:
             return scope.seal(table, bytes(digest), thread.thread_id, *columns)
 
         live = Liveness(conn, scope.content, thread.id, unseal)
-        rows, bodies = self._decide(conn, live, thread.id, keep_last)
+        metadata = _Metadata(scope, live)
+        rows, bodies = self._decide(conn, live, metadata, thread.id, keep_last)
+        if metadata.unreadable:
+            report.unreadable.append(thread.thread_id)
         doomed = [r for r in rows if r.id not in bodies]
         kept = [r.id for r in rows if r.id in bodies]
         report.kept += len(kept)
@@ -278,7 +333,7 @@ class Retention:
         report.waiting += young
         if not doomed and not gone_values:
             return False
-        outcome = ThreadPruned(thread.thread_id, kept=len(kept))
+        outcome = ThreadPruned(thread.thread_id, keep_last, report.applied, kept=len(kept))
         drops = Drops(conn, self.scope.content)
         if doomed:
             doomed_ids = ids([r.id for r in doomed])
@@ -301,7 +356,6 @@ class Retention:
                 "vals", "thread = ? AND ref IN carray(?)", (thread.id, ids(gone_values))
             )
         outcome.bytes = drops.bytes
-        report.blocks += drops.freed()
         report.pruned.append(outcome)
         report.checkpoints += outcome.checkpoints
         report.writes += outcome.writes
@@ -320,31 +374,40 @@ class Retention:
             if gone_values:
                 self.scope.cache.drop(thread.id, gone_values)
                 self.scope.bump_epoch(conn)
-            self.scope.content.sweep(conn, self.scope.grace, drops.released)
+            report.blocks += self.scope.content.sweep(conn, self.scope.grace, drops.released)
+        else:
+            report.blocks += self._would_sweep(conn, drops, simulated)
         return True
 
-    def _leased(self, conn: apsw.Connection, thread: _Thread) -> bool:
-        """A run holds the thread's lease (it may write any moment: not idle)."""
-        return bool(
-            fetchall(
-                conn,
-                "SELECT 1 FROM leases WHERE scope = ? AND thread_id = ? AND expires_at > ?",
-                (self.scope.id, thread.thread_id, time.time()),
-            )
-        )
+    def _would_sweep(self, conn: apsw.Connection, drops: Drops, simulated: _Simulated) -> int:
+        """The blocks an applied run's sweep would delete after `drops` (a dry run): those
+        only these rows list (after what earlier threads would release), and the
+        released ones past their grace that no earlier thread's sweep took."""
+        freed = drops.freed(simulated.released)
+        simulated.released.update(drops.listed)
+        old = set(self.scope.content.sweepable(conn, self.scope.grace)) - simulated.swept
+        simulated.swept |= old
+        return freed + len(old)
 
-    def _expire(self, conn: apsw.Connection, report: RetentionReport, thread: _Thread) -> None:
+    def _expire(
+        self,
+        conn: apsw.Connection,
+        report: RetentionReport,
+        simulated: _Simulated,
+        thread: _Thread,
+    ) -> None:
         expired = ThreadExpired(thread.thread_id, thread.updated_at, bytes=thread.bytes)
         drops = Drops(conn, self.scope.content)
         expired.writes = drops.add("writes", "thread = ?", (thread.id,))
         expired.checkpoints = drops.add("checkpoints", "thread = ?", (thread.id,))
         expired.values = drops.add("vals", "thread = ?", (thread.id,))
-        report.blocks += drops.freed()
         if report.applied:
             released: set[bytes] = set()
             self.maintenance.delete_rows(conn, thread.id, released)
             self.scope.bump_epoch(conn)
-            self.scope.content.sweep(conn, self.scope.grace, released)
+            report.blocks += self.scope.content.sweep(conn, self.scope.grace, released)
+        else:
+            report.blocks += self._would_sweep(conn, drops, simulated)
         report.expired.append(expired)
         report.checkpoints += expired.checkpoints
         report.writes += expired.writes
@@ -354,7 +417,12 @@ class Retention:
     # -- which checkpoints stay ------------------------------------------------------------
 
     def _decide(
-        self, conn: apsw.Connection, live: Liveness, thread: int, keep_last: int
+        self,
+        conn: apsw.Connection,
+        live: Liveness,
+        read: _Metadata,
+        thread: int,
+        keep_last: int,
     ) -> tuple[list[_Row], dict[int, Mapping[str, Any]]]:
         """The thread's checkpoint rows, and the decoded bodies of those kept (by row id)."""
         rows = [
@@ -375,7 +443,7 @@ class Retention:
         for r in rows:
             parent = None
             if r.checkpoint_ns != "":
-                metadata = self._metadata(live, bodies[r.id])
+                metadata = read(bodies[r.id])
                 parent = root_parent(metadata) if metadata is not None else None
             retained.append(Retained(r.checkpoint_ns, r.checkpoint_id, parent))
         pairs = kept_checkpoints(retained, keep_last)
@@ -384,7 +452,7 @@ class Retention:
         if missing:
             for key, body in live.checkpoints(" AND x.id IN carray(?)", (ids(missing),)):
                 bodies[key[0]] = body
-        kept |= _Ancestors(self, conn, live, rows, bodies).of(kept)
+        kept |= _Ancestors(read, conn, live, rows, bodies).of(kept)
         for r in rows:
             if r.id not in kept:
                 bodies.pop(r.id, None)
@@ -392,7 +460,17 @@ class Retention:
                 bodies[r.id] = live.checkpoints(" AND x.id = ?", (r.id,))[0][1]
         return rows, bodies
 
-    def _metadata(self, live: Liveness, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
+
+class _Metadata:
+    """The checkpoints' metadata of one thread, read for its retention decision;
+    `unreadable` once one could not be read."""
+
+    def __init__(self, scope: Scope, live: Liveness) -> None:
+        self.scope = scope
+        self.live = live
+        self.unreadable = False
+
+    def __call__(self, body: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """A checkpoint's metadata, read class-free when it is plain text, with the
         scope's serializer otherwise; None when it cannot be read (encrypted, no key)."""
         stored = body.get("metadata")
@@ -400,14 +478,16 @@ class Retention:
             return None
         try:
             parts = list(stored.get("parts") or ())
-            kind, payload = raw_value(stored, live.values(parts) if parts else {})
+            kind, payload = raw_value(stored, self.live.values(parts) if parts else {})
             if kind in PLAIN_KINDS:
                 value = plain(kind, payload)
             elif self.scope.serialization is not None:
                 value = self.scope.planner.loads((kind, payload))
             else:
+                self.unreadable = True
                 return None
         except Exception:  # unreadable metadata: the caller keeps what it cannot decide
+            self.unreadable = True
             return None
         return value if isinstance(value, Mapping) else None
 
@@ -424,13 +504,13 @@ class _Ancestors:
 
     def __init__(
         self,
-        retention: Retention,
+        metadata: _Metadata,
         conn: apsw.Connection,
         live: Liveness,
         rows: Sequence[_Row],
         bodies: dict[int, Mapping[str, Any]],
     ) -> None:
-        self.retention = retention
+        self.metadata = metadata
         self.live = live
         self.rows = {r.id: r for r in rows}
         self.by_key = {(r.checkpoint_ns, r.checkpoint_id): r for r in rows}
@@ -465,7 +545,7 @@ class _Ancestors:
         return added
 
     def _needed(self, body: Mapping[str, Any]) -> set[str] | None:
-        metadata = self.retention._metadata(self.live, body)
+        metadata = self.metadata(body)
         if metadata is None:
             return None
         counters = metadata.get(DELTA_COUNTERS) or {}

@@ -25,6 +25,7 @@ import apsw
 
 from threadloom.core.lru import Budget, Lru, MiB, process_budget
 from threadloom.engine import heads, threadfacts, threadindex
+from threadloom.engine.blocks import bump_gc_epoch
 from threadloom.engine.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
 from threadloom.engine.file import File
 from threadloom.engine.seal import Sealer
@@ -315,17 +316,14 @@ class Scope:
         return int(rows[0][0]) if rows else 0
 
     def bump_epoch(self, conn: apsw.Connection) -> None:
-        """Record a deletion of values (inside the deleting transaction)."""
-        before = self.read_epoch(conn)
-        conn.execute(
-            "INSERT INTO meta(key, value) VALUES('gc_epoch', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (before + 1,),
-        )
-        # The scope's own epoch stays behind: its next write plans again from the file.
-        # (Moving it along here, to keep the memory of other threads warm, let a put that
-        # recalled refs before the deleting thread forgot them commit references to
-        # deleted values.)
+        """Record a deletion of values (inside the deleting transaction).
+
+        The scope's own epoch stays behind: its next write plans again from the file.
+        (Moving it along here, to keep the memory of other threads warm, let a put that
+        recalled refs before the deleting thread forgot them commit references to
+        deleted values.)
+        """
+        bump_gc_epoch(conn)
 
     def planned(self) -> int:
         """The epoch the memory a write is about to plan from belongs to: taken before the

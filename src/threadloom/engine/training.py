@@ -21,6 +21,7 @@ from threadloom.engine.blocks import (
     BlockStore,
     Packed,
     _ids,
+    bump_gc_epoch,
 )
 from threadloom.engine.codec import Dictionary, check, digest, frame_block, unframe
 from threadloom.engine.sql import fetchall
@@ -79,12 +80,7 @@ class Training(BlockStore):
                 self._dicts = {ident: fresh}
             self._set_meta(conn, dict_current=ident, dict_next=later)
             self._next_training = later
-            epoch = fetchall(
-                conn, "UPDATE meta SET value = value + 1 WHERE key = 'gc_epoch' RETURNING value"
-            )
-            if not epoch:
-                conn.execute("INSERT INTO meta(key, value) VALUES('gc_epoch', 1)")
-            self.epoch = int(epoch[0][0]) if epoch else 1
+            self.epoch = bump_gc_epoch(conn)
             return ident
 
     @staticmethod
