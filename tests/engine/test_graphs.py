@@ -28,11 +28,17 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command, interrupt
 
-from tests.migration._graphs import (  # the graphs the migration tests share
+from tests.migration._graphs import (  # the graphs the migration tests share; re-exported
+    Counter,
+    Inner,
+    MapState,
+    Outer,
     counter_graph,
     send_graph,
     subgraph_graph,
 )
+
+__all__ = ["Counter", "Inner", "MapState", "Outer", "counter_graph", "send_graph", "subgraph_graph"]
 from threadloom import AsyncSaver, Saver
 
 DURABILITY = ("sync", "async", "exit")
