@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import BaseMessage, HumanMessage
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from tests.migration._graphs import (  # the graphs the migration tests share; re-exported
@@ -33,12 +31,22 @@ from tests.migration._graphs import (  # the graphs the migration tests share; r
     Inner,
     MapState,
     Outer,
+    agent_graph,
     counter_graph,
     send_graph,
     subgraph_graph,
 )
 
-__all__ = ["Counter", "Inner", "MapState", "Outer", "counter_graph", "send_graph", "subgraph_graph"]
+__all__ = [
+    "Counter",
+    "Inner",
+    "MapState",
+    "Outer",
+    "agent_graph",
+    "counter_graph",
+    "send_graph",
+    "subgraph_graph",
+]
 from threadloom import AsyncSaver, Saver
 
 DURABILITY = ("sync", "async", "exit")
@@ -101,37 +109,6 @@ async def both_async(
 
 
 # -- a tool-calling agent -----------------------------------------------------------------
-
-
-@tool
-def multiply(a: int, b: int) -> int:
-    """Multiply two integers."""
-    return a * b
-
-
-def fake_model(state: MessagesState) -> dict[str, Any]:
-    """A deterministic chat model: asks for a tool after a human turn, answers after a tool."""
-    messages = state["messages"]
-    turn = sum(isinstance(m, HumanMessage) for m in messages)
-    last = messages[-1]
-    if isinstance(last, HumanMessage):
-        call = {"name": "multiply", "args": {"a": 6, "b": turn + 1}, "id": f"call-{turn}"}
-        return {"messages": [AIMessage(content="", tool_calls=[call], id=f"ai-{turn}-call")]}
-    assert isinstance(last, ToolMessage)
-    return {
-        "messages": [AIMessage(content=f"The answer is {last.content}. {LONG}", id=f"ai-{turn}")]
-    }
-
-
-def agent_graph() -> StateGraph:
-    """StateGraph(MessagesState): agent -> tools (ToolNode) -> agent -> END."""
-    graph = StateGraph(MessagesState)
-    graph.add_node("agent", fake_model)
-    graph.add_node("tools", ToolNode([multiply]))
-    graph.add_edge(START, "agent")
-    graph.add_conditional_edges("agent", tools_condition)
-    graph.add_edge("tools", "agent")
-    return graph
 
 
 @pytest.mark.parametrize("durability", DURABILITY)
