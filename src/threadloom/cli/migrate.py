@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from typing import Any
 
-from threadloom.cli.bar import progress_bar
+from threadloom.cli.bar import shown
 from threadloom.errors import MigrationError
 
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
@@ -102,15 +101,11 @@ def run_migrate(args: argparse.Namespace) -> int:
     if args.store and args.kind == "nats":
         raise MigrationError("--store reads a SqliteStore or PostgresStore, not NATS")
     kind = detect_kind(source, args.kind)
-    progress = progress_bar("threads") if sys.stderr.isatty() and not args.json else None
-    try:
+    with shown("threads", quiet=args.json) as progress:
         if kind == "nats":
             found = _from_nats(args, source or "", progress)
         else:
             found = _migrate(args, source, kind, progress)
-    finally:
-        if progress is not None:
-            sys.stderr.write("\n")
     if args.json:
         print(json.dumps(found, indent=2))
     else:

@@ -7,11 +7,10 @@ import asyncio
 import contextlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
-from threadloom.cli.bar import progress_bar
+from threadloom.cli.bar import shown
 from threadloom.errors import EngineError, InvalidArgumentError
 
 TOKEN_ENV = "THREADLOOM_NATS_TOKEN"
@@ -77,12 +76,8 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
-    progress = progress_bar() if sys.stderr.isatty() and not args.json else None
-    try:
+    with shown(quiet=args.json) as progress:
         found = transfer(args, direction, progress)
-    finally:
-        if progress is not None:
-            sys.stderr.write("\n")
     if args.json:
         print(json.dumps(found, indent=2))
     else:
