@@ -22,6 +22,7 @@ LAYERS = {
     "threadloom.store": 3,
     "threadloom._storeops": 3,
     "threadloom.memories": 3,
+    "threadloom.documents": 3,  # the document operations over the file (no LangGraph)
     "threadloom": 3,  # the package root re-exports the adapters
     "threadloom.cli": 4,
     "threadloom.nats": 4,

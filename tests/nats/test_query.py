@@ -7,8 +7,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from threadloom.nats import query
-from threadloom.nats.query import QueryError
+from threadloom.documents import query
+from threadloom.documents.query import QueryError
 
 
 class Doc(NamedTuple):
@@ -107,3 +107,18 @@ def test_fingerprints_ignore_predicate_order_only() -> None:
 def test_the_estimate_counts_base64_bytes_the_id_and_the_overhead() -> None:
     """The SQL backend's estimate: canonical JSON, bytes as base64, + len(id) + 64."""
     assert query.estimate("id", {"b": b"\x00\x00\x00"}) == len('{"b":"AAAA"}') + 2 + 64
+
+
+def test_a_page_without_a_budget_is_cut_by_its_limit_only() -> None:
+    """`budget=None` (the in-process adapter without `max_bytes`): pages of `limit` items
+    whatever their size, every document once, the last page without a cursor."""
+    docs = [Doc(f"k{i:02}", {"n": i, "pad": "x" * 100_000}) for i in range(10)]
+    bound = query.fingerprint("ns", "c", [], ("n", "asc"))
+    first, cursor = query.page(docs, ("n", "asc"), limit=4, budget=None, bound=bound)
+    assert [d.key for d in first] == ["k00", "k01", "k02", "k03"] and cursor is not None
+    second, cursor = query.page(
+        docs, ("n", "asc"), limit=4, budget=None, bound=bound, cursor=cursor
+    )
+    last, end = query.page(docs, ("n", "asc"), limit=4, budget=None, bound=bound, cursor=cursor)
+    assert [d.key for d in second + last] == [f"k{i:02}" for i in range(4, 10)]
+    assert end is None

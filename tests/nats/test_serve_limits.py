@@ -41,7 +41,7 @@ def test_namespace_names_are_at_most_255_bytes(served: FileDocumentService) -> N
             with pytest.raises(ServiceError, match="at most 255 bytes") as refused:
                 call(served, op, ns=ns, **fields)
             assert code(refused) == "INVALID_ARGUMENT"
-    assert max(len(n.encode()) for n in served._ensured) == 255
+    assert max(len(n.encode()) for n in served.documents._ensured) == 255
 
 
 def test_many_long_empty_namespaces_are_bounded_in_count(db: File) -> None:
@@ -56,11 +56,11 @@ def test_many_long_empty_namespaces_are_bounded_in_count(db: File) -> None:
         except ServiceError as exc:
             assert exc.code == "INVALID_ARGUMENT" and "hold no document" in str(exc)
             refused += 1
-    assert refused == 1900 and len(served._ensured) == 100
+    assert refused == 1900 and len(served.documents._ensured) == 100
     assert len(call(served, "namespaces").namespaces) == 100
     put_blob(served, blob("t", 1), ns=names[0])  # the file holds it now
     call(served, "ensure_collection", ns=names[100])
-    assert len(served._ensured) == 100 and names[0] not in served._ensured
+    assert len(served.documents._ensured) == 100 and names[0] not in served.documents._ensured
     served.close()
 
 
@@ -75,9 +75,9 @@ def test_scopes_and_indexes_are_held_in_bounded_lrus(db: File) -> None:
         call(served, "ensure_collection", ns=ns)
         keys[ns] = [put_blob(served, blob(f"t{i}", i), ns=ns) for i in range(10)]
         call(served, "get", ns=ns, collection=BLOBS, id=keys[ns][0])
-        assert len(served._stores) <= limits.stores
-        assert served.ids.keys_held <= limits.index_keys + 10
-    assert len(served.ids) <= 6
+        assert len(served.documents._stores) <= limits.stores
+        assert served.documents.ids.keys_held <= limits.index_keys + 10
+    assert len(served.documents.ids) <= 6
     for ns, held in keys.items():
         for key in held[::3]:
             assert call(served, "get", ns=ns, collection=BLOBS, id=key).document.id == key
@@ -92,18 +92,18 @@ def test_misses_do_not_read_the_namespace_again(served: FileDocumentService) -> 
         put_blob(served, blob(f"t{i % 20}", i))
     with pytest.raises(ServiceError):
         call(served, "get", collection=BLOBS, id="0" * 64)
-    first = served.ids.threads_read
+    first = served.documents.ids.threads_read
     assert first == 20
     for n in range(100):
         with pytest.raises(ServiceError) as missing:
             call(served, "get", collection=BLOBS, id=f"{n:064x}")
         assert code(missing) == "DOCUMENT_NOT_FOUND"
         call(served, "delete", collection=BLOBS, id=f"{n:064x}")
-    assert served.ids.threads_read == first
+    assert served.documents.ids.threads_read == first
     put_blob(served, blob("t3", 1000))
     with pytest.raises(ServiceError):
         call(served, "get", collection=BLOBS, id="0" * 64)
-    assert served.ids.threads_read == first + 1
+    assert served.documents.ids.threads_read == first + 1
 
 
 def test_the_index_follows_other_processes(db: File, tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
 """The error replies of the document service (SPEC §7.9).
 
-Outer layer (nats). `ServiceError` carries a reply's `code` and `message`; the message is
-the exception text only for INVALID_ARGUMENT, the code itself or a fixed text otherwise.
+Outer layer (nats): the fixed texts of the refusals only `threadloom serve` makes. The
+error itself, `ServiceError`, is the document operations' (`threadloom.documents.errors`).
 """
 
 from __future__ import annotations
+
+from threadloom.documents.errors import ServiceError
 
 #: The fixed text of UNAUTHENTICATED (SPEC §7.3).
 UNAUTHENTICATED = "missing or invalid auth token"
@@ -14,10 +16,4 @@ NOT_PLATFORM = "namespaces needs a platform service identity"
 NOT_GRANTED = "this identity is not granted this namespace (threadloom serve --grant)"
 
 
-class ServiceError(Exception):
-    """An error reply: `code` and `message` go into the response's CallError."""
-
-    def __init__(self, code: str, message: str | None = None) -> None:
-        super().__init__(message or code)
-        self.code = code
-        self.message = message or code
+__all__ = ["NOT_GRANTED", "NOT_PLATFORM", "UNAUTHENTICATED", "ServiceError"]

@@ -2,32 +2,21 @@
 
 It answers `abi.svc.document.v1.<op>` (queue group `q`) for the LangGraph collections of
 the file, so that the naas SDK saver (and `threadloom export`/`import`) can use a
-developer's file as the engine's memory: `ensure_collection`, `collections`,
-`collection_spec`, `namespaces`, `put`, `get`, `delete`, `find` (every operator of
-§7.7, `order_by`, `limit`, cursors, the page byte budget) and `count`, with the
-authentication of §7.3, the versions of §7.8 and the error codes of §7.9.
+developer's file as the engine's memory. This module is the NATS front end only: the
+subscription, the protobuf requests and replies, the authentication of §7.3, the grants
+and the broker's payload limit. The operations themselves (and where they differ from
+the engine's service, on purpose) are `threadloom.documents.service.FileDocuments`, which
+the naas adapter (`threadloom.naas`) answers with too.
 
-Where it differs from the engine's service, on purpose (the file's invariants):
-
-- only the five LangGraph schema-2 collections exist (`drop_collection` and other
-  collections are INVALID_ARGUMENT; the schema-1 collections are COLLECTION_NOT_FOUND,
-  which the savers read as empty);
-- a document's id must be the key its fields define (SPEC §3.3);
-- values and checkpoints are create-only: an upsert or compare-and-swap that would change
-  one is INVALID_ARGUMENT (an identical one is accepted); pending writes are replaced and
-  versioned as on the engine;
-- replies larger than the broker limit are refused (PAYLOAD_TOO_LARGE); the overflow
-  transfer protocol is not spoken (checkpoint traffic never needs it).
+Replies larger than the broker limit are refused (PAYLOAD_TOO_LARGE); the overflow
+transfer protocol is not spoken (checkpoint traffic never needs it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,25 +25,14 @@ import nats.errors
 from nats.aio.client import Client as NatsConnection
 from nats.aio.msg import Msg
 
-from threadloom.core.lru import Lru
-from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
+from threadloom.documents import query
+from threadloom.documents.service import FileDocuments, Limits
+from threadloom.engine.checkpoints import StoredDocument
 from threadloom.engine.file import File
-from threadloom.engine.scope import agent_ids, namespaces
-from threadloom.errors import CheckpointConflictError, ThreadloomError
-from threadloom.nats import query
-from threadloom.nats.access import (
-    MAX_NAMESPACE_BYTES,
-    MAX_TOKEN_LIFETIME,
-    PLATFORM,
-    Grants,
-    authenticate,
-)
+from threadloom.errors import ThreadloomError
+from threadloom.nats.access import MAX_TOKEN_LIFETIME, PLATFORM, Grants, authenticate
 from threadloom.nats.client import SUBJECT
 from threadloom.nats.codes import NOT_GRANTED, NOT_PLATFORM, ServiceError
-from threadloom.nats.index import IdIndex
-from threadloom.nats.transfer import COLLECTIONS
-from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES
-from threadloom.protocol.refs import key_of
 
 try:
     from naas_abi_proto.document.v1 import document_pb2 as pb
@@ -88,24 +66,8 @@ _REQUESTS = {
 }
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What bounds the service's memory whatever its callers send (docs/cli.md, serve)."""
-
-    #: Longest namespace name, in UTF-8 bytes (longer: INVALID_ARGUMENT).
-    namespace_bytes: int = MAX_NAMESPACE_BYTES
-    #: Namespaces ensured but not yet holding a document, remembered at once (more:
-    #: INVALID_ARGUMENT until documents go into them).
-    empty_namespaces: int = 1024
-    #: Scopes (namespace + agent id) held open at once (least recently used closed).
-    stores: int = 64
-    #: Document keys held in the id indexes of all namespaces (about 500 bytes each; the
-    #: index in use is kept whatever its size).
-    index_keys: int = 200_000
-
-
 class FileDocumentService:
-    """The document service of one threadloom file.
+    """The document service of one threadloom file, over NATS.
 
     Args:
         db: the open file.
@@ -130,24 +92,16 @@ class FileDocumentService:
             raise ServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
         if max_token_lifetime <= 0:
             raise ServiceError("INVALID_ARGUMENT", "the maximum token lifetime must be positive")
-        self.db = db
         self.secret = secret
         self.grants = grants if grants is not None else Grants.platform()
         self.max_token_lifetime = max_token_lifetime
-        self.limits = limits or Limits()
+        self.documents = FileDocuments(db, limits=limits)
         self.max_payload = 1024 * 1024
-        self._stores: Lru[tuple[str, str], CheckpointStore] = Lru(self.limits.stores)
-        #: Namespaces ensured before the file held a scope of them, oldest first.
-        self._ensured: dict[str, None] = {}
-        self.ids = IdIndex(db, self._store, self.limits.index_keys)
-        self._lock = threading.RLock()
         self._subscriptions: list[Any] = []
 
     def close(self) -> None:
         """Release what the service holds of the file (before closing the file)."""
-        with self._lock:
-            self.ids.close()
-            self._stores.clear()
+        self.documents.close()
 
     # -- NATS ------------------------------------------------------------------------------
 
@@ -226,147 +180,54 @@ class FileDocumentService:
                 raise ServiceError("PERMISSION_DENIED", NOT_PLATFORM)
             if not self.grants.holds(identity):
                 raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
-            with self._lock:
-                found = [n for n in self._namespaces() if self.grants.allows(identity, n)]
+            found = [n for n in self.documents.namespaces() if self.grants.allows(identity, n)]
             return pb.NamespacesResponse(namespaces=found)
-        namespace = request.namespace
-        if not namespace or "\0" in namespace:
-            raise ServiceError(
-                "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
-            )
-        if len(namespace.encode()) > self.limits.namespace_bytes:
-            raise ServiceError(
-                "INVALID_ARGUMENT",
-                f"namespace names are at most {self.limits.namespace_bytes} bytes (UTF-8)",
-            )
-        if not self.grants.allows(identity, namespace):
+        self.documents.check_namespace(request.namespace)
+        if not self.grants.allows(identity, request.namespace):
             raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
-        with self._lock:
-            try:
-                return getattr(self, "_" + op)(namespace, request)
-            except query.QueryError as exc:
-                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+        try:
+            return getattr(self, "_" + op)(request.namespace, request)
+        except query.QueryError as exc:
+            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _ensure_collection(self, namespace: str, request: Any) -> Any:
-        name = request.spec.name
-        if name not in COLLECTIONS:
-            raise ServiceError(
-                "INVALID_ARGUMENT",
-                f"threadloom serve holds only the LangGraph collections, not {name!r}",
-            )
-        for spec in request.spec.fields:
-            if spec.type and spec.type != "string":
-                raise ServiceError(
-                    "INVALID_ARGUMENT", f"field {spec.name!r} of {name} is a string field"
-                )
-        if namespace not in self._ensured and not self._in_file(namespace):
-            if len(self._ensured) >= self.limits.empty_namespaces:
-                # Those that received documents meanwhile are the file's now.
-                for held in [n for n in self._ensured if self._in_file(n)]:
-                    del self._ensured[held]
-            if len(self._ensured) >= self.limits.empty_namespaces:
-                raise ServiceError(
-                    "INVALID_ARGUMENT",
-                    f"{self.limits.empty_namespaces} namespaces are ensured but hold no "
-                    "document yet; put documents into them first (or restart the service)",
-                )
-            self._ensured[namespace] = None
+        fields = [(spec.name, spec.type) for spec in request.spec.fields]
+        self.documents.ensure_collection(namespace, request.spec.name, fields)
         return pb.EnsureCollectionResponse()
 
     def _drop_collection(self, namespace: str, request: Any) -> Any:
-        raise ServiceError(
-            "INVALID_ARGUMENT",
-            "threadloom serve does not drop collections; delete or prune threads instead",
-        )
+        self.documents.drop_collection(namespace, request.collection)
+        return pb.DropCollectionResponse()  # pragma: no cover - always refused
 
     def _collections(self, namespace: str, request: Any) -> Any:
-        names = sorted(COLLECTIONS) if self._exists(namespace) else []
-        return pb.CollectionsResponse(collections=names)
+        return pb.CollectionsResponse(collections=self.documents.collections(namespace))
 
     def _collection_spec(self, namespace: str, request: Any) -> Any:
-        self._collection(namespace, request.collection)
-        fields = [
-            pb.FieldSpec(name=f, type="string", indexed=True)
-            for f in COLLECTIONS[request.collection]
-        ]
+        names = self.documents.collection_fields(namespace, request.collection)
+        fields = [pb.FieldSpec(name=f, type="string", indexed=True) for f in names]
         return pb.CollectionSpecResponse(
             spec=pb.CollectionSpec(name=request.collection, fields=fields)
         )
 
     def _put(self, namespace: str, request: Any) -> Any:
-        collection = self._collection(namespace, request.collection)
         try:
             data = decode_data(request.data)
-            key = key_of(collection, data)
-        except (ValueError, ThreadloomError) as exc:
+        except ValueError as exc:
             raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
-        agent_id = data.get("agent_id")
-        if not isinstance(agent_id, str) or not agent_id:
-            raise ServiceError("INVALID_ARGUMENT", "a LangGraph document needs its agent_id")
-        if request.id != key:
-            raise ServiceError(
-                "INVALID_ARGUMENT",
-                f"document id {request.id!r} is not the key its fields define ({key}, SPEC §3.3)",
-            )
-        wanted = request.if_version if request.HasField("if_version") else None
-        if wanted is not None and wanted < 0:
-            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
-        store = self._store(namespace, agent_id)
-        existing = self._find_one(store, collection, data)
-        if existing is None:
-            if wanted:
-                raise ServiceError("VERSION_CONFLICT")
-            try:
-                store.import_documents([(collection, data)])
-            except CheckpointConflictError:
-                raise ServiceError("VERSION_CONFLICT") from None
-            self.ids.remember(namespace, key, agent_id, collection, data)
-            # What was just stored, without reading it back.
-            stored = StoredDocument(collection, key, data, time.time(), 1)
-        else:
-            if wanted == 0 or (wanted is not None and wanted != existing.version):
-                raise ServiceError("VERSION_CONFLICT")
-            if collection == WRITES:
-                version = store.replace_write(data)
-                stored = StoredDocument(collection, key, data, existing.created_at, version)
-            elif existing.data != data:
-                raise ServiceError(
-                    "INVALID_ARGUMENT",
-                    f"{collection} documents are create-only in a threadloom file; "
-                    "this one exists with other content",
-                )
-            else:
-                stored = existing
+        stored = self.documents.put(
+            namespace, request.collection, request.id, data, _version(request)
+        )
         return pb.PutResponse(document=_document(stored))
 
     def _get(self, namespace: str, request: Any) -> Any:
-        self._collection(namespace, request.collection)
-        found = self._by_id(namespace, request.collection, request.id)
-        if found is None:
-            raise ServiceError("DOCUMENT_NOT_FOUND")
+        found = self.documents.get(namespace, request.collection, request.id)
         return pb.GetResponse(document=_document(found))
 
     def _delete(self, namespace: str, request: Any) -> Any:
-        self._collection(namespace, request.collection)
-        wanted = request.if_version if request.HasField("if_version") else None
-        if wanted is not None and wanted < 0:
-            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
-        found = self._by_id(namespace, request.collection, request.id)
-        if found is None:
-            if wanted is not None:
-                raise ServiceError("VERSION_CONFLICT")
-            return pb.DeleteResponse()
-        if wanted is not None and wanted != found.version:
-            raise ServiceError("VERSION_CONFLICT")
-        store = self._store(namespace, found.data["agent_id"])
-        store.delete_document(request.collection, found.data)
-        self.ids.forget(namespace, request.id)
+        self.documents.delete(namespace, request.collection, request.id, _version(request))
         return pb.DeleteResponse()
 
     def _find(self, namespace: str, request: Any) -> Any:
-        collection = self._collection(namespace, request.collection)
-        where = _predicates(request.where)
-        limit = query.page_size(request.limit if request.HasField("limit") else None)
         order = (
             query.ordering(request.order_by.field, request.order_by.direction)
             if request.HasField("order_by")
@@ -375,13 +236,14 @@ class FileDocumentService:
         budget = self.max_payload // 4
         if request.HasField("max_bytes") and request.max_bytes > 0:
             budget = min(budget, request.max_bytes)
-        items, cursor = query.page(
-            self._matching(namespace, collection, where),
+        items, cursor = self.documents.find(
+            namespace,
+            request.collection,
+            _predicates(request.where),
             order,
-            limit=limit,
+            request.limit if request.HasField("limit") else None,
+            request.cursor if request.HasField("cursor") else None,
             budget=budget,
-            bound=query.fingerprint(namespace, collection, where, order),
-            cursor=request.cursor if request.HasField("cursor") else None,
         )
         response = pb.FindResponse(items=[_document(d) for d in items])
         if cursor is not None:
@@ -389,99 +251,8 @@ class FileDocumentService:
         return response
 
     def _count(self, namespace: str, request: Any) -> Any:
-        collection = self._collection(namespace, request.collection)
-        found = self._matching(namespace, collection, _predicates(request.where))
-        return pb.CountResponse(count=len(found))
-
-    # -- the file --------------------------------------------------------------------------
-
-    def _namespaces(self) -> list[str]:
-        return sorted(set(namespaces(self.db)) | set(self._ensured))
-
-    def _in_file(self, namespace: str) -> bool:
-        return bool(agent_ids(self.db, namespace))
-
-    def _exists(self, namespace: str) -> bool:
-        return namespace in self._ensured or self._in_file(namespace)
-
-    def _collection(self, namespace: str, name: str) -> str:
-        if name not in COLLECTIONS or not self._exists(namespace):
-            raise ServiceError("COLLECTION_NOT_FOUND")
-        return name
-
-    def _store(self, namespace: str, agent_id: str) -> CheckpointStore:
-        store = self._stores.get((namespace, agent_id))
-        if store is None:
-            # The service never reads through the decoded-value cache: no cache.
-            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id, cache_bytes=0)
-            self._stores.put((namespace, agent_id), store)
-        return store
-
-    def _agents(self, namespace: str) -> list[str]:
-        return agent_ids(self.db, namespace)
-
-    def _find_one(
-        self, store: CheckpointStore, collection: str, data: Mapping[str, Any]
-    ) -> StoredDocument | None:
-        key = key_of(collection, data)
-        if collection in (BLOBS, ITEMS, PARTS):
-            found = store.find_documents(
-                collection, thread_id=data["thread_id"], refs=[data["ref"]]
-            )
-        else:
-            found = store.find_documents(
-                collection,
-                thread_id=data["thread_id"],
-                checkpoint_ns=data["checkpoint_ns"],
-                checkpoint_ids=[data["checkpoint_id"]],
-            )
-        return next((d for d in found if d.key == key), None)
-
-    def _by_id(self, namespace: str, collection: str, id: str) -> StoredDocument | None:
-        """The document `id` of the collection, found through the id index."""
-        entry = self.ids.lookup(namespace, id)
-        if entry is None or entry.collection != collection:
-            return None
-        found = self._find_one(
-            self._store(namespace, entry.agent_id),
-            collection,
-            {"agent_id": entry.agent_id, **entry.fields},
-        )
-        if found is None:
-            # Deleted since it was indexed (deletions do not move thread seqs).
-            self.ids.forget(namespace, id)
-        return found
-
-    def _matching(
-        self, namespace: str, collection: str, where: Sequence[tuple[str, str, Any]]
-    ) -> list[StoredDocument]:
-        """Documents of the collection matching every predicate (the file narrows first)."""
-        narrow: dict[str, Any] = {}
-        agents = self._agents(namespace)
-        for field, op, value in where:
-            if field == "agent_id" and op == "eq":
-                agents = [a for a in agents if a == value]
-            elif field == "thread_id" and op == "eq" and isinstance(value, str):
-                narrow["thread_id"] = value
-            elif collection in (WRITES, CHECKPOINTS):
-                if field == "checkpoint_ns" and op == "eq" and isinstance(value, str):
-                    narrow["checkpoint_ns"] = value
-                elif field == "checkpoint_id" and op in ("eq", "in"):
-                    ids = [value] if op == "eq" else value
-                    if all(isinstance(v, str) for v in ids):
-                        narrow["checkpoint_ids"] = ids
-                elif field == "checkpoint_id" and op == "lt" and isinstance(value, str):
-                    narrow["before"] = value
-            elif field == "ref" and op in ("eq", "in"):
-                refs = [value] if op == "eq" else value
-                if all(isinstance(v, str) for v in refs):
-                    narrow["refs"] = refs
-        found: list[StoredDocument] = []
-        for agent_id in agents:
-            for item in self._store(namespace, agent_id).find_documents(collection, **narrow):
-                if query.matches_all(item.data, where):
-                    found.append(item)
-        return found
+        count = self.documents.count(namespace, request.collection, _predicates(request.where))
+        return pb.CountResponse(count=count)
 
 
 # -- documents, predicates, ordering, cursors -----------------------------------------------
@@ -498,8 +269,8 @@ def _document(found: StoredDocument) -> Any:
     )
 
 
-def _predicates(where: Sequence[Any]) -> list[query.Predicate]:
-    """The decoded predicates of a request (SPEC §7.5 values), checked."""
+def _predicates(where: Sequence[Any]) -> list[tuple[str, str, Any]]:
+    """The decoded predicates of a request (SPEC §7.5 values)."""
     decoded = []
     for predicate in where:
         try:
@@ -507,7 +278,12 @@ def _predicates(where: Sequence[Any]) -> list[query.Predicate]:
         except ValueError as exc:
             raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
         decoded.append((predicate.field, predicate.operator, value))
-    return query.predicates(decoded)
+    return decoded
+
+
+def _version(request: Any) -> int | None:
+    """A request's `if_version`, None when unset."""
+    return request.if_version if request.HasField("if_version") else None
 
 
 async def serve(

@@ -1,9 +1,10 @@
 """The query language of the document service: predicates, order, pages, cursors (SPEC §7.7).
 
-Outer layer (nats), but pure: no I/O, no protobuf. Values are the decoded Python values
-of SPEC §7.5 (None, bool, int, float, str, datetime, bytes, list, dict). What `threadloom
-serve` uses to answer `find` and `count` over documents the file narrowed first, and what
-a document adapter can reuse over any set of `(key, data)` documents.
+Pure: no I/O, no protobuf, no naas. Values are the decoded Python values of SPEC §7.5
+(None, bool, int, float, str, datetime, bytes, list, dict). What the document operations
+(`threadloom.documents.service`, behind `threadloom serve` and the naas adapter) use to
+answer `find` and `count` over documents the file narrowed first; it works over any set
+of `(key, data)` documents.
 
 Invariants: a page holds at least one item and stops before the one that would exceed
 its byte budget; a cursor is set iff items may follow, and is bound to its query
@@ -256,12 +257,13 @@ def page(
     order: Order,
     *,
     limit: int,
-    budget: int,
+    budget: int | None,
     bound: str,
     cursor: str | None = None,
 ) -> tuple[list[D], str | None]:
     """One page of matching `items`: sorted by `order` then id, after `cursor`, at most
-    `limit` items and `budget` estimated bytes (never fewer than one item).
+    `limit` items and `budget` estimated bytes (never fewer than one item; None: no
+    byte bound).
 
     Returns:
         The page and the cursor of the next one (None at the end).
@@ -289,11 +291,14 @@ def page(
     out: list[tuple[tuple[Any, ...], D]] = []
     used = 0
     for pair in keyed[start:]:
-        size = estimate(pair[1].key, pair[1].data)
-        if out and (len(out) >= limit or used + size > budget):
+        if len(out) >= limit:
             break
+        if budget is not None:
+            size = estimate(pair[1].key, pair[1].data)
+            if out and used + size > budget:
+                break
+            used += size
         out.append(pair)
-        used += size
     following = None
     if start + len(out) < len(keyed):
         last_key, last = out[-1]

@@ -1,6 +1,6 @@
-"""The id index of `threadloom serve`: document key -> where the document is, per namespace.
+"""The id index of the document operations: document key -> where it is, per namespace.
 
-Outer layer (nats); reads through engine APIs only. Keys are hashes (SPEC §3.3), so a get
+Adapter layer; reads through engine APIs only. Keys are hashes (SPEC §3.3), so a get
 or delete by id needs an index. It is kept valid cheaply while other processes write the
 file: nothing is read while the file's data version stands still (one PRAGMA); after a
 commit only the thread seqs of the namespace are read, and only threads whose seq moved

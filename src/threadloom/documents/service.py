@@ -1,0 +1,382 @@
+"""The document operations over a threadloom file: one implementation, two front ends.
+
+Adapter layer over the engine. `threadloom serve` (NATS, protobuf, tokens and grants)
+and the naas document adapter (`threadloom.naas`, naas's own types, in process) both
+answer the document service's operations for the LangGraph collections with this class:
+`ensure_collection`, `collections`, `collection_fields`, `namespaces`, `put`, `get`,
+`delete`, `find` (every operator of SPEC §7.7, ordering, pages, cursors, a byte budget)
+and `count`, with the versions of §7.8. Values are the decoded Python values of §7.5;
+refusals are `ServiceError`s with the codes of §7.9.
+
+Where it differs from the engine's service, on purpose (the file's invariants):
+
+- only the five LangGraph schema-2 collections exist (`drop_collection` and other
+  collections are INVALID_ARGUMENT; the schema-1 collections are COLLECTION_NOT_FOUND,
+  which the savers read as empty);
+- a document's id must be the key its fields define (SPEC §3.3);
+- values and checkpoints are create-only: an upsert or compare-and-swap that would change
+  one is INVALID_ARGUMENT (an identical one is accepted); pending writes are replaced and
+  versioned as on the engine.
+
+Thread-safe: one lock serializes the operations of one instance (the file's own
+transactions order them against other processes).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from threadloom.core.lru import Lru
+from threadloom.documents import query
+from threadloom.documents.errors import ServiceError
+from threadloom.documents.ids import IdIndex
+from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
+from threadloom.engine.file import File
+from threadloom.engine.scope import agent_ids, namespaces
+from threadloom.errors import CheckpointConflictError, ThreadloomError
+from threadloom.protocol import BLOBS, CHECKPOINTS, COLLECTIONS, ITEMS, PARTS, WRITES
+from threadloom.protocol.refs import key_of
+
+#: Longest namespace name (UTF-8 bytes) by default; naas sets none, PostgreSQL and most
+#: file systems stop at about this much.
+MAX_NAMESPACE_BYTES = 255
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What bounds the operations' memory whatever their callers send (docs/cli.md, serve)."""
+
+    #: Longest namespace name, in UTF-8 bytes (longer: INVALID_ARGUMENT).
+    namespace_bytes: int = MAX_NAMESPACE_BYTES
+    #: Namespaces ensured but not yet holding a document, remembered at once (more:
+    #: INVALID_ARGUMENT until documents go into them).
+    empty_namespaces: int = 1024
+    #: Scopes (namespace + agent id) held open at once (least recently used closed).
+    stores: int = 64
+    #: Document keys held in the id indexes of all namespaces (about 500 bytes each; the
+    #: index in use is kept whatever its size).
+    index_keys: int = 200_000
+
+
+class FileDocuments:
+    """The LangGraph collections of one threadloom file, as the document service has them.
+
+    Args:
+        db: the open file.
+        limits: the memory bounds.
+
+    Close it (`close`) before the file.
+    """
+
+    def __init__(self, db: File, *, limits: Limits | None = None) -> None:
+        self.db = db
+        self.limits = limits or Limits()
+        self._stores: Lru[tuple[str, str], CheckpointStore] = Lru(self.limits.stores)
+        #: Namespaces ensured before the file held a scope of them, oldest first.
+        self._ensured: dict[str, None] = {}
+        self.ids = IdIndex(db, self._store, self.limits.index_keys)
+        self._lock = threading.RLock()
+
+    def close(self) -> None:
+        """Release what the operations hold of the file (before closing the file)."""
+        with self._lock:
+            self.ids.close()
+            self._stores.clear()
+
+    def check_namespace(self, namespace: str) -> None:
+        """Refuse a namespace name no operation takes (INVALID_ARGUMENT)."""
+        if not isinstance(namespace, str) or not namespace or "\0" in namespace:
+            raise ServiceError(
+                "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
+            )
+        if len(namespace.encode()) > self.limits.namespace_bytes:
+            raise ServiceError(
+                "INVALID_ARGUMENT",
+                f"namespace names are at most {self.limits.namespace_bytes} bytes (UTF-8)",
+            )
+
+    # -- collections -----------------------------------------------------------------------
+
+    def namespaces(self) -> list[str]:
+        """Namespaces holding a LangGraph collection (in the file, or ensured), sorted."""
+        with self._lock:
+            return sorted(set(namespaces(self.db)) | set(self._ensured))
+
+    def ensure_collection(
+        self, namespace: str, name: str, fields: Iterable[tuple[str, str]] = ()
+    ) -> None:
+        """Declare a LangGraph collection of `namespace`; `fields` are (name, type) pairs
+        and every declared field is a string field."""
+        self.check_namespace(namespace)
+        if name not in COLLECTIONS:
+            raise ServiceError(
+                "INVALID_ARGUMENT",
+                f"a threadloom file holds only the LangGraph collections, not {name!r}",
+            )
+        for field, kind in fields:
+            if kind and kind != "string":
+                raise ServiceError(
+                    "INVALID_ARGUMENT", f"field {field!r} of {name} is a string field"
+                )
+        with self._lock:
+            if namespace in self._ensured or self._in_file(namespace):
+                return
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                # Those that received documents meanwhile are the file's now.
+                for held in [n for n in self._ensured if self._in_file(n)]:
+                    del self._ensured[held]
+            if len(self._ensured) >= self.limits.empty_namespaces:
+                raise ServiceError(
+                    "INVALID_ARGUMENT",
+                    f"{self.limits.empty_namespaces} namespaces are ensured but hold no "
+                    "document yet; put documents into them first (or restart the service)",
+                )
+            self._ensured[namespace] = None
+
+    def drop_collection(self, namespace: str, name: str) -> None:
+        """Refused: a thread's documents go with the thread (delete or prune it)."""
+        raise ServiceError(
+            "INVALID_ARGUMENT",
+            "a threadloom file does not drop collections; delete or prune threads instead",
+        )
+
+    def collections(self, namespace: str) -> list[str]:
+        """The LangGraph collections of `namespace` (all five once it exists), sorted."""
+        self.check_namespace(namespace)
+        with self._lock:
+            return sorted(COLLECTIONS) if self._exists(namespace) else []
+
+    def collection_fields(self, namespace: str, collection: str) -> tuple[str, ...]:
+        """The declared (indexed, string) fields of a collection of `namespace`."""
+        self.check_namespace(namespace)
+        with self._lock:
+            return COLLECTIONS[self._collection(namespace, collection)]
+
+    # -- documents -------------------------------------------------------------------------
+
+    def put(
+        self,
+        namespace: str,
+        collection: str,
+        id: str,
+        data: Mapping[str, Any],
+        if_version: int | None = None,
+    ) -> StoredDocument:
+        """Store a document: `if_version` None is an upsert, 0 create-only, n > 0 a
+        compare-and-swap on version n (VERSION_CONFLICT when it does not hold)."""
+        self.check_namespace(namespace)
+        if if_version is not None and if_version < 0:
+            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
+        with self._lock:
+            collection = self._collection(namespace, collection)
+            try:
+                key = key_of(collection, data)
+            except (ValueError, ThreadloomError) as exc:
+                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            agent_id = data.get("agent_id")
+            if not isinstance(agent_id, str) or not agent_id:
+                raise ServiceError("INVALID_ARGUMENT", "a LangGraph document needs its agent_id")
+            if id != key:
+                raise ServiceError(
+                    "INVALID_ARGUMENT",
+                    f"document id {id!r} is not the key its fields define ({key}, SPEC §3.3)",
+                )
+            store = self._store(namespace, agent_id)
+            existing = self._find_one(store, collection, data)
+            if existing is None:
+                if if_version:
+                    raise ServiceError("VERSION_CONFLICT")
+                try:
+                    store.import_documents([(collection, data)])
+                except CheckpointConflictError:
+                    raise ServiceError("VERSION_CONFLICT") from None
+                self.ids.remember(namespace, key, agent_id, collection, data)
+                # What was just stored, without reading it back.
+                return StoredDocument(collection, key, dict(data), time.time(), 1)
+            if if_version == 0 or (if_version is not None and if_version != existing.version):
+                raise ServiceError("VERSION_CONFLICT")
+            if collection == WRITES:
+                version = store.replace_write(data)
+                return StoredDocument(collection, key, dict(data), existing.created_at, version)
+            if existing.data != data:
+                raise ServiceError(
+                    "INVALID_ARGUMENT",
+                    f"{collection} documents are create-only in a threadloom file; "
+                    "this one exists with other content",
+                )
+            return existing
+
+    def get(self, namespace: str, collection: str, id: str) -> StoredDocument:
+        """The document `id` of the collection (DOCUMENT_NOT_FOUND without one)."""
+        self.check_namespace(namespace)
+        with self._lock:
+            self._collection(namespace, collection)
+            found = self._by_id(namespace, collection, id)
+        if found is None:
+            raise ServiceError("DOCUMENT_NOT_FOUND")
+        return found
+
+    def delete(
+        self, namespace: str, collection: str, id: str, if_version: int | None = None
+    ) -> None:
+        """Delete the document `id` (a missing one is fine unless `if_version` is given)."""
+        self.check_namespace(namespace)
+        if if_version is not None and if_version < 0:
+            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
+        with self._lock:
+            self._collection(namespace, collection)
+            found = self._by_id(namespace, collection, id)
+            if found is None:
+                if if_version is not None:
+                    raise ServiceError("VERSION_CONFLICT")
+                return
+            if if_version is not None and if_version != found.version:
+                raise ServiceError("VERSION_CONFLICT")
+            store = self._store(namespace, found.data["agent_id"])
+            store.delete_document(collection, found.data)
+            self.ids.forget(namespace, id)
+
+    def find(
+        self,
+        namespace: str,
+        collection: str,
+        where: Iterable[tuple[str, str, Any]] = (),
+        order: query.Order = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        *,
+        budget: int | None = None,
+    ) -> tuple[list[StoredDocument], str | None]:
+        """One page of the matching documents and the cursor of the next (None at the end).
+
+        `limit` None is the default page; `budget` bounds the page's estimated bytes
+        (always one item at least); None leaves it unbounded.
+        """
+        self.check_namespace(namespace)
+        checked = self._predicates(where)
+        size = self._page_size(limit)
+        with self._lock:
+            collection = self._collection(namespace, collection)
+            try:
+                return query.page(
+                    self._matching(namespace, collection, checked),
+                    order,
+                    limit=size,
+                    budget=budget,
+                    bound=query.fingerprint(namespace, collection, checked, order),
+                    cursor=cursor,
+                )
+            except query.QueryError as exc:
+                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+
+    def count(
+        self, namespace: str, collection: str, where: Iterable[tuple[str, str, Any]] = ()
+    ) -> int:
+        """How many documents of the collection match every predicate."""
+        self.check_namespace(namespace)
+        checked = self._predicates(where)
+        with self._lock:
+            collection = self._collection(namespace, collection)
+            return len(self._matching(namespace, collection, checked))
+
+    # -- the file --------------------------------------------------------------------------
+
+    @staticmethod
+    def _predicates(where: Iterable[tuple[str, str, Any]]) -> list[query.Predicate]:
+        try:
+            return query.predicates(where)
+        except query.QueryError as exc:
+            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+
+    @staticmethod
+    def _page_size(limit: int | None) -> int:
+        try:
+            return query.page_size(limit)
+        except query.QueryError as exc:
+            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+
+    def _in_file(self, namespace: str) -> bool:
+        return bool(agent_ids(self.db, namespace))
+
+    def _exists(self, namespace: str) -> bool:
+        return namespace in self._ensured or self._in_file(namespace)
+
+    def _collection(self, namespace: str, name: str) -> str:
+        if name not in COLLECTIONS or not self._exists(namespace):
+            raise ServiceError("COLLECTION_NOT_FOUND")
+        return name
+
+    def _store(self, namespace: str, agent_id: str) -> CheckpointStore:
+        store = self._stores.get((namespace, agent_id))
+        if store is None:
+            # The operations never read through the decoded-value cache: no cache.
+            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id, cache_bytes=0)
+            self._stores.put((namespace, agent_id), store)
+        return store
+
+    def _find_one(
+        self, store: CheckpointStore, collection: str, data: Mapping[str, Any]
+    ) -> StoredDocument | None:
+        key = key_of(collection, data)
+        if collection in (BLOBS, ITEMS, PARTS):
+            found = store.find_documents(
+                collection, thread_id=data["thread_id"], refs=[data["ref"]]
+            )
+        else:
+            found = store.find_documents(
+                collection,
+                thread_id=data["thread_id"],
+                checkpoint_ns=data["checkpoint_ns"],
+                checkpoint_ids=[data["checkpoint_id"]],
+            )
+        return next((d for d in found if d.key == key), None)
+
+    def _by_id(self, namespace: str, collection: str, id: str) -> StoredDocument | None:
+        """The document `id` of the collection, found through the id index."""
+        entry = self.ids.lookup(namespace, id)
+        if entry is None or entry.collection != collection:
+            return None
+        found = self._find_one(
+            self._store(namespace, entry.agent_id),
+            collection,
+            {"agent_id": entry.agent_id, **entry.fields},
+        )
+        if found is None:
+            # Deleted since it was indexed (deletions do not move thread seqs).
+            self.ids.forget(namespace, id)
+        return found
+
+    def _matching(
+        self, namespace: str, collection: str, where: Sequence[query.Predicate]
+    ) -> list[StoredDocument]:
+        """Documents of the collection matching every predicate (the file narrows first)."""
+        narrow: dict[str, Any] = {}
+        agents = agent_ids(self.db, namespace)
+        for field, op, value in where:
+            if field == "agent_id" and op == "eq":
+                agents = [a for a in agents if a == value]
+            elif field == "thread_id" and op == "eq" and isinstance(value, str):
+                narrow["thread_id"] = value
+            elif collection in (WRITES, CHECKPOINTS):
+                if field == "checkpoint_ns" and op == "eq" and isinstance(value, str):
+                    narrow["checkpoint_ns"] = value
+                elif field == "checkpoint_id" and op in ("eq", "in"):
+                    ids = [value] if op == "eq" else value
+                    if all(isinstance(v, str) for v in ids):
+                        narrow["checkpoint_ids"] = ids
+                elif field == "checkpoint_id" and op == "lt" and isinstance(value, str):
+                    narrow["before"] = value
+            elif field == "ref" and op in ("eq", "in"):
+                refs = [value] if op == "eq" else value
+                if all(isinstance(v, str) for v in refs):
+                    narrow["refs"] = refs
+        found: list[StoredDocument] = []
+        for agent_id in agents:
+            for item in self._store(namespace, agent_id).find_documents(collection, **narrow):
+                if query.matches_all(item.data, where):
+                    found.append(item)
+        return found
