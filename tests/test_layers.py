@@ -26,6 +26,7 @@ LAYERS = {
     "threadloom": 3,  # the package root re-exports the adapters
     "threadloom.cli": 4,
     "threadloom.nats": 4,
+    "threadloom.naas": 4,
     "threadloom.__main__": 4,
 }
 ADAPTERS = 3

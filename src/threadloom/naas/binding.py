@@ -1,0 +1,135 @@
+"""`threadloom.naas.bind(path)`: a naas engine's agent memory in a threadloom file, one line.
+
+Outer layer (naas). For projects without NATS, where naas's engine does not load the
+document service and agents built with `memory=None` fall back to `MemorySaver` (memory
+lost on restart): after `bind("storage/memory.db")`, they checkpoint into that file
+through `threadloom.Saver`, in the engine's memory scope (namespace
+`naas_abi_core.services.agent`, agent id `engine.v1`, the same scope the document
+adapter and `threadloom serve` hold), so a project can later move to NATS mode with the
+adapter on the same file and keep every thread.
+
+naas has no hook for this: the engine binds its agent memory in `Engine.load()` (through
+`set_default_agent_checkpointer`) and clears it in `Engine.shutdown()`. `bind` wraps
+those two places, in naas's `Engine` module only: loads keep the file's saver as the
+default, and the first shutdown after `bind` closes the saver and takes the wrappers
+away (`unbind()` does the same at any time). An engine whose own document service holds
+agent memory (NATS mode, or a module that loads the service) is warned about: agents
+would then write the file while the engine's other clients read the document service,
+two stores of one memory that diverge; use the document adapter instead (docs/naas.md).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from threadloom.saver import Saver
+
+try:
+    from naas_abi_core.engine import Engine as engine_module
+    from naas_abi_core.engine import context
+except ImportError as error:  # pragma: no cover - not in a naas project
+    raise ImportError(
+        "threadloom.naas runs inside a naas project: it needs naas-abi-core "
+        "(pip install 'threadloom[naas]')"
+    ) from error
+
+log = logging.getLogger("threadloom.naas")
+
+DIVERGE = (
+    "this naas engine keeps agent memory in its document service ({found}), and "
+    "threadloom.naas.bind keeps this process's agents in {path}: two stores of one memory "
+    "would diverge. Keep one: in NATS mode put the LangGraph collections in the file "
+    "with the threadloom document adapter (services.document.document_adapter: custom, "
+    "docs/naas.md) instead of bind()"
+)
+
+_lock = threading.Lock()
+_bound: _Binding | None = None
+
+
+class _Binding:
+    """One bind: the saver and what was wrapped to keep it the engine's default."""
+
+    def __init__(self, path: Path, saver: Saver) -> None:
+        self.path = path
+        self.saver = saver
+        self.set_default = engine_module.set_default_agent_checkpointer
+        self.shutdown = engine_module.Engine.shutdown
+
+    def install(self) -> None:
+        binding = self
+
+        def set_default(checkpointer: Any) -> None:
+            if checkpointer is not None and checkpointer is not binding.saver:
+                log.warning(DIVERGE.format(found=type(checkpointer).__name__, path=binding.path))
+            binding.set_default(binding.saver)
+
+        def shutdown(engine: Any) -> None:
+            try:
+                binding.shutdown(engine)
+            finally:
+                unbind()
+
+        engine_module.set_default_agent_checkpointer = set_default
+        engine_module.Engine.shutdown = shutdown
+        current = context.get_default_agent_checkpointer()
+        if current is not None and current is not self.saver:
+            log.warning(DIVERGE.format(found=type(current).__name__, path=self.path))
+        context.set_default_agent_checkpointer(self.saver)
+
+    def remove(self) -> None:
+        engine_module.set_default_agent_checkpointer = self.set_default
+        engine_module.Engine.shutdown = self.shutdown
+        if context.get_default_agent_checkpointer() is self.saver:
+            context.set_default_agent_checkpointer(None)
+        self.saver.close()
+
+
+def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> Saver:
+    """Make a threadloom `Saver` on `path` the naas engine's default agent memory.
+
+    Call it before `Engine().load()` (or after: agents built from then on take it).
+    Agents built with `memory=None` checkpoint into the file until the engine shuts
+    down, which closes the saver. Binding the same path again returns the same saver.
+
+    Args:
+        path: the threadloom file (created if missing, its folder too).
+        **options: `threadloom.Saver` options (`serde`, `synchronous`, `owner_keys`, ...);
+            the scope stays the engine's unless `namespace` / `agent_id` say otherwise.
+
+    Raises:
+        ValueError: the process is bound to another file already (`unbind()` first).
+        NotOurFileError: `path` holds another application's file (left untouched).
+    """
+    global _bound
+    where = Path(path)
+    with _lock:
+        if _bound is not None:
+            if _bound.path.resolve() == where.resolve():
+                return _bound.saver
+            raise ValueError(
+                f"naas agent memory is bound to {_bound.path} already; "
+                "call threadloom.naas.unbind() first"
+            )
+        where.parent.mkdir(parents=True, exist_ok=True)
+        binding = _Binding(where, Saver(where, **options))
+        binding.install()
+        _bound = binding
+    return binding.saver
+
+
+def unbind() -> None:
+    """Give the engine its own agent memory back and close the bound saver (idempotent)."""
+    global _bound
+    with _lock:
+        binding, _bound = _bound, None
+    if binding is not None:
+        binding.remove()
+
+
+atexit.register(unbind)
