@@ -261,9 +261,12 @@ class FileDocuments:
         size = self._page_size(limit)
         with self._lock:
             collection = self._collection(namespace, collection)
+            newest = None
+            if collection == CHECKPOINTS and order == NEWEST_FIRST and cursor is None:
+                newest = size + 1  # one more tells whether a next page exists
             try:
                 return query.page(
-                    self._matching(namespace, collection, checked),
+                    self._matching(namespace, collection, checked, newest=newest),
                     order,
                     limit=size,
                     budget=budget,
@@ -351,32 +354,72 @@ class FileDocuments:
         return found
 
     def _matching(
-        self, namespace: str, collection: str, where: Sequence[query.Predicate]
+        self,
+        namespace: str,
+        collection: str,
+        where: Sequence[query.Predicate],
+        *,
+        newest: int | None = None,
     ) -> list[StoredDocument]:
-        """Documents of the collection matching every predicate (the file narrows first)."""
-        narrow: dict[str, Any] = {}
+        """Documents of the collection matching every predicate (the file narrows first).
+
+        With `newest` (checkpoints ordered by id, newest first), a superset of the first
+        `newest - 1` of that order and of whether more follow: each agent's `newest`
+        highest ids when the file's narrowing is exact (no predicate left to apply and
+        no tie at the cut), else every match.
+        """
+        narrow, exact = _narrowing(collection, where)
         agents = agent_ids(self.db, namespace)
-        for field, op, value in where:
-            if field == "agent_id" and op == "eq":
-                agents = [a for a in agents if a == value]
-            elif field == "thread_id" and op == "eq" and isinstance(value, str):
-                narrow["thread_id"] = value
-            elif collection in (WRITES, CHECKPOINTS):
-                if field == "checkpoint_ns" and op == "eq" and isinstance(value, str):
-                    narrow["checkpoint_ns"] = value
-                elif field == "checkpoint_id" and op in ("eq", "in"):
-                    ids = [value] if op == "eq" else value
-                    if all(isinstance(v, str) for v in ids):
-                        narrow["checkpoint_ids"] = ids
-                elif field == "checkpoint_id" and op == "lt" and isinstance(value, str):
-                    narrow["before"] = value
-            elif field == "ref" and op in ("eq", "in"):
-                refs = [value] if op == "eq" else value
-                if all(isinstance(v, str) for v in refs):
-                    narrow["refs"] = refs
+        if "agent_id" in narrow:
+            wanted = narrow.pop("agent_id")
+            agents = [a for a in agents if a == wanted]
         found: list[StoredDocument] = []
         for agent_id in agents:
-            for item in self._store(namespace, agent_id).find_documents(collection, **narrow):
+            store = self._store(namespace, agent_id)
+            if newest is not None and exact:
+                some = store.find_documents(collection, **narrow, newest=newest)
+                cut = [d.data["checkpoint_id"] for d in some[-2:]]
+                if len(some) < newest or cut[0] != cut[-1]:
+                    found.extend(some)
+                    continue
+            for item in store.find_documents(collection, **narrow):
                 if query.matches_all(item.data, where):
                     found.append(item)
         return found
+
+
+#: The order naas's savers read a thread's latest checkpoints in.
+NEWEST_FIRST = ("checkpoint_id", "desc")
+
+
+def _narrowing(collection: str, where: Sequence[query.Predicate]) -> tuple[dict[str, Any], bool]:
+    """The fields the file narrows `where` by, and whether they are all of it (then every
+    row the file returns matches every predicate). A field narrows once; a second
+    predicate on it is left to the caller."""
+    narrow: dict[str, Any] = {}
+    exact = True
+    lists = collection in (WRITES, CHECKPOINTS)
+    for field, op, value in where:
+        values = [value] if op == "eq" else value
+        if field == "agent_id" and op == "eq" and isinstance(value, str):
+            key = "agent_id"
+        elif field == "thread_id" and op == "eq" and isinstance(value, str):
+            key = "thread_id"
+        elif lists and field == "checkpoint_ns" and op == "eq" and isinstance(value, str):
+            key = "checkpoint_ns"
+        elif lists and field == "checkpoint_id" and op == "lt" and isinstance(value, str):
+            key = "before"
+        elif (
+            field == ("checkpoint_id" if lists else "ref")
+            and op in ("eq", "in")
+            and all(isinstance(v, str) for v in values)
+        ):
+            key, value = ("checkpoint_ids" if lists else "refs"), values
+        else:
+            exact = False
+            continue
+        if key in narrow:
+            exact = False
+        else:
+            narrow[key] = value
+    return narrow, exact

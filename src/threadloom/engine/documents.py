@@ -168,11 +168,14 @@ class Documents:
         checkpoint_ids: Sequence[str] | None = None,
         before: str | None = None,
         refs: Sequence[str] | None = None,
+        newest: int | None = None,
     ) -> builtins.list[StoredDocument]:
         """The scope's documents of one collection, narrowed by the fields given (all ANDed).
 
         What the document service's `find` needs to answer for the LangGraph collections;
-        every other predicate is applied by the caller on the documents returned.
+        every other predicate is applied by the caller on the documents returned. With
+        `newest` (checkpoints only), only that many, highest checkpoint id first: a
+        saver's "latest checkpoint" reads one row, not the thread's history.
         """
         table = {CHECKPOINTS: 1, WRITES: 2, BLOBS: 0, ITEMS: 0, PARTS: 0}.get(collection)
         if table is None:
@@ -200,19 +203,30 @@ class Documents:
             if before is not None:
                 where.append("x.checkpoint_id < ?")
                 args.append(before)
-        return self._select(" AND ".join(where), args, tables=(table,), ordered=False)
+        tail = ""
+        if newest is not None and table == 1:
+            tail = " ORDER BY x.checkpoint_id DESC LIMIT ?"
+            args.append(newest)
+        return self._select(" AND ".join(where), args, tables=(table,), ordered=False, tail=tail)
 
     def _select(
-        self, where: str, args: Sequence[Any], *, tables: Sequence[int], ordered: bool
+        self,
+        where: str,
+        args: Sequence[Any],
+        *,
+        tables: Sequence[int],
+        ordered: bool,
+        tail: str = "",
     ) -> builtins.list[StoredDocument]:
         """Documents of rows matching `where` (on `t` = threads and `x` = the table), in
-        put order (`seq`) across the tables when `ordered`."""
+        put order (`seq`) across the tables when `ordered`, else in the order `tail` (an
+        ORDER BY / LIMIT clause of one table's query) gives."""
         scope = self.scope
         rows: list[_Row] = []
         with scope.file.read() as conn:
             for table in tables:
                 shape, sql, _ = _SHAPES[table]
-                order = " ORDER BY x.seq" if ordered else ""
+                order = " ORDER BY x.seq" if ordered else tail
                 rows.extend(fetch(conn, shape, f"{sql} WHERE {where}{order}", args))
             if ordered and len(tables) > 1:
                 rows.sort(key=lambda row: row.seq)

@@ -1,0 +1,182 @@
+"""`FileDocuments`, the document operations both front ends answer with, on a real file.
+
+Every `find` is checked against the query language applied to every document of the
+collection (what the operations must answer whatever the file narrows first), including
+the newest-first read of a saver's latest checkpoint, which reads only the rows it needs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph.checkpoint.base import empty_checkpoint
+
+from threadloom import Saver
+from threadloom.documents import FileDocuments, ServiceError, query
+from threadloom.engine.checkpoints import StoredDocument
+from threadloom.protocol import CHECKPOINTS, DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, WRITES
+
+NS = DEFAULT_NAMESPACE
+
+
+def _checkpoint(saver: Saver, thread: str, ns: str, checkpoint_id: str, parent: str | None) -> None:
+    checkpoint = empty_checkpoint()
+    checkpoint["id"] = checkpoint_id
+    configurable: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ns}
+    if parent is not None:
+        configurable["checkpoint_id"] = parent
+    saver.put({"configurable": configurable}, checkpoint, {"step": 0}, {})
+    saver.put_writes(
+        {
+            "configurable": {
+                "thread_id": thread,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        },
+        [("channel", checkpoint_id)],
+        task_id=f"task-{checkpoint_id}",
+    )
+
+
+@pytest.fixture
+def documents(tmp_path: Path) -> Iterator[FileDocuments]:
+    """Two threads under two agent ids; thread `a` has root and subgraph checkpoints,
+    three of them sharing an id across namespaces (a tie the newest-first read must not
+    cut: of three tied rows, `limit + 1` holds two)."""
+    path = tmp_path / "ops.db"
+    with (
+        Saver.from_conn_string(str(path)) as saver,
+        Saver.from_conn_string(str(path), agent_id="other") as other,
+    ):
+        parent = None
+        for n in range(12):
+            checkpoint_id = f"1f0{n:03}-{uuid.UUID(int=n).hex[:8]}"
+            _checkpoint(saver, "a", "", checkpoint_id, parent)
+            parent = checkpoint_id
+            if n % 3 == 0:
+                _checkpoint(saver, "a", "sub:1", checkpoint_id, None)
+                _checkpoint(saver, "a", "sub:2", checkpoint_id, None)
+        for n in range(4):
+            _checkpoint(saver, "b", "", f"1f1{n:03}", None)
+            _checkpoint(other, "a", "", f"1f2{n:03}", None)
+        opened = FileDocuments(saver.db)
+        try:
+            yield opened
+        finally:
+            opened.close()
+
+
+def _every(documents: FileDocuments, collection: str) -> list[StoredDocument]:
+    return documents._matching(NS, collection, [])
+
+
+def _expected(
+    documents: FileDocuments,
+    collection: str,
+    where: list[query.Predicate],
+    order: query.Order,
+    limit: int,
+) -> tuple[list[str], bool]:
+    every = [d for d in _every(documents, collection) if query.matches_all(d.data, where)]
+    bound = query.fingerprint(NS, collection, where, order)
+    items, cursor = query.page(every, order, limit=limit, budget=None, bound=bound)
+    return [d.key for d in items], cursor is not None
+
+
+WHERES: list[list[query.Predicate]] = [
+    [],
+    [("agent_id", "eq", DEFAULT_AGENT_ID)],
+    [("agent_id", "eq", DEFAULT_AGENT_ID), ("thread_id", "eq", "a")],
+    [("agent_id", "eq", DEFAULT_AGENT_ID), ("thread_id", "eq", "a"), ("checkpoint_ns", "eq", "")],
+    [("thread_id", "eq", "a"), ("checkpoint_ns", "eq", "sub:1")],
+    [("thread_id", "eq", "a"), ("checkpoint_id", "lt", "1f0006")],
+    [("thread_id", "eq", "a"), ("thread_id", "eq", "b")],
+    [("agent_id", "eq", DEFAULT_AGENT_ID), ("agent_id", "eq", "other")],
+    [("thread_id", "eq", "a"), ("parent_id", "exists", True)],
+    [("thread_id", "in", ["a", "b"]), ("checkpoint_ns", "ne", "sub:1")],
+    [("checkpoint_id", "in", ["1f0003-00000000", "1f1002"])],
+]
+
+
+@pytest.mark.parametrize("where", WHERES, ids=lambda w: " & ".join(f"{f} {o}" for f, o, _ in w))
+@pytest.mark.parametrize("order", [("checkpoint_id", "desc"), ("checkpoint_id", "asc"), None])
+def test_a_first_page_of_checkpoints_is_what_the_query_language_answers(
+    documents: FileDocuments, where: list[query.Predicate], order: query.Order
+) -> None:
+    """Pages of 1 to 30 under every order, narrowed or not: the items and whether a next
+    page exists are those of the query applied to every checkpoint (the newest-first
+    read stops early only where that cannot change them: ties at the cut, predicates the
+    file cannot apply)."""
+    for limit in (1, 2, 3, 4, 5, 30):
+        items, cursor = documents.find(NS, CHECKPOINTS, where, order, limit)
+        assert ([d.key for d in items], cursor is not None) == _expected(
+            documents, CHECKPOINTS, where, order, limit
+        ), limit
+
+
+def test_following_cursors_from_a_newest_first_page_reaches_every_checkpoint(
+    documents: FileDocuments,
+) -> None:
+    """A newest-first first page (read short) carries a cursor the next pages continue
+    from; together they are every checkpoint once, in order."""
+    where: list[query.Predicate] = [("agent_id", "eq", DEFAULT_AGENT_ID), ("thread_id", "eq", "a")]
+    seen: list[str] = []
+    cursor = None
+    for _ in itertools.count():
+        items, cursor = documents.find(NS, CHECKPOINTS, where, ("checkpoint_id", "desc"), 2, cursor)
+        seen.extend(d.data["checkpoint_id"] for d in items)
+        if cursor is None:
+            break
+    assert seen == sorted(seen, reverse=True) and len(seen) == 12 + 4 + 4
+
+
+def test_the_newest_first_read_does_not_read_the_history(documents: FileDocuments) -> None:
+    """The latest checkpoint of a thread comes from `limit + 1` rows per agent id, not
+    from every checkpoint of the thread (the engine's narrowing is exact here)."""
+    store = documents._store(NS, DEFAULT_AGENT_ID)
+    read: list[int] = []
+    original = store.find_documents
+
+    def counting(collection: str, **fields: Any) -> list[StoredDocument]:
+        found = original(collection, **fields)
+        read.append(len(found))
+        return found
+
+    store.find_documents = counting  # type: ignore[method-assign]
+    where: list[query.Predicate] = [
+        ("agent_id", "eq", DEFAULT_AGENT_ID),
+        ("thread_id", "eq", "a"),
+        ("checkpoint_ns", "eq", ""),
+    ]
+    items, cursor = documents.find(NS, CHECKPOINTS, where, ("checkpoint_id", "desc"), 1)
+    assert [d.data["checkpoint_id"] for d in items] == ["1f0011-00000000"]
+    assert cursor is not None and read == [2]
+
+
+def test_writes_and_refusals_carry_the_service_codes(documents: FileDocuments) -> None:
+    """Unknown collections and namespaces, bad queries and ids: the §7.9 codes."""
+    with pytest.raises(ServiceError) as missing:
+        documents.find("nobody", CHECKPOINTS)
+    assert missing.value.code == "COLLECTION_NOT_FOUND"
+    with pytest.raises(ServiceError) as other:
+        documents.find(NS, "jobs")
+    assert other.value.code == "COLLECTION_NOT_FOUND"
+    with pytest.raises(ServiceError) as bad:
+        documents.find(NS, WRITES, [("thread_id", "like", "a")])
+    assert bad.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ServiceError) as page:
+        documents.find(NS, WRITES, [], None, 1001)
+    assert page.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ServiceError) as cursor:
+        documents.find(NS, WRITES, [], None, 1, "garbled")
+    assert cursor.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ServiceError) as gone:
+        documents.get(NS, WRITES, "0" * 64)
+    assert gone.value.code == "DOCUMENT_NOT_FOUND"
+    assert documents.count(NS, WRITES, [("thread_id", "eq", "a")]) == 12 + 4 + 4 + 4
