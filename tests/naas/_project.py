@@ -46,6 +46,16 @@ DEFAULT_MODULES = (
 )
 # naas's own SQLite document adapter, the reference the custom adapter is compared with.
 NAAS_SQLITE = {"adapter": "sqlite", "config": {"path": "storage/documents.sqlite"}}
+# The same adapter class named the way threadloom's is (`adapter: custom`: naas imports
+# python_module, calls module_callable(**custom_config), checks it is an IDocumentAdapter).
+NAAS_SQLITE_AS_CUSTOM = {
+    "adapter": "custom",
+    "python_module": (
+        "naas_abi_core.services.document.adapters.secondary.DocumentSecondaryAdapterSQLite"
+    ),
+    "module_callable": "DocumentSecondaryAdapterSQLite",
+    "custom_config": {"path": "storage/documents.sqlite"},
+}
 
 _SERVICES = {
     "document": "from naas_abi_core.services.document.DocumentService import DocumentService",

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import threadloom
-from tests.naas._project import NAAS_SQLITE, PROBE_MODULE, write_project
+from tests.naas._project import NAAS_SQLITE, NAAS_SQLITE_AS_CUSTOM, PROBE_MODULE, write_project
 from tests.nats._peers import NaasEnv, ScriptFailed, run_document_service
 
 HERE = Path(__file__).resolve().parent
@@ -161,6 +161,20 @@ def test_prune_memory_reports_then_deletes_and_the_thread_goes_on(
     assert len(after["messages"]) == 6
     # The kept 2, then one turn's (before held two turns).
     assert after["checkpoints"] == 2 + before["checkpoints"] // 2
+
+
+def test_a_custom_document_adapter_is_loaded_from_its_module(
+    naas_env: NaasEnv, tmp_path: Path
+) -> None:
+    """`adapter: custom` (how threadloom's adapter is named) serves the engine and `abi`."""
+    project = write_project(tmp_path / "project", document_adapter=NAAS_SQLITE_AS_CUSTOM)
+    assert "adapter: custom" in (project / "config.yaml").read_text()
+    chat(naas_env, project, "thread-1", "hello")
+    second = chat(naas_env, project, "thread-1", "again")
+    assert second["checkpointer"] == ENGINE_SAVER
+    assert second["replies"] == ["echo: again (turn 2)"]
+    report = prune(naas_env, project)
+    assert (report["threads"], report["checkpoints"]) == (1, second["checkpoints"] - 2)
 
 
 def test_the_activity_log_goes_to_the_document_service(naas_env: NaasEnv, tmp_path: Path) -> None:
