@@ -166,3 +166,8 @@ class ThreadBusyError(EngineError):
 
 class LeaseLostError(EngineError):
     """A lease ran out before its holder renewed it, and another run took the thread."""
+
+
+class NaasMemoryWarning(UserWarning):
+    """A naas project's agent memory is in two places (threadloom.naas): memory left in
+    the fallback document store, or a bound saver beside the engine's own."""

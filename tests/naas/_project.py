@@ -56,6 +56,17 @@ NAAS_SQLITE_AS_CUSTOM = {
     "module_callable": "DocumentSecondaryAdapterSQLite",
     "custom_config": {"path": "storage/documents.sqlite"},
 }
+# threadloom's adapter (docs/naas.md): the LangGraph collections in storage/memory.db,
+# every other collection in naas's SQLite adapter on storage/documents.sqlite.
+THREADLOOM = {
+    "adapter": "custom",
+    "python_module": "threadloom.naas",
+    "module_callable": "DocumentAdapter",
+    "custom_config": {
+        "path": "storage/memory.db",
+        "fallback": {"adapter": "sqlite", "config": {"path": "storage/documents.sqlite"}},
+    },
+}
 
 _SERVICES = {
     "document": "from naas_abi_core.services.document.DocumentService import DocumentService",

@@ -61,15 +61,20 @@ def outcome(call: Callable[[], Any]) -> list[Any]:
 
 def every(documents: DocumentService, collection: str, **options: Any) -> list[str]:
     """The ids of every page of a query, followed by cursor (each page non-empty)."""
-    ids: list[str] = []
+    return [i for page in pages(documents, collection, **options) for i in page]
+
+
+def pages(documents: DocumentService, collection: str, **options: Any) -> list[list[str]]:
+    """The ids of each page of a query, followed by cursor (each page non-empty)."""
+    found: list[list[str]] = []
     cursor = None
     while True:
         page = documents.find(collection, cursor=cursor, **options)
         assert page.items, "an empty page"
-        ids.extend(d.id for d in page.items)
+        found.append([d.id for d in page.items])
         cursor = page.cursor
         if cursor is None:
-            return ids
+            return found
 
 
 def remember(workdir: Path) -> DocumentService:
@@ -161,6 +166,7 @@ def battery(docs: DocumentService, root: DocumentService) -> list[tuple[str, Cal
             ),
         ),
         ("byte budget pages", lambda: every(docs, BLOBS, max_bytes=600, limit=50)),
+        ("byte budget cuts", lambda: len(pages(docs, BLOBS, max_bytes=600, limit=50)) > 2),
         ("count all", lambda: [docs.count(c) for c in (*VALUES, CHECKPOINTS, WRITES)]),
         ("count scope", lambda: docs.count(CHECKPOINTS, where=scope)),
         ("count v1", lambda: docs.count(CHECKPOINTS_V1)),
@@ -184,7 +190,7 @@ def battery(docs: DocumentService, root: DocumentService) -> list[tuple[str, Cal
         ("delete missing", lambda: docs.delete(WRITES, a_write.id)),
         ("delete missing with a version", lambda: docs.delete(WRITES, a_write.id, if_version=1)),
         ("other collection", lambda: other_collection(root)),
-        ("worker threads", lambda: from_threads(docs, a_value.data)),
+        ("worker threads", lambda: from_threads(docs)),
         ("count after", lambda: [docs.count(c) for c in (*VALUES, CHECKPOINTS, WRITES)]),
         # Where a threadloom file differs on purpose (docs/naas.md): ids are the keys
         # their fields define, values and checkpoints are create-only.
@@ -221,14 +227,21 @@ def other_collection(root: DocumentService) -> Any:
     ]
 
 
-def from_threads(docs: DocumentService, template: dict[str, Any]) -> int:
-    """200 value documents put from 8 threads at once; how many are stored."""
+def from_threads(docs: DocumentService) -> int:
+    """200 value documents (of a new thread) put from 8 threads at once; how many are
+    stored."""
     errors: list[BaseException] = []
 
     def put(worker: int) -> None:
         try:
             for n in range(25):
-                data = {**template, "thread_id": "t3", "ref": f"b-{worker:032x}{n:032x}"}
+                data = {
+                    "agent_id": "engine.v1",
+                    "thread_id": "t3",
+                    "ref": f"b-{worker:032x}{n:032x}",
+                    "_schema": 2,
+                    "value": {"kind": "msgpack", "payload": bytes([worker, n])},
+                }
                 docs.put(BLOBS, key_of(BLOBS, data), data, if_version=0)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)

@@ -1,6 +1,6 @@
 """Chat with a naas Agent inside a naas Engine loaded from a project, in the naas venv.
 
-Usage: python naas_engine_chat.py [--activity-log] PROJECT_DIR THREAD_ID [MESSAGE...]
+Usage: python naas_engine_chat.py [--activity-log] [--bind FILE] PROJECT_DIR THREAD_ID [MESSAGE...]
 
 Changes to PROJECT_DIR (written by tests/naas/_project.py), loads `Engine()` from its
 `config.yaml` (`engine.load()`), builds a naas `Agent` with `memory=None`, so that it
@@ -18,7 +18,11 @@ Prints one JSON object on stdout, then shuts the engine down:
 - `checkpoints`: how many checkpoints the checkpointer lists for the thread;
 - `activity`: with --activity-log, the events this run recorded in the engine's activity
   log (one per MESSAGE, actor ACTOR) and read back; else null;
-- `seconds`: `import` (naas), `load` (`Engine()` + `load()`), `chat`.
+- `seconds`: `import` (naas), `load` (`Engine()` + `load()`), `chat`; `turns`: the
+  seconds of each `invoke`;
+- `bound`: with --bind FILE (`threadloom.naas.bind(FILE)` before the engine loads),
+  whether the agent's checkpointer is the bound saver and whether `engine.shutdown()`
+  closed it; else null.
 
 The reply to a message is "echo: <message> (turn N)", N counting the human messages the
 model was sent: a thread continued from an earlier process answers with N > 1.
@@ -39,7 +43,10 @@ import sys
 import time
 from typing import Any
 
-USAGE = "Usage: python naas_engine_chat.py [--activity-log] PROJECT_DIR THREAD_ID [MESSAGE...]"
+USAGE = (
+    "Usage: python naas_engine_chat.py [--activity-log] [--bind FILE] "
+    "PROJECT_DIR THREAD_ID [MESSAGE...]"
+)
 ACTOR = "user:threadloom-tests"
 
 
@@ -77,9 +84,15 @@ def qualified(value: object) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """Load the engine, chat, print the JSON report, shut the engine down."""
-    activity_log = argv[:1] == ["--activity-log"]
-    argv = argv[1:] if activity_log else argv
+    """Load the engine, chat, shut the engine down, print the JSON report."""
+    activity_log, bind = False, None
+    while argv[:1] in (["--activity-log"], ["--bind"]):
+        if argv[0] == "--bind" and len(argv) > 1:
+            bind, argv = argv[1], argv[2:]
+        elif argv[0] == "--activity-log":
+            activity_log, argv = True, argv[1:]
+        else:
+            break
     if len(argv) < 2 or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return 2
@@ -96,6 +109,11 @@ def main(argv: list[str]) -> int:
     from naas_abi_core.services.agent.Agent import Agent, AgentSharedState
 
     imported = time.perf_counter()
+    saver = None
+    if bind is not None:
+        import threadloom.naas
+
+        saver = threadloom.naas.bind(bind)
     engine = Engine()
     engine.load()
     if engine.configuration.nats is not None:
@@ -112,11 +130,15 @@ def main(argv: list[str]) -> int:
             memory=None,
             state=AgentSharedState(thread_id=thread_id),
         )
-        replies = [agent.invoke(message) for message in messages]
+        replies, turns = [], []
+        for message in messages:
+            turn = time.perf_counter()
+            replies.append(agent.invoke(message))
+            turns.append(round(time.perf_counter() - turn, 6))
         activity = record_activity(engine, len(messages)) if activity_log else None
         config = {"configurable": {"thread_id": thread_id}}
         state = agent.graph.get_state(config)
-        report = {
+        report: dict[str, Any] = {
             "checkpointer": qualified(agent._checkpointer),
             "replies": replies,
             "messages": [
@@ -129,11 +151,15 @@ def main(argv: list[str]) -> int:
                 "import": round(imported - started, 3),
                 "load": round(loaded - imported, 3),
                 "chat": round(time.perf_counter() - loaded, 3),
+                "turns": turns,
             },
+            "bound": None if saver is None else {"used": agent._checkpointer is saver},
         }
-        print(json.dumps(report), flush=True)
     finally:
         engine.shutdown()
+    if saver is not None:
+        report["bound"]["closed"] = saver._closed
+    print(json.dumps(report), flush=True)
     return 0
 
 

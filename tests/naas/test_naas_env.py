@@ -37,10 +37,13 @@ def chat(
     thread: str,
     *messages: str,
     activity_log: bool = False,
+    bind: Path | None = None,
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """One process: the engine loaded from `project`, its agent sent `messages` on `thread`."""
+    """One process: the engine loaded from `project`, its agent sent `messages` on `thread`
+    (with `bind`, after `threadloom.naas.bind(bind)`)."""
     options = ["--activity-log"] if activity_log else []
+    options += ["--bind", str(bind)] if bind is not None else []
     result: dict[str, Any] = naas_env.run(
         CHAT, *options, str(project), thread, *messages, env=env, cwd=project, threadloom=True
     ).json()
@@ -60,6 +63,7 @@ def prune(naas_env: NaasEnv, project: Path, *options: str) -> dict[str, Any]:
         *options,
         env=ABI_ENV,
         cwd=project,
+        threadloom=True,  # a project may name threadloom's adapter in config.yaml
     )
     result: dict[str, Any] = json.loads(run.stdout)
     return result

@@ -31,9 +31,9 @@ thread.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -43,7 +43,7 @@ from typing import Any
 from threadloom.documents import FileDocuments, ServiceError, query
 from threadloom.engine.checkpoints import StoredDocument
 from threadloom.engine.file import File
-from threadloom.errors import ThreadloomError
+from threadloom.errors import NaasMemoryWarning, ThreadloomError
 from threadloom.protocol import COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS
 
@@ -67,8 +67,6 @@ except ImportError as error:  # pragma: no cover - not in a naas project
         "threadloom.naas runs inside a naas project: it needs naas-abi-core "
         "(pip install 'threadloom[naas]')"
     ) from error
-
-log = logging.getLogger("threadloom.naas")
 
 #: The fallback when `custom_config` names none: naas's own default document adapter.
 DEFAULT_FALLBACK: Mapping[str, Any] = {
@@ -277,13 +275,12 @@ class DocumentAdapter:
                 if self.fallback.count(namespace, collection, []):
                     held.append(f"{namespace}/{collection}")
         if held:
-            log.warning(
-                "the fallback document store holds agent memory that %s does not read "
-                "(%s); move it in with `threadloom migrate <documents.sqlite> --db %s "
-                "--apply` (docs/naas.md)",
-                self.path,
-                ", ".join(sorted(held)),
-                self.path,
+            warnings.warn(
+                f"the fallback document store holds agent memory that {self.path} does not "
+                f"read ({', '.join(sorted(held))}); move it in with `threadloom migrate "
+                f"<documents.sqlite> --db {self.path} --apply` (docs/naas.md)",
+                NaasMemoryWarning,
+                stacklevel=2,
             )
 
 

@@ -21,12 +21,13 @@ two stores of one memory that diverge; use the document adapter instead (docs/na
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
+from threadloom.errors import NaasMemoryWarning
 from threadloom.saver import Saver
 
 try:
@@ -37,8 +38,6 @@ except ImportError as error:  # pragma: no cover - not in a naas project
         "threadloom.naas runs inside a naas project: it needs naas-abi-core "
         "(pip install 'threadloom[naas]')"
     ) from error
-
-log = logging.getLogger("threadloom.naas")
 
 DIVERGE = (
     "this naas engine keeps agent memory in its document service ({found}), and "
@@ -66,7 +65,7 @@ class _Binding:
 
         def set_default(checkpointer: Any) -> None:
             if checkpointer is not None and checkpointer is not binding.saver:
-                log.warning(DIVERGE.format(found=type(checkpointer).__name__, path=binding.path))
+                _diverge(checkpointer, binding.path)
             binding.set_default(binding.saver)
 
         def shutdown(engine: Any) -> None:
@@ -79,7 +78,7 @@ class _Binding:
         engine_module.Engine.shutdown = shutdown
         current = context.get_default_agent_checkpointer()
         if current is not None and current is not self.saver:
-            log.warning(DIVERGE.format(found=type(current).__name__, path=self.path))
+            _diverge(current, self.path)
         context.set_default_agent_checkpointer(self.saver)
 
     def remove(self) -> None:
@@ -88,6 +87,12 @@ class _Binding:
         if context.get_default_agent_checkpointer() is self.saver:
             context.set_default_agent_checkpointer(None)
         self.saver.close()
+
+
+def _diverge(found: Any, path: Path) -> None:
+    warnings.warn(
+        DIVERGE.format(found=type(found).__name__, path=path), NaasMemoryWarning, stacklevel=3
+    )
 
 
 def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> Saver:
