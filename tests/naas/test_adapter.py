@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.naas._project import NAAS_SQLITE, THREADLOOM, write_project
 from tests.naas.test_naas_env import ENGINE_SAVER, MEMORY, chat, collections, prune
@@ -217,3 +218,27 @@ def test_a_file_that_is_not_threadloom_is_refused_and_left_untouched(
     )
     assert "NaasMemoryWarning" in run.stderr and "threadloom migrate" in run.stderr
     assert run.json()["messages"] == []
+
+
+def _yaml_blocks(path: Path) -> list[dict[str, Any]]:
+    """The ```yaml blocks of a Markdown file, parsed."""
+    text = path.read_text()
+    blocks = text.split("```yaml\n")[1:]
+    return [yaml.safe_load(block.split("```")[0]) for block in blocks]
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/naas.md"])
+def test_the_documented_config_yaml_loads_and_keeps_memory(
+    naas_env: NaasEnv, tmp_path: Path, doc: str
+) -> None:
+    """The `document_adapter` block the README and docs/naas.md show, as written, in a
+    real engine: the thread continues in a second process, in storage/memory.db."""
+    root = Path(__file__).resolve().parents[2]
+    (block,) = [b for b in _yaml_blocks(root / doc) if "services" in b]
+    adapter = block["services"]["document"]["document_adapter"]
+    project = write_project(tmp_path / "project", document_adapter=adapter)
+    chat(naas_env, project, "thread-1", "hello")
+    second = chat(naas_env, project, "thread-1", "again")
+    assert second["replies"] == ["echo: again (turn 2)"]
+    messages, _ = state(project / "storage" / "memory.db", "thread-1")
+    assert messages == second["messages"]
