@@ -8,6 +8,8 @@ the newest-first read of a saver's latest checkpoint, which reads only the rows 
 from __future__ import annotations
 
 import itertools
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from threadloom import Saver
 from threadloom.documents import FileDocuments, ServiceError, query
 from threadloom.engine.checkpoints import StoredDocument
-from threadloom.protocol import CHECKPOINTS, DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, WRITES
+from threadloom.errors import ProtocolError
+from threadloom.protocol import BLOBS, CHECKPOINTS, DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, WRITES
+from threadloom.protocol.refs import key_of
 
 NS = DEFAULT_NAMESPACE
 
@@ -180,3 +184,57 @@ def test_writes_and_refusals_carry_the_service_codes(documents: FileDocuments) -
         documents.get(NS, WRITES, "0" * 64)
     assert gone.value.code == "DOCUMENT_NOT_FOUND"
     assert documents.count(NS, WRITES, [("thread_id", "eq", "a")]) == 12 + 4 + 4 + 4
+
+
+def _malformed(documents: FileDocuments) -> list[tuple[str, str, dict[str, Any]]]:
+    """Documents no saver writes, each one field away from a stored one."""
+    checkpoint = documents.find(NS, CHECKPOINTS, [("thread_id", "eq", "b")], None, 1)[0][0].data
+    write = documents.find(NS, WRITES, [("thread_id", "eq", "b")], None, 1)[0][0].data
+    fresh = {**checkpoint, "checkpoint_id": "1f9000"}
+    cases = [
+        ("namespace as a number", CHECKPOINTS, {**fresh, "checkpoint_ns": 3}),
+        ("parent as a number", CHECKPOINTS, {**fresh, "parent_id": 7}),
+        ("id as a number", CHECKPOINTS, {**fresh, "checkpoint_id": 1}),
+        ("no schema", CHECKPOINTS, {k: v for k, v in fresh.items() if k != "_schema"}),
+        ("schema 1 in v2", CHECKPOINTS, {**fresh, "_schema": 1}),
+        ("schema as text", CHECKPOINTS, {**fresh, "_schema": "x"}),
+        ("empty thread", CHECKPOINTS, {**fresh, "thread_id": ""}),
+        ("index as text", WRITES, {**write, "index": "0", "task_id": "t-new"}),
+        ("index as a bool", WRITES, {**write, "index": True, "task_id": "t-new"}),
+        ("no channel", WRITES, {k: v for k, v in write.items() if k != "channel"}),
+        (
+            "a ref of another collection",
+            BLOBS,
+            {"agent_id": DEFAULT_AGENT_ID, "thread_id": "b", "ref": "zz", "_schema": 2},
+        ),
+    ]
+    return cases
+
+
+def test_documents_no_saver_writes_are_refused_before_anything_is_stored(
+    documents: FileDocuments, tmp_path: Path
+) -> None:
+    """Wrong types, missing or empty identifying fields, another schema, a ref of another
+    collection: INVALID_ARGUMENT, nothing stored, and the file still reads and verifies
+    (a coerced column would have broken its row's seal)."""
+    before = documents.count(NS, CHECKPOINTS) + documents.count(NS, WRITES)
+    for name, collection, data in _malformed(documents):
+        try:  # the id its fields define, so that only the fields are wrong
+            key = key_of(collection, data)
+        except ProtocolError:
+            key = "0" * 64
+        with pytest.raises(ServiceError) as refused:
+            documents.put(NS, collection, key, data)
+            pytest.fail(f"{name}: stored")
+        assert refused.value.code == "INVALID_ARGUMENT", name
+        assert "is not the key" not in refused.value.message, name
+    assert documents.count(NS, CHECKPOINTS) + documents.count(NS, WRITES) == before
+    found = documents.find(NS, CHECKPOINTS, [("thread_id", "eq", "b")], None, 100)[0]
+    assert len(found) == 4
+    done = subprocess.run(
+        [sys.executable, "-m", "threadloom", "verify", "--db", str(documents.db.path), "--json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout

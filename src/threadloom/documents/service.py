@@ -37,9 +37,9 @@ from threadloom.documents.ids import IdIndex
 from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
 from threadloom.engine.file import File
 from threadloom.engine.scope import agent_ids, namespaces
-from threadloom.errors import CheckpointConflictError, ThreadloomError
+from threadloom.errors import CheckpointConflictError, ProtocolError
 from threadloom.protocol import BLOBS, CHECKPOINTS, COLLECTIONS, ITEMS, PARTS, WRITES
-from threadloom.protocol.refs import key_of
+from threadloom.protocol.refs import collection_of, key_of
 
 #: Longest namespace name (UTF-8 bytes) by default; naas sets none, PostgreSQL and most
 #: file systems stop at about this much.
@@ -173,13 +173,9 @@ class FileDocuments:
             raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
         with self._lock:
             collection = self._collection(namespace, collection)
-            try:
-                key = key_of(collection, data)
-            except (ValueError, ThreadloomError) as exc:
-                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
-            agent_id = data.get("agent_id")
-            if not isinstance(agent_id, str) or not agent_id:
-                raise ServiceError("INVALID_ARGUMENT", "a LangGraph document needs its agent_id")
+            _check_fields(collection, data)
+            key = key_of(collection, data)
+            agent_id = data["agent_id"]
             if id != key:
                 raise ServiceError(
                     "INVALID_ARGUMENT",
@@ -194,6 +190,11 @@ class FileDocuments:
                     store.import_documents([(collection, data)])
                 except CheckpointConflictError:
                     raise ServiceError("VERSION_CONFLICT") from None
+                except (ProtocolError, KeyError, TypeError, ValueError) as exc:
+                    # The body is not one a saver writes (rolled back, nothing stored).
+                    raise ServiceError(
+                        "INVALID_ARGUMENT", f"not a {collection} document: {exc}"
+                    ) from None
                 self.ids.remember(namespace, key, agent_id, collection, data)
                 # What was just stored, without reading it back.
                 return StoredDocument(collection, key, dict(data), time.time(), 1)
@@ -386,6 +387,65 @@ class FileDocuments:
                 if query.matches_all(item.data, where):
                     found.append(item)
         return found
+
+
+#: The identifying fields of each collection's documents and the types they must have:
+#: what the file stores in typed columns and seals (a wrong type would be coerced there
+#: and break the seal, so it is refused before anything is written).
+_TEXT = (str,)
+_FIELDS: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    CHECKPOINTS: (
+        ("agent_id", _TEXT),
+        ("thread_id", _TEXT),
+        ("checkpoint_ns", _TEXT),
+        ("checkpoint_id", _TEXT),
+        ("parent_id", (str, type(None))),
+    ),
+    WRITES: (
+        ("agent_id", _TEXT),
+        ("thread_id", _TEXT),
+        ("checkpoint_ns", _TEXT),
+        ("checkpoint_id", _TEXT),
+        ("task_id", _TEXT),
+        ("task_path", _TEXT),
+        ("index", (int,)),
+        ("channel", _TEXT),
+    ),
+    BLOBS: (("agent_id", _TEXT), ("thread_id", _TEXT), ("ref", _TEXT)),
+}
+_FIELDS[ITEMS] = _FIELDS[PARTS] = _FIELDS[BLOBS]
+#: Identifying text fields that must not be empty.
+_NONEMPTY = ("agent_id", "thread_id", "checkpoint_id", "task_id", "ref")
+
+
+def _check_fields(collection: str, data: Mapping[str, Any]) -> None:
+    """Refuse (INVALID_ARGUMENT) a document whose identifying fields a saver never writes:
+    missing, of another type, empty ids, schema other than 2, a ref of another collection."""
+    for field, types in _FIELDS[collection]:
+        if field not in data:
+            raise ServiceError("INVALID_ARGUMENT", f"a {collection} document needs {field!r}")
+        value = data[field]
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise ServiceError(
+                "INVALID_ARGUMENT",
+                f"{field!r} of a {collection} document must be "
+                + " or ".join("null" if t is type(None) else t.__name__ for t in types),
+            )
+        if field in _NONEMPTY and not value:
+            raise ServiceError("INVALID_ARGUMENT", f"{field!r} of a {collection} document is empty")
+    if data.get("_schema") != 2:
+        raise ServiceError(
+            "INVALID_ARGUMENT", f"{collection} holds schema-2 documents (_schema: 2)"
+        )
+    if "ref" in data:
+        try:
+            belongs = collection_of(data["ref"]) == collection
+        except ProtocolError:
+            belongs = False
+        if not belongs:
+            raise ServiceError(
+                "INVALID_ARGUMENT", f"ref {data['ref']!r} is not one of {collection}"
+            )
 
 
 #: The order naas's savers read a thread's latest checkpoints in.
