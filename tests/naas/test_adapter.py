@@ -242,3 +242,31 @@ def test_the_documented_config_yaml_loads_and_keeps_memory(
     assert second["replies"] == ["echo: again (turn 2)"]
     messages, _ = state(project / "storage" / "memory.db", "thread-1")
     assert messages == second["messages"]
+
+
+def test_bind_ends_with_the_last_engine_that_loaded_and_gives_the_memory_back(
+    naas_env: NaasEnv, tmp_path: Path
+) -> None:
+    """In one process: an engine that never loaded does not end the binding, the last one
+    that loaded does (the saver closed, nothing stale left as the default); binding
+    again with other options is refused; bound beside an engine's own document memory,
+    `unbind()` gives that memory back."""
+    project = write_project(tmp_path / "project", document_adapter=NAAS_SQLITE)
+    seen = naas_env.run(
+        HERE / "naas_bind_lifecycle.py", str(project), cwd=project, threadloom=True
+    ).json()
+    assert seen == {
+        "default after load": "Saver",
+        "warned at load": [seen["warned at load"][0]],
+        "closed by an engine that never loaded": False,
+        "same path, same options": True,
+        "other options": "naas agent memory is bound to storage/bo",
+        "closed by the last loaded engine": True,
+        "default after the last shutdown": None,
+        "warned at bind": ["NaasMemoryWarning"],
+        "default while bound": "Saver",
+        "given back": True,
+        "closed by unbind": True,
+        "default at the end": None,
+    }
+    assert seen["warned at load"][0].startswith("this naas engine keeps agent memory")

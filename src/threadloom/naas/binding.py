@@ -10,12 +10,14 @@ adapter on the same file and keep every thread.
 
 naas has no hook for this: the engine binds its agent memory in `Engine.load()` (through
 `set_default_agent_checkpointer`) and clears it in `Engine.shutdown()`. `bind` wraps
-those two places, in naas's `Engine` module only: loads keep the file's saver as the
-default, and the first shutdown after `bind` closes the saver and takes the wrappers
-away (`unbind()` does the same at any time). An engine whose own document service holds
-agent memory (NATS mode, or a module that loads the service) is warned about: agents
-would then write the file while the engine's other clients read the document service,
-two stores of one memory that diverge; use the document adapter instead (docs/naas.md).
+those places, in naas's `Engine` module only: loads keep the file's saver as the
+default, and when the last engine that loaded while bound shuts down, the saver is
+closed and the wrappers taken away (`unbind()` does the same at any time, and gives the
+default back to what the engine chose, when that engine is still loaded). An engine
+whose own document service holds agent memory (NATS mode, or a module that loads the
+service) is warned about: agents would then write the file while the engine's other
+clients read the document service, two stores of one memory that diverge; use the
+document adapter instead (docs/naas.md).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import atexit
 import os
 import threading
 import warnings
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -47,45 +50,67 @@ DIVERGE = (
     "docs/naas.md) instead of bind()"
 )
 
-_lock = threading.Lock()
+_lock = threading.RLock()
 _bound: _Binding | None = None
 
 
 class _Binding:
-    """One bind: the saver and what was wrapped to keep it the engine's default."""
+    """One bind: the saver, what was wrapped, and the engines that loaded while bound."""
 
-    def __init__(self, path: Path, saver: Saver) -> None:
+    def __init__(self, path: Path, saver: Saver, options: dict[str, Any]) -> None:
         self.path = path
         self.saver = saver
+        self.options = options
         self.set_default = engine_module.set_default_agent_checkpointer
+        self.load = engine_module.Engine.load
         self.shutdown = engine_module.Engine.shutdown
+        #: Engines loaded while bound; the last one's shutdown ends the binding.
+        self.engines: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: What the default would be without the binding (the engine's own choice).
+        self.given_back: Any = None
 
     def install(self) -> None:
         binding = self
 
         def set_default(checkpointer: Any) -> None:
-            if checkpointer is not None and checkpointer is not binding.saver:
-                _diverge(checkpointer, binding.path)
+            if checkpointer is not binding.saver:
+                binding.given_back = checkpointer
+                if checkpointer is not None:
+                    _diverge(checkpointer, binding.path)
             binding.set_default(binding.saver)
 
+        def load(engine: Any, *args: Any, **kwargs: Any) -> Any:
+            loaded = binding.load(engine, *args, **kwargs)
+            binding.engines.add(engine)
+            return loaded
+
         def shutdown(engine: Any) -> None:
+            own = getattr(engine, "_Engine__agent_checkpointer", None)
             try:
                 binding.shutdown(engine)
             finally:
-                unbind()
+                if own is not None and binding.given_back is own:
+                    binding.given_back = None  # released with its engine
+                if engine in binding.engines:
+                    binding.engines.discard(engine)
+                    if not binding.engines:
+                        _end(binding)
 
         engine_module.set_default_agent_checkpointer = set_default
+        engine_module.Engine.load = load
         engine_module.Engine.shutdown = shutdown
         current = context.get_default_agent_checkpointer()
         if current is not None and current is not self.saver:
+            self.given_back = current
             _diverge(current, self.path)
         context.set_default_agent_checkpointer(self.saver)
 
     def remove(self) -> None:
         engine_module.set_default_agent_checkpointer = self.set_default
+        engine_module.Engine.load = self.load
         engine_module.Engine.shutdown = self.shutdown
         if context.get_default_agent_checkpointer() is self.saver:
-            context.set_default_agent_checkpointer(None)
+            context.set_default_agent_checkpointer(self.given_back)
         self.saver.close()
 
 
@@ -99,8 +124,9 @@ def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> 
     """Make a threadloom `Saver` on `path` the naas engine's default agent memory.
 
     Call it before `Engine().load()` (or after: agents built from then on take it).
-    Agents built with `memory=None` checkpoint into the file until the engine shuts
-    down, which closes the saver. Binding the same path again returns the same saver.
+    Agents built with `memory=None` checkpoint into the file until the last engine that
+    loaded while bound shuts down, which closes the saver. Binding the same path with
+    the same options again returns the same saver.
 
     Args:
         path: the threadloom file (created if missing, its folder too).
@@ -108,21 +134,22 @@ def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> 
             the scope stays the engine's unless `namespace` / `agent_id` say otherwise.
 
     Raises:
-        ValueError: the process is bound to another file already (`unbind()` first).
+        ValueError: the process is bound already, to another file or with other options
+            (`unbind()` first).
         NotOurFileError: `path` holds another application's file (left untouched).
     """
     global _bound
     where = Path(path)
     with _lock:
         if _bound is not None:
-            if _bound.path.resolve() == where.resolve():
+            if _bound.path.resolve() == where.resolve() and _bound.options == options:
                 return _bound.saver
             raise ValueError(
-                f"naas agent memory is bound to {_bound.path} already; "
-                "call threadloom.naas.unbind() first"
+                f"naas agent memory is bound to {_bound.path} already (with "
+                f"{_bound.options or 'no options'}); call threadloom.naas.unbind() first"
             )
         where.parent.mkdir(parents=True, exist_ok=True)
-        binding = _Binding(where, Saver(where, **options))
+        binding = _Binding(where, Saver(where, **options), dict(options))
         binding.install()
         _bound = binding
     return binding.saver
@@ -130,11 +157,18 @@ def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> 
 
 def unbind() -> None:
     """Give the engine its own agent memory back and close the bound saver (idempotent)."""
+    with _lock:
+        if _bound is not None:
+            _end(_bound)
+
+
+def _end(binding: _Binding) -> None:
+    """End `binding` if it is still the process's (under the lock: no bind in between)."""
     global _bound
     with _lock:
-        binding, _bound = _bound, None
-    if binding is not None:
-        binding.remove()
+        if _bound is binding:
+            _bound = None
+            binding.remove()
 
 
 atexit.register(unbind)
