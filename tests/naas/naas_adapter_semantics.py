@@ -13,6 +13,7 @@ DocumentService (the path every naas caller takes), and the script prints one JS
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import threading
@@ -268,15 +269,15 @@ def main() -> None:
     threadloom_root = DocumentService._for_engine(adapter)
     threadloom = copy(sqlite, threadloom_root)
     names, results = [], {}
-    for label, docs, root in (
-        ("sqlite", sqlite, sqlite_root),
-        ("threadloom", threadloom, threadloom_root),
-    ):
+    subjects = (("sqlite", sqlite, sqlite_root), ("threadloom", threadloom, threadloom_root))
+    for label, docs, root in subjects:
         calls = battery(docs, root)
-        names = [name for name, _ in calls]
+        names = [name for name, _ in calls] + ["after close"]
         results[label] = [outcome(call) for _, call in calls]
-    adapter.close()
-    sqlite.adapter.close()
+        some = next(docs.iterate(CHECKPOINTS))
+        docs.adapter.close()
+        docs.adapter.close()  # idempotent
+        results[label].append(outcome(functools.partial(docs.get, CHECKPOINTS, some.id)))
     print(json.dumps({"calls": names, **results, "file": str(file)}))
 
 

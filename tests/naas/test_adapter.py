@@ -93,6 +93,7 @@ def test_the_adapter_answers_every_call_as_naas_own_sqlite_adapter(
     assert outcomes["in 501"] == ["raised", "ValueError"]
     assert outcomes["worker threads"] == ["ok", 200]
     assert outcomes["other collection"][1][:2] == [1, 2]
+    assert outcomes["after close"] == ["raised", "DocumentStorageError"]
     assert verify(Path(found["file"]))["sound"] is True
 
 
@@ -218,6 +219,17 @@ def test_a_file_that_is_not_threadloom_is_refused_and_left_untouched(
     )
     assert "NaasMemoryWarning" in run.stderr and "threadloom migrate" in run.stderr
     assert run.json()["messages"] == []
+    moved_in = subprocess.run(
+        [sys.executable, "-m", "threadloom", "migrate", str(documents), "--db",
+         str(project / "storage" / "memory.db"), "--apply", "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert moved_in.returncode == 0, moved_in.stdout + moved_in.stderr
+    run = naas_env.run(
+        HERE / "naas_engine_chat.py", str(project), "thread-1", cwd=project, threadloom=True
+    )
+    assert "NaasMemoryWarning" not in run.stderr
+    assert [m["content"] for m in run.json()["messages"]] == ["hello", "echo: hello (turn 1)"]
 
 
 def _yaml_blocks(path: Path) -> list[dict[str, Any]]:

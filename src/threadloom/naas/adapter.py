@@ -31,6 +31,7 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import warnings
@@ -44,8 +45,9 @@ from threadloom.documents import FileDocuments, ServiceError, query
 from threadloom.engine.checkpoints import StoredDocument
 from threadloom.engine.file import File
 from threadloom.errors import NaasMemoryWarning, ThreadloomError
-from threadloom.protocol import COLLECTIONS
+from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS
+from threadloom.protocol.refs import key_of
 
 try:
     from naas_abi_core.engine.engine_configuration.EngineConfiguration_DocumentService import (
@@ -73,6 +75,8 @@ DEFAULT_FALLBACK: Mapping[str, Any] = {
     "adapter": "sqlite",
     "config": {"path": "storage/documents.sqlite"},
 }
+#: Every collection a LangGraph saver reads (schema 2 in the file, schema 1 as absent).
+_LANGGRAPH = frozenset(COLLECTIONS) | frozenset(LEGACY_COLLECTIONS)
 #: A naas error code -> the exception naas's callers catch.
 _RAISED: Mapping[str, type[Exception]] = {
     "VERSION_CONFLICT": VersionConflict,
@@ -109,6 +113,8 @@ class DocumentAdapter:
         self.fallback: IDocumentAdapter | None = None
         if fallback is not None:
             self.fallback = DocumentAdapterConfiguration.model_validate(dict(fallback)).load()
+        self._closed = False
+        self._close_lock = threading.Lock()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = File.open(self.path, synchronous=synchronous)
@@ -117,9 +123,11 @@ class DocumentAdapter:
                 self.fallback.close()
             raise
         self.documents = FileDocuments(self._file)
-        self._closed = False
-        self._close_lock = threading.Lock()
-        self._warn_about_unmoved_memory()
+        try:
+            self._warn_about_unmoved_memory()
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         """Close the file and the fallback (idempotent; later calls are invalid)."""
@@ -134,9 +142,14 @@ class DocumentAdapter:
             if self.fallback is not None:
                 self.fallback.close()
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DocumentStorageError(f"the threadloom document adapter on {self.path} is closed")
+
     # -- collections -----------------------------------------------------------------------
 
     def ensure_collection(self, namespace: str, spec: CollectionSpec) -> None:
+        self._check_open()
         if spec.name in LEGACY_COLLECTIONS:
             return  # read as absent: schema 1 is never written here
         if spec.name not in COLLECTIONS:
@@ -153,6 +166,7 @@ class DocumentAdapter:
             )
 
     def drop_collection(self, namespace: str, collection: str) -> None:
+        self._check_open()
         if collection in COLLECTIONS or collection in LEGACY_COLLECTIONS:
             raise ValueError(
                 f"{collection} is agent memory in {self.path}: delete or prune threads "
@@ -161,13 +175,16 @@ class DocumentAdapter:
         self._other(collection).drop_collection(namespace, collection)
 
     def collections(self, namespace: str) -> list[str]:
-        with _answers():
-            found = set(self.documents.collections(namespace))
-        if self.fallback is not None:
-            found |= set(self.fallback.collections(namespace))
+        self._check_open()
+        found: set[str] = set()
+        if self.fallback is not None:  # what it holds of LangGraph's is not read
+            found = set(self.fallback.collections(namespace)) - _LANGGRAPH
+        with contextlib.suppress(ServiceError):  # a name the file takes no document under
+            found |= set(self.documents.collections(namespace))
         return sorted(found)
 
     def collection_spec(self, namespace: str, collection: str) -> CollectionSpec:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise CollectionNotFound(collection)
         if collection not in COLLECTIONS:
@@ -178,6 +195,7 @@ class DocumentAdapter:
         return CollectionSpec(name=collection, fields=fields)
 
     def namespaces(self) -> list[str]:
+        self._check_open()
         with _answers():
             found = set(self.documents.namespaces())
         if self.fallback is not None:
@@ -194,6 +212,7 @@ class DocumentAdapter:
         data: dict[str, Any],
         if_version: int | None,
     ) -> Document:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise ValueError(
                 f"{collection} is schema 1, which threadloom reads as absent and never "
@@ -205,6 +224,7 @@ class DocumentAdapter:
             return _document(self.documents.put(namespace, collection, id, data, if_version))
 
     def get(self, namespace: str, collection: str, id: str) -> Document:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise CollectionNotFound(collection)
         if collection not in COLLECTIONS:
@@ -213,6 +233,7 @@ class DocumentAdapter:
             return _document(self.documents.get(namespace, collection, id))
 
     def delete(self, namespace: str, collection: str, id: str, if_version: int | None) -> None:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise CollectionNotFound(collection)
         if collection not in COLLECTIONS:
@@ -232,6 +253,7 @@ class DocumentAdapter:
         *,
         max_bytes: int | None = None,
     ) -> Page:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise CollectionNotFound(collection)
         if collection not in COLLECTIONS:
@@ -246,6 +268,7 @@ class DocumentAdapter:
         return Page(items=[_document(d) for d in items], cursor=following)
 
     def count(self, namespace: str, collection: str, where: Sequence[tuple[str, str, Any]]) -> int:
+        self._check_open()
         if collection in LEGACY_COLLECTIONS:
             raise CollectionNotFound(collection)
         if collection not in COLLECTIONS:
@@ -265,23 +288,39 @@ class DocumentAdapter:
         return self.fallback
 
     def _warn_about_unmoved_memory(self) -> None:
-        """Say so when the fallback holds LangGraph documents the file does not read."""
+        """Say so when the fallback holds agent memory the file does not have: a namespace
+        whose newest fallback checkpoint (schema 2 or 1) is not in the file (one page of
+        one document per collection and namespace; a migrated namespace is quiet)."""
         if self.fallback is None:
             return
-        langgraph = set(COLLECTIONS) | set(LEGACY_COLLECTIONS)
-        held = []
+        unmoved = []
         for namespace in self.fallback.namespaces():
-            for collection in langgraph & set(self.fallback.collections(namespace)):
-                if self.fallback.count(namespace, collection, []):
-                    held.append(f"{namespace}/{collection}")
-        if held:
+            held = set(self.fallback.collections(namespace))
+            for collection in (CHECKPOINTS, CHECKPOINTS_V1):
+                if collection not in held:
+                    continue
+                page = self.fallback.find(
+                    namespace, collection, [], ("checkpoint_id", "desc"), 1, None
+                )
+                if page.items and not self._holds(namespace, page.items[0].data):
+                    unmoved.append(f"{namespace}/{collection}")
+        if unmoved:
             warnings.warn(
                 f"the fallback document store holds agent memory that {self.path} does not "
-                f"read ({', '.join(sorted(held))}); move it in with `threadloom migrate "
+                f"have ({', '.join(sorted(unmoved))}); move it in with `threadloom migrate "
                 f"<documents.sqlite> --db {self.path} --apply` (docs/naas.md)",
                 NaasMemoryWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
+
+    def _holds(self, namespace: str, checkpoint: Mapping[str, Any]) -> bool:
+        """Whether the file holds this checkpoint (as schema 2, as migrate writes it)."""
+        try:
+            key = key_of(CHECKPOINTS, checkpoint)
+            self.documents.get(namespace, CHECKPOINTS, key)
+        except (ServiceError, ThreadloomError):
+            return False
+        return True
 
 
 def _document(found: StoredDocument) -> Document:
