@@ -238,3 +238,52 @@ def test_documents_no_saver_writes_are_refused_before_anything_is_stored(
         check=False,
     )
     assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("where", WHERES, ids=lambda w: " & ".join(f"{f} {o}" for f, o, _ in w))
+def test_every_newest_first_page_after_a_cursor_is_the_query_language_s(
+    documents: FileDocuments, where: list[query.Predicate]
+) -> None:
+    """Following cursors newest first, pages of 1 to 5: each page and its cursor are
+    those of the query language over every checkpoint (the read after a cursor stops
+    early only where that cannot change them)."""
+    order: query.Order = ("checkpoint_id", "desc")
+    every = [d for d in _every(documents, CHECKPOINTS) if query.matches_all(d.data, where)]
+    bound = query.fingerprint(NS, CHECKPOINTS, where, order)
+    for limit in (1, 2, 3, 5):
+        cursor = None
+        while True:
+            items, following = documents.find(NS, CHECKPOINTS, where, order, limit, cursor)
+            expected, then = query.page(
+                every, order, limit=limit, budget=None, bound=bound, cursor=cursor
+            )
+            assert [d.key for d in items] == [d.key for d in expected], (limit, cursor)
+            assert following == then
+            if following is None:
+                break
+            cursor = following
+
+
+def test_a_page_after_a_cursor_reads_only_what_it_needs(documents: FileDocuments) -> None:
+    """The second newest-first page of a namespace reads `limit + 1` rows below the
+    cursor and the rows at it, not the history."""
+    where: list[query.Predicate] = [
+        ("agent_id", "eq", DEFAULT_AGENT_ID),
+        ("thread_id", "eq", "a"),
+        ("checkpoint_ns", "eq", ""),
+    ]
+    order: query.Order = ("checkpoint_id", "desc")
+    _, cursor = documents.find(NS, CHECKPOINTS, where, order, 2)
+    store = documents._store(NS, DEFAULT_AGENT_ID)
+    read: list[int] = []
+    original = store.find_documents
+
+    def counting(collection: str, **fields: Any) -> list[StoredDocument]:
+        found = original(collection, **fields)
+        read.append(len(found))
+        return found
+
+    store.find_documents = counting  # type: ignore[method-assign]
+    items, _ = documents.find(NS, CHECKPOINTS, where, order, 2, cursor)
+    assert [d.data["checkpoint_id"] for d in items] == ["1f0009-00000000", "1f0008-00000000"]
+    assert read == [3, 1]

@@ -262,12 +262,15 @@ class FileDocuments:
         size = self._page_size(limit)
         with self._lock:
             collection = self._collection(namespace, collection)
-            newest = None
-            if collection == CHECKPOINTS and order == NEWEST_FIRST and cursor is None:
+            newest = after = None
+            if collection == CHECKPOINTS and order == NEWEST_FIRST:
                 newest = size + 1  # one more tells whether a next page exists
+                after = _cursor_id(cursor, query.fingerprint(namespace, collection, checked, order))
+                if cursor is not None and after is None:
+                    newest = None  # not a cursor of this order: `page` says what is wrong
             try:
                 return query.page(
-                    self._matching(namespace, collection, checked, newest=newest),
+                    self._matching(namespace, collection, checked, newest=newest, after=after),
                     order,
                     limit=size,
                     budget=budget,
@@ -361,13 +364,15 @@ class FileDocuments:
         where: Sequence[query.Predicate],
         *,
         newest: int | None = None,
+        after: str | None = None,
     ) -> list[StoredDocument]:
         """Documents of the collection matching every predicate (the file narrows first).
 
-        With `newest` (checkpoints ordered by id, newest first), a superset of the first
-        `newest - 1` of that order and of whether more follow: each agent's `newest`
-        highest ids when the file's narrowing is exact (no predicate left to apply and
-        no tie at the cut), else every match.
+        With `newest` (checkpoints ordered by id, newest first, the page after a cursor
+        standing at checkpoint id `after` if given), a superset of the next `newest - 1`
+        of that order and of whether more follow: when the file's narrowing is exact (no
+        predicate left to apply), each agent's `newest` highest ids below `after` (no tie
+        at the cut) and those at `after`; else every match.
         """
         narrow, exact = _narrowing(collection, where)
         agents = agent_ids(self.db, namespace)
@@ -378,15 +383,45 @@ class FileDocuments:
         for agent_id in agents:
             store = self._store(namespace, agent_id)
             if newest is not None and exact:
-                some = store.find_documents(collection, **narrow, newest=newest)
-                cut = [d.data["checkpoint_id"] for d in some[-2:]]
-                if len(some) < newest or cut[0] != cut[-1]:
+                some = self._newest(store, narrow, newest, after)
+                if some is not None:
                     found.extend(some)
                     continue
             for item in store.find_documents(collection, **narrow):
                 if query.matches_all(item.data, where):
                     found.append(item)
         return found
+
+    @staticmethod
+    def _newest(
+        store: CheckpointStore, narrow: dict[str, Any], newest: int, after: str | None
+    ) -> list[StoredDocument] | None:
+        """The `newest` highest checkpoint ids the narrowing matches below `after`, and those
+        at `after`; None when a tie at the cut leaves the order to the caller."""
+        if after is not None and "checkpoint_ids" in narrow:
+            return None
+        below = dict(narrow)
+        if after is not None:
+            below["before"] = min(after, narrow.get("before", after))
+        some = store.find_documents(CHECKPOINTS, **below, newest=newest)
+        cut = [d.data["checkpoint_id"] for d in some[-2:]]
+        if len(some) == newest and cut[0] == cut[-1]:
+            return None
+        if after is not None and ("before" not in narrow or after < narrow["before"]):
+            some += store.find_documents(CHECKPOINTS, **narrow, checkpoint_ids=[after])
+        return some
+
+
+def _cursor_id(cursor: str | None, bound: str) -> str | None:
+    """The checkpoint id a newest-first cursor of the query `bound` stands at (None
+    without one, or for one that is not: `query.page` refuses it)."""
+    if cursor is None:
+        return None
+    try:
+        (kind, _, text), _ = query.read_cursor(cursor, bound)
+        return bytes.fromhex(text).decode() if kind == 3 else None
+    except (query.QueryError, ValueError, TypeError):
+        return None
 
 
 #: The identifying fields of each collection's documents and the types they must have:
