@@ -180,6 +180,12 @@ def test_writes_and_refusals_carry_the_service_codes(documents: FileDocuments) -
     with pytest.raises(ServiceError) as cursor:
         documents.find(NS, WRITES, [], None, 1, "garbled")
     assert cursor.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ServiceError) as first:  # arguments before the collection, as naas
+        documents.find("nobody", CHECKPOINTS, [], None, 0)
+    assert first.value.code == "INVALID_ARGUMENT"
+    with pytest.raises(ServiceError) as version:
+        documents.delete("nobody", WRITES, "0" * 64, -1)
+    assert version.value.code == "INVALID_ARGUMENT"
     with pytest.raises(ServiceError) as gone:
         documents.get(NS, WRITES, "0" * 64)
     assert gone.value.code == "DOCUMENT_NOT_FOUND"
