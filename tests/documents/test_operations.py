@@ -140,9 +140,8 @@ def test_following_cursors_from_a_newest_first_page_reaches_every_checkpoint(
     assert seen == sorted(seen, reverse=True) and len(seen) == 12 + 4 + 4
 
 
-def test_the_newest_first_read_does_not_read_the_history(documents: FileDocuments) -> None:
-    """The latest checkpoint of a thread comes from `limit + 1` rows per agent id, not
-    from every checkpoint of the thread (the engine's narrowing is exact here)."""
+def _rows_read(documents: FileDocuments) -> list[int]:
+    """From now on, the rows each read of the default agent's store returns."""
     store = documents._store(NS, DEFAULT_AGENT_ID)
     read: list[int] = []
     original = store.find_documents
@@ -153,6 +152,13 @@ def test_the_newest_first_read_does_not_read_the_history(documents: FileDocument
         return found
 
     store.find_documents = counting  # type: ignore[method-assign]
+    return read
+
+
+def test_the_newest_first_read_does_not_read_the_history(documents: FileDocuments) -> None:
+    """The latest checkpoint of a thread comes from `limit + 1` rows per agent id, not
+    from every checkpoint of the thread (the engine's narrowing is exact here)."""
+    read = _rows_read(documents)
     where: list[query.Predicate] = [
         ("agent_id", "eq", DEFAULT_AGENT_ID),
         ("thread_id", "eq", "a"),
@@ -280,16 +286,7 @@ def test_a_page_after_a_cursor_reads_only_what_it_needs(documents: FileDocuments
     ]
     order: query.Order = ("checkpoint_id", "desc")
     _, cursor = documents.find(NS, CHECKPOINTS, where, order, 2)
-    store = documents._store(NS, DEFAULT_AGENT_ID)
-    read: list[int] = []
-    original = store.find_documents
-
-    def counting(collection: str, **fields: Any) -> list[StoredDocument]:
-        found = original(collection, **fields)
-        read.append(len(found))
-        return found
-
-    store.find_documents = counting  # type: ignore[method-assign]
+    read = _rows_read(documents)
     items, _ = documents.find(NS, CHECKPOINTS, where, order, 2, cursor)
     assert [d.data["checkpoint_id"] for d in items] == ["1f0009-00000000", "1f0008-00000000"]
     assert read == [3, 1]
