@@ -282,3 +282,9 @@ def test_bind_ends_with_the_last_engine_that_loaded_and_gives_the_memory_back(
         "default at the end": None,
     }
     assert seen["warned at load"][0].startswith("this naas engine keeps agent memory")
+
+
+def test_without_naas_the_extra_says_what_to_install() -> None:
+    """threadloom's own venv has no naas: importing threadloom.naas says what it needs."""
+    with pytest.raises(ImportError, match=r"threadloom\[naas\]"):
+        import threadloom.naas  # noqa: F401
