@@ -211,6 +211,7 @@ def _malformed(documents: FileDocuments) -> list[tuple[str, str, dict[str, Any]]
         ("schema 1 in v2", CHECKPOINTS, {**fresh, "_schema": 1}),
         ("schema as text", CHECKPOINTS, {**fresh, "_schema": "x"}),
         ("empty thread", CHECKPOINTS, {**fresh, "thread_id": ""}),
+        ("a NUL in an id", CHECKPOINTS, {**fresh, "checkpoint_id": "1f\x009"}),
         ("index as text", WRITES, {**write, "index": "0", "task_id": "t-new"}),
         ("index as a bool", WRITES, {**write, "index": True, "task_id": "t-new"}),
         ("no channel", WRITES, {k: v for k, v in write.items() if k != "channel"}),
@@ -290,3 +291,26 @@ def test_a_page_after_a_cursor_reads_only_what_it_needs(documents: FileDocuments
     items, _ = documents.find(NS, CHECKPOINTS, where, order, 2, cursor)
     assert [d.data["checkpoint_id"] for d in items] == ["1f0009-00000000", "1f0008-00000000"]
     assert read == [3, 1]
+
+
+def test_hand_made_cursors_and_nul_in_predicates_are_answered_not_crashed(
+    documents: FileDocuments,
+) -> None:
+    """Cursors are opaque but can be forged: a position of another shape is
+    INVALID_ARGUMENT; a well-formed one at an id holding a NUL (no stored id has one) pages
+    as the query language does; a NUL in a predicate matches nothing."""
+    where: list[query.Predicate] = [("thread_id", "eq", "a")]
+    order: query.Order = ("checkpoint_id", "desc")
+    bound = query.fingerprint(NS, CHECKPOINTS, where, order)
+    for key in (("a", "b", "c"), (3, True, "00"), (3, 0.0)):
+        forged = query.write_cursor((key, "x"), bound)  # type: ignore[arg-type]
+        with pytest.raises(ServiceError) as refused:
+            documents.find(NS, CHECKPOINTS, where, order, 2, forged)
+        assert refused.value.code == "INVALID_ARGUMENT", key
+    at_nul = query.write_cursor(((3, 0.0, b"1f0005\x00".hex()), "x"), bound)
+    items, _ = documents.find(NS, CHECKPOINTS, where, order, 2, at_nul)
+    every = [d for d in _every(documents, CHECKPOINTS) if query.matches_all(d.data, where)]
+    expected, _ = query.page(every, order, limit=2, budget=None, bound=bound, cursor=at_nul)
+    assert [d.key for d in items] == [d.key for d in expected] and items
+    assert documents.find(NS, CHECKPOINTS, [("checkpoint_id", "eq", "a\x00")])[0] == []
+    assert documents.count(NS, WRITES, [("thread_id", "in", ["a\x00", "b"])]) == 4

@@ -228,7 +228,17 @@ def read_cursor(cursor: str, bound: str) -> tuple[tuple[Any, ...], str]:
         if found.get("q") != bound or found.get("v") != 1:
             raise ValueError("foreign cursor")
         key, last = found["key"]
-        return tuple(key), str(last)
+        # The shape `order_key` writes: (type rank, number, text), then the id.
+        rank, number, text = key
+        if (
+            type(rank) is not int
+            or isinstance(number, bool)
+            or not isinstance(number, (int, float))
+            or not isinstance(text, str)
+            or not isinstance(last, str)
+        ):
+            raise ValueError("not a position")
+        return (rank, number, text), last
     except (ValueError, KeyError, TypeError, AttributeError):
         raise QueryError("Invalid cursor for this query") from None
 

@@ -418,10 +418,13 @@ def _cursor_id(cursor: str | None, bound: str) -> str | None:
     if cursor is None:
         return None
     try:
-        (kind, _, text), _ = query.read_cursor(cursor, bound)
-        return bytes.fromhex(text).decode() if kind == 3 else None
-    except (query.QueryError, ValueError, TypeError):
+        key, _ = query.read_cursor(cursor, bound)
+        found = bytes.fromhex(key[2]).decode()
+    except (query.QueryError, ValueError):
         return None
+    # Only the position `order_key` writes for a string (anything else: the full read,
+    # where `page` compares it as given).
+    return found if key == (3, 0.0, found.encode().hex()) and "\0" not in found else None
 
 
 #: The identifying fields of each collection's documents and the types they must have:
@@ -468,6 +471,10 @@ def _check_fields(collection: str, data: Mapping[str, Any]) -> None:
             )
         if field in _NONEMPTY and not value:
             raise ServiceError("INVALID_ARGUMENT", f"{field!r} of a {collection} document is empty")
+        if isinstance(value, str) and "\0" in value:
+            raise ServiceError(
+                "INVALID_ARGUMENT", f"{field!r} of a {collection} document holds a NUL"
+            )
     if data.get("_schema") != 2:
         raise ServiceError(
             "INVALID_ARGUMENT", f"{collection} holds schema-2 documents (_schema: 2)"
@@ -496,6 +503,12 @@ def _narrowing(collection: str, where: Sequence[query.Predicate]) -> tuple[dict[
     lists = collection in (WRITES, CHECKPOINTS)
     for field, op, value in where:
         values = [value] if op == "eq" else value
+        if any(
+            isinstance(v, str) and "\0" in v
+            for v in (values if isinstance(values, list) else [values])
+        ):
+            exact = False  # the file's id columns hold no NUL: left to the caller
+            continue
         if field == "agent_id" and op == "eq" and isinstance(value, str):
             key = "agent_id"
         elif field == "thread_id" and op == "eq" and isinstance(value, str):
