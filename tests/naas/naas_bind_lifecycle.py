@@ -22,6 +22,7 @@ def main() -> None:
     from naas_abi_core.engine.context import get_default_agent_checkpointer as default
     from naas_abi_core.engine.Engine import Engine
 
+    import threadloom.errors
     import threadloom.naas
 
     seen: dict[str, Any] = {}
@@ -60,8 +61,31 @@ def main() -> None:
     seen["given back"] = default() is own and own is not None
     seen["closed by unbind"] = again._closed
     threadloom.naas.unbind()  # idempotent
+
+    # Warnings raised as errors (-W error): bind raises, yet stays whole and undoable.
+    original_load = Engine.load
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            threadloom.naas.bind("storage/bound.db")
+            seen["warning as error"] = "not raised"
+        except threadloom.errors.NaasMemoryWarning:
+            seen["warning as error"] = name(default())
+    threadloom.naas.unbind()
+    seen["unwrapped after unbind"] = Engine.load is original_load and default() is own
     second.shutdown()
     seen["default at the end"] = name(default())
+
+    # The same relative path after a chdir is another file.
+    threadloom.naas.bind("storage/bound.db")
+    os.makedirs("elsewhere/storage", exist_ok=True)
+    os.chdir("elsewhere")
+    try:
+        threadloom.naas.bind("storage/bound.db")
+        seen["after chdir"] = "the same saver"
+    except ValueError:
+        seen["after chdir"] = "refused"
+    threadloom.naas.unbind()
     print(json.dumps(seen))
 
 

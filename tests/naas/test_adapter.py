@@ -261,8 +261,9 @@ def test_bind_ends_with_the_last_engine_that_loaded_and_gives_the_memory_back(
 ) -> None:
     """In one process: an engine that never loaded does not end the binding, the last one
     that loaded does (the saver closed, nothing stale left as the default); binding
-    again with other options is refused; bound beside an engine's own document memory,
-    `unbind()` gives that memory back."""
+    again with other options, or the same relative path after a chdir, is refused; bound
+    beside an engine's own document memory, `unbind()` gives that memory back, also when
+    the warning was raised as an error."""
     project = write_project(tmp_path / "project", document_adapter=NAAS_SQLITE)
     seen = naas_env.run(
         HERE / "naas_bind_lifecycle.py", str(project), cwd=project, threadloom=True
@@ -279,7 +280,10 @@ def test_bind_ends_with_the_last_engine_that_loaded_and_gives_the_memory_back(
         "default while bound": "Saver",
         "given back": True,
         "closed by unbind": True,
+        "warning as error": "Saver",
+        "unwrapped after unbind": True,
         "default at the end": None,
+        "after chdir": "refused",
     }
     assert seen["warned at load"][0].startswith("this naas engine keeps agent memory")
 

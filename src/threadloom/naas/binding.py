@@ -59,17 +59,23 @@ class _Binding:
 
     def __init__(self, path: Path, saver: Saver, options: dict[str, Any]) -> None:
         self.path = path
+        #: The file, resolved when bound (a later chdir does not change which it is).
+        self.where = path.resolve()
         self.saver = saver
         self.options = options
         self.set_default = engine_module.set_default_agent_checkpointer
         self.load = engine_module.Engine.load
         self.shutdown = engine_module.Engine.shutdown
-        #: Engines loaded while bound; the last one's shutdown ends the binding.
+        #: Engines loaded while bound; the last one's shutdown ends the binding. Those
+        #: still loading count too (a failed load shuts its engine down inside `load`).
         self.engines: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.loading: weakref.WeakSet[Any] = weakref.WeakSet()
         #: What the default would be without the binding (the engine's own choice).
         self.given_back: Any = None
 
-    def install(self) -> None:
+    def install(self) -> Any:
+        """Wrap the engine's binding places and make the saver the default; return the
+        memory that was the default (to warn about once bound)."""
         binding = self
 
         def set_default(checkpointer: Any) -> None:
@@ -80,9 +86,13 @@ class _Binding:
             binding.set_default(binding.saver)
 
         def load(engine: Any, *args: Any, **kwargs: Any) -> Any:
-            loaded = binding.load(engine, *args, **kwargs)
-            binding.engines.add(engine)
-            return loaded
+            binding.loading.add(engine)
+            try:
+                loaded = binding.load(engine, *args, **kwargs)
+                binding.engines.add(engine)
+                return loaded
+            finally:
+                binding.loading.discard(engine)
 
         def shutdown(engine: Any) -> None:
             own = getattr(engine, "_Engine__agent_checkpointer", None)
@@ -91,9 +101,9 @@ class _Binding:
             finally:
                 if own is not None and binding.given_back is own:
                     binding.given_back = None  # released with its engine
-                if engine in binding.engines:
+                if engine in binding.engines and engine not in binding.loading:
                     binding.engines.discard(engine)
-                    if not binding.engines:
+                    if not binding.engines and not binding.loading:
                         _end(binding)
 
         engine_module.set_default_agent_checkpointer = set_default
@@ -102,8 +112,8 @@ class _Binding:
         current = context.get_default_agent_checkpointer()
         if current is not None and current is not self.saver:
             self.given_back = current
-            _diverge(current, self.path)
         context.set_default_agent_checkpointer(self.saver)
+        return self.given_back
 
     def remove(self) -> None:
         engine_module.set_default_agent_checkpointer = self.set_default
@@ -123,10 +133,12 @@ def _diverge(found: Any, path: Path) -> None:
 def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> Saver:
     """Make a threadloom `Saver` on `path` the naas engine's default agent memory.
 
-    Call it before `Engine().load()` (or after: agents built from then on take it).
-    Agents built with `memory=None` checkpoint into the file until the last engine that
-    loaded while bound shuts down, which closes the saver. Binding the same path with
-    the same options again returns the same saver.
+    Call it before `Engine().load()`. Agents built with `memory=None` checkpoint into
+    the file until the last engine that loaded while bound shuts down, which closes the
+    saver. An engine loaded before `bind` is not counted: agents it builds afterwards
+    take the file too, but its shutdown does not end the binding, and another engine's
+    may end it under them. Binding the same file with the same options again returns
+    the same saver.
 
     Args:
         path: the threadloom file (created if missing, its folder too).
@@ -142,7 +154,7 @@ def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> 
     where = Path(path)
     with _lock:
         if _bound is not None:
-            if _bound.path.resolve() == where.resolve() and _bound.options == options:
+            if _bound.where == where.resolve() and _bound.options == options:
                 return _bound.saver
             raise ValueError(
                 f"naas agent memory is bound to {_bound.path} already (with "
@@ -150,8 +162,14 @@ def bind(path: str | os.PathLike[str] = "storage/memory.db", **options: Any) -> 
             )
         where.parent.mkdir(parents=True, exist_ok=True)
         binding = _Binding(where, Saver(where, **options), dict(options))
-        binding.install()
+        try:
+            found = binding.install()
+        except BaseException:
+            binding.remove()
+            raise
         _bound = binding
+    if found is not None:  # once bound: a warning raised as an error leaves it whole
+        _diverge(found, binding.path)
     return binding.saver
 
 
