@@ -122,3 +122,14 @@ def test_a_page_without_a_budget_is_cut_by_its_limit_only() -> None:
     last, end = query.page(docs, ("n", "asc"), limit=4, budget=None, bound=bound, cursor=cursor)
     assert [d.key for d in second + last] == [f"k{i:02}" for i in range(4, 10)]
     assert end is None
+
+
+def test_a_cursor_position_must_have_the_shape_pages_write() -> None:
+    """Positions `page` writes read back, in id order (empty key) and under an order;
+    forged ones of another shape are refused as invalid cursors."""
+    bound = "q"
+    for position in (((), "k1"), ((3, 0.0, "6162"), "k2"), ((2, 1.5, ""), "k3")):
+        assert query.read_cursor(query.write_cursor(position, bound), bound) == position
+    for forged in ((("a", "b", "c"), "k"), ((3, True, ""), "k"), ((3, 0.0), "k"), ((), 7)):
+        with pytest.raises(QueryError):
+            query.read_cursor(query.write_cursor(forged, bound), bound)  # type: ignore[arg-type]

@@ -228,17 +228,18 @@ def read_cursor(cursor: str, bound: str) -> tuple[tuple[Any, ...], str]:
         if found.get("q") != bound or found.get("v") != 1:
             raise ValueError("foreign cursor")
         key, last = found["key"]
-        # The shape `order_key` writes: (type rank, number, text), then the id.
-        rank, number, text = key
-        if (
-            type(rank) is not int
-            or isinstance(number, bool)
-            or not isinstance(number, (int, float))
-            or not isinstance(text, str)
-            or not isinstance(last, str)
-        ):
+        if not isinstance(last, str) or not isinstance(key, list):
             raise ValueError("not a position")
-        return (rank, number, text), last
+        if key:  # the shape `order_key` writes: (type rank, number, text); () in id order
+            rank, number, text = key
+            if (
+                type(rank) is not int
+                or isinstance(number, bool)
+                or not isinstance(number, (int, float))
+                or not isinstance(text, str)
+            ):
+                raise ValueError("not a position")
+        return tuple(key), last
     except (ValueError, KeyError, TypeError, AttributeError):
         raise QueryError("Invalid cursor for this query") from None
 

@@ -31,7 +31,6 @@ thread.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import warnings
@@ -44,10 +43,10 @@ from typing import Any
 from threadloom.documents import FileDocuments, ServiceError, query
 from threadloom.engine.checkpoints import StoredDocument
 from threadloom.engine.file import File
+from threadloom.engine.scope import agent_ids
 from threadloom.errors import NaasMemoryWarning, ThreadloomError
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS
-from threadloom.protocol.refs import key_of
 
 try:
     from naas_abi_core.engine.engine_configuration.EngineConfiguration_DocumentService import (
@@ -179,8 +178,11 @@ class DocumentAdapter:
         found: set[str] = set()
         if self.fallback is not None:  # what it holds of LangGraph's is not read
             found = set(self.fallback.collections(namespace)) - _LANGGRAPH
-        with contextlib.suppress(ServiceError):  # a name the file takes no document under
-            found |= set(self.documents.collections(namespace))
+        try:
+            with _answers():
+                found |= set(self.documents.collections(namespace))
+        except ValueError:
+            pass  # a name the file takes no document under
         return sorted(found)
 
     def collection_spec(self, namespace: str, collection: str) -> CollectionSpec:
@@ -288,39 +290,53 @@ class DocumentAdapter:
         return self.fallback
 
     def _warn_about_unmoved_memory(self) -> None:
-        """Say so when the fallback holds agent memory the file does not have: a namespace
-        whose newest fallback checkpoint (schema 2 or 1) is not in the file (one page of
-        one document per collection and namespace; a migrated namespace is quiet)."""
+        """Say so when the fallback holds agent memory of a scope the file never held.
+
+        A scope (namespace, agent id) with a checkpoint in the fallback (schema 2 or 1)
+        that the file has no scope of: memory written before the switch, that nothing
+        reads now. One document per collection and namespace is read (in naas's id
+        order), and a scope the file holds is never named, so what was deleted or pruned
+        there since the move is not brought back. Advisory: a fallback that cannot
+        answer yet is not checked.
+        """
         if self.fallback is None:
             return
-        unmoved = []
-        for namespace in self.fallback.namespaces():
-            held = set(self.fallback.collections(namespace))
-            for collection in (CHECKPOINTS, CHECKPOINTS_V1):
-                if collection not in held:
-                    continue
-                page = self.fallback.find(
-                    namespace, collection, [], ("checkpoint_id", "desc"), 1, None
-                )
-                if page.items and not self._holds(namespace, page.items[0].data):
-                    unmoved.append(f"{namespace}/{collection}")
+        try:
+            unmoved = sorted(self._unmoved())
+        except Exception:  # noqa: BLE001 - advisory only; the adapter works without it
+            return
         if unmoved:
+            commands = "; ".join(
+                f"`threadloom migrate <documents.sqlite> --db {self.path} --namespace "
+                f"{namespace} --agent-id {agent_id} --apply`"
+                for namespace, agent_id in unmoved
+            )
             warnings.warn(
-                f"the fallback document store holds agent memory that {self.path} does not "
-                f"have ({', '.join(sorted(unmoved))}); move it in with `threadloom migrate "
-                f"<documents.sqlite> --db {self.path} --apply` (docs/naas.md)",
+                "the fallback document store holds agent memory that "
+                f"{self.path} has none of ({len(unmoved)} scope(s)); move it in with "
+                f"{commands} (docs/naas.md)",
                 NaasMemoryWarning,
                 stacklevel=3,
             )
 
-    def _holds(self, namespace: str, checkpoint: Mapping[str, Any]) -> bool:
-        """Whether the file holds this checkpoint (as schema 2, as migrate writes it)."""
-        try:
-            key = key_of(CHECKPOINTS, checkpoint)
-            self.documents.get(namespace, CHECKPOINTS, key)
-        except (ServiceError, ThreadloomError):
-            return False
-        return True
+    def _unmoved(self) -> set[tuple[str, str]]:
+        """Scopes with a checkpoint in the fallback and none in the file."""
+        assert self.fallback is not None
+        found: set[tuple[str, str]] = set()
+        for namespace in self.fallback.namespaces():
+            try:
+                self.documents.check_namespace(namespace)
+            except ServiceError:
+                continue  # a name the file takes no document under
+            held = set(self.fallback.collections(namespace))
+            for collection in (CHECKPOINTS, CHECKPOINTS_V1):
+                if collection not in held:
+                    continue
+                page = self.fallback.find(namespace, collection, [], None, 1, None)
+                agent_id = page.items[0].data.get("agent_id") if page.items else None
+                if isinstance(agent_id, str) and agent_id not in agent_ids(self._file, namespace):
+                    found.add((namespace, agent_id))
+        return found
 
 
 def _document(found: StoredDocument) -> Document:
