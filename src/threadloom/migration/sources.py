@@ -106,7 +106,36 @@ def _paths_if_same(
 # -- LangGraph SqliteSaver ---------------------------------------------------------------
 
 
-class SqliteSaverSource(Source):
+class _SaverSource(Source):
+    """A LangGraph saver read through its own `list`, with the task paths `list` drops
+    looked up per checkpoint (kept only when they match the writes `list` returned)."""
+
+    def _read(self, thread_id: str) -> list[CheckpointTuple]:
+        """The thread's checkpoint tuples, newest first (MigrationError on failure)."""
+        raise NotImplementedError
+
+    def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
+        """The task path of each task of the checkpoint's pending writes ({}: none kept)."""
+        raise NotImplementedError
+
+    def histories(self, thread_ids: Sequence[str]) -> Iterator[ThreadHistory]:
+        for thread_id in thread_ids:
+            found = self._read(thread_id)
+            if not found:
+                continue
+            history = ThreadHistory(thread_id, found[::-1])
+            for item in found:
+                if not item.pending_writes:
+                    continue
+                conf = item.config["configurable"]
+                key = (conf["checkpoint_ns"], conf["checkpoint_id"])
+                paths = self._task_paths(item, thread_id, key)
+                if paths:
+                    history.task_paths[key] = paths
+            yield history
+
+
+class SqliteSaverSource(_SaverSource):
     """A LangGraph SqliteSaver (or AsyncSqliteSaver) file, read-only.
 
     Opened immutable when it has no `-wal` file (nothing, not even a side file, is
@@ -149,35 +178,25 @@ class SqliteSaverSource(Source):
         except sqlite3.Error as exc:
             raise MigrationError(f"cannot list the threads of {self.path!r} ({exc})") from None
 
-    def histories(self, thread_ids: Sequence[str]) -> Iterator[ThreadHistory]:
+    def _read(self, thread_id: str) -> list[CheckpointTuple]:
+        try:
+            return list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+        except sqlite3.Error as exc:
+            raise MigrationError(
+                f"reading thread {thread_id!r} of {self.path!r} failed ({exc}); the target "
+                "keeps every checkpoint copied before it: rerun once the file is readable"
+            ) from None
+
+    def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
         from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
-        for thread_id in thread_ids:
-            try:
-                found = list(self.saver.list({"configurable": {"thread_id": thread_id}}))
-            except sqlite3.Error as exc:
-                raise MigrationError(
-                    f"reading thread {thread_id!r} of {self.path!r} failed ({exc}); the target "
-                    "keeps every checkpoint copied before it: rerun once the file is readable"
-                ) from None
-            if not found:
-                continue
-            history = ThreadHistory(thread_id, found[::-1])
-            for item in found:
-                if not item.pending_writes:
-                    continue
-                conf = item.config["configurable"]
-                key = (conf["checkpoint_ns"], conf["checkpoint_id"])
-                try:
-                    rows = self.conn.execute(pending_writes_sql(True), (thread_id, *key))
-                    paths = _paths_if_same(
-                        item.pending_writes, [(r[0], r[1], r[4], int(r[5])) for r in rows]
-                    )
-                except sqlite3.Error:  # a file from before task paths existed: none to keep
-                    paths = {}
-                if paths:
-                    history.task_paths[key] = paths
-            yield history
+        try:
+            rows = self.conn.execute(pending_writes_sql(True), (thread_id, *key))
+            return _paths_if_same(
+                item.pending_writes or [], [(r[0], r[1], r[4], int(r[5])) for r in rows]
+            )
+        except sqlite3.Error:  # a file from before task paths existed: none to keep
+            return {}
 
     def close(self) -> None:
         self.conn.close()
@@ -186,7 +205,7 @@ class SqliteSaverSource(Source):
 # -- LangGraph PostgresSaver -------------------------------------------------------------
 
 
-class PostgresSaverSource(Source):
+class PostgresSaverSource(_SaverSource):
     """A LangGraph PostgresSaver database (its URL's password never appears in a message)."""
 
     kind = "postgres"
@@ -235,24 +254,11 @@ class PostgresSaverSource(Source):
             raise self._failed("listing the threads", exc) from None
         return [str(row["thread_id"]) for row in rows]
 
-    def histories(self, thread_ids: Sequence[str]) -> Iterator[ThreadHistory]:
-        for thread_id in thread_ids:
-            try:
-                found = list(self.saver.list({"configurable": {"thread_id": thread_id}}))
-            except Exception as exc:
-                raise self._failed(f"reading thread {thread_id!r}", exc) from None
-            if not found:
-                continue
-            history = ThreadHistory(thread_id, found[::-1])
-            for item in found:
-                if not item.pending_writes:
-                    continue
-                conf = item.config["configurable"]
-                key = (conf["checkpoint_ns"], conf["checkpoint_id"])
-                paths = self._task_paths(item, thread_id, key)
-                if paths:
-                    history.task_paths[key] = paths
-            yield history
+    def _read(self, thread_id: str) -> list[CheckpointTuple]:
+        try:
+            return list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+        except Exception as exc:
+            raise self._failed(f"reading thread {thread_id!r}", exc) from None
 
     def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
         try:
