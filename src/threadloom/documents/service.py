@@ -262,10 +262,11 @@ class FileDocuments:
         size = self._page_size(limit)
         with self._lock:
             collection = self._collection(namespace, collection)
+            bound = query.fingerprint(namespace, collection, checked, order)
             newest = after = None
             if collection == CHECKPOINTS and order == NEWEST_FIRST:
                 newest = size + 1  # one more tells whether a next page exists
-                after = _cursor_id(cursor, query.fingerprint(namespace, collection, checked, order))
+                after = _cursor_id(cursor, bound)
                 if cursor is not None and after is None:
                     newest = None  # not a cursor of this order: `page` says what is wrong
             try:
@@ -274,7 +275,7 @@ class FileDocuments:
                     order,
                     limit=size,
                     budget=budget,
-                    bound=query.fingerprint(namespace, collection, checked, order),
+                    bound=bound,
                     cursor=cursor,
                 )
             except query.QueryError as exc:
