@@ -24,7 +24,7 @@ The issue's targets, measured in the same run:
   SqliteSaver's only way, `get_tuple` then the last 20 messages, for scale.
 - put: the same chat workload on a normal file and on one without index maintenance
   (its three `threads_by_*` indexes dropped and the index functions of
-  `threadloom.engine.threadindex` stubbed for that run only), in alternating rounds;
+  `threadloom.engine.threads.threadindex` stubbed for that run only), in alternating rounds;
   the target is put with / without <= 1.05x (median of the rounds).
 
 The files are built with `saver.put` directly (no graph): a graph run per checkpoint
@@ -55,9 +55,9 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 import threadloom
-import threadloom.engine.threadindex as threadindex
-import threadloom.engine.training as training
-from threadloom.engine.schema import FORMAT_VERSION
+import threadloom.engine.content.training as training
+import threadloom.engine.threads.threadindex as threadindex
+from threadloom.engine.format.schema import FORMAT_VERSION
 
 PARTS = ("listing", "transcript", "put")
 #: threadloom's listing calls (the others are SqliteSaver's references).
@@ -847,7 +847,7 @@ def index_parts(wd: Path, chat: Chat) -> str:
     """What each index step of a put costs inside the chat's puts: the index functions
     and the writer's `_index` (title, owner, the `note_checkpoint` statement) timed
     call by call on a normal file (a cProfile of the put cannot isolate them)."""
-    import threadloom.engine.writer as writer
+    import threadloom.engine.checkpoints.writer as writer
 
     spent: dict[str, list[float]] = {}
 
@@ -936,7 +936,7 @@ def puts_report(measured: dict[str, Any], threads: int, turns: int) -> tuple[str
         "runs every step on each of them in turn (the first one rotating per step), so "
         'load from elsewhere falls on both alike. "with": a normal file. "without": the '
         f"same saver after `DROP INDEX {', '.join(INDEXES)}` (SQL over `saver.db.write()`) "
-        "and, around its calls only, `threadloom.engine.threadindex`'s `note_checkpoint` a "
+        "and, around its calls only, `threadloom.engine.threads.threadindex`'s `note_checkpoint` a "
         "no-op, `held` returning 0 (also in the dictionary retraining) and `derived_title`/"
         "`owner_of` returning None (the title and owner work of a put); checked after the "
         "round: no thread row of that file holds a count, title, owner or bytes (a "

@@ -43,8 +43,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from threadloom import Saver
-from threadloom.engine.reclaim import compact
-from threadloom.retention import RetentionPolicy
+from threadloom.engine.checks.reclaim import compact
+from threadloom.langgraph.retention import RetentionPolicy
 
 
 def message(thread: int, step: int) -> BaseMessage:

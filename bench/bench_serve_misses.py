@@ -34,7 +34,7 @@ from _tables import table  # noqa: E402
 
 from tests.nats._peers import nats_server_binary, run_nats_server  # noqa: E402
 from tests.nats._service import SECRET, blob, request  # noqa: E402
-from threadloom.engine.checkpoints import CheckpointStore  # noqa: E402
+from threadloom.engine.checkpoint_store import CheckpointStore  # noqa: E402
 from threadloom.engine.file import File  # noqa: E402
 from threadloom.errors import DocumentNotFoundError  # noqa: E402
 from threadloom.nats import Credentials, DocumentClient  # noqa: E402

@@ -1,4 +1,4 @@
-"""The Store's vector index (engine/vectors.py): search latency and recall at 100k x 384.
+"""The Store's vector index (engine/items/vectors.py): search latency and recall at 100k x 384.
 
 Run: `python bench/bench_vectors.py` (`--count 20000` for a quicker run, `--data uniform` for
 uniform random vectors, `--keep DIR` to reuse the built file between runs).
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from threadloom import core
 from threadloom.engine.file import File
-from threadloom.engine.vectors import VectorIndex
+from threadloom.engine.items.vectors import VectorIndex
 
 DIMS = 384
 

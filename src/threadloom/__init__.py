@@ -38,7 +38,7 @@ __all__ = [
     "update_profile",
 ]
 
-#: The memory helpers (`threadloom.memories`), loaded on first use: they import LangGraph.
+#: The memory helpers (`threadloom.langgraph.memories`), loaded on first use: they import LangGraph.
 _MEMORIES = {
     "OutsideOwnerError",
     "OwnerStore",
@@ -57,27 +57,27 @@ def __getattr__(name: str) -> Any:
     # The savers import LangGraph; load them on first use so `threadloom.protocol`
     # and the CLI's light commands start fast.
     if name in {"Saver", "AsyncSaver"}:
-        from threadloom import saver
+        from threadloom.langgraph import saver
 
         return getattr(saver, name)
     if name in {"Store", "AsyncStore"}:
-        from threadloom import store
+        from threadloom.langgraph import store
 
         return getattr(store, name)
     if name in {"Erased", "Lease", "ThreadInfo", "Transcript"}:
-        from threadloom import conversations
+        from threadloom.langgraph import conversations
 
         return getattr(conversations, name)
     if name in {"RetentionPolicy", "RetentionReport"}:
-        from threadloom import retention
+        from threadloom.langgraph import retention
 
         return getattr(retention, name)
     if name in {"migrate", "MigrationReport"}:
-        from threadloom import migration
+        from threadloom.langgraph import migration
 
         return getattr(migration, name)
     if name in _MEMORIES:
-        from threadloom import memories
+        from threadloom.langgraph import memories
 
         return getattr(memories, name)
     if name in {"MemoryBudget", "memory_budget"}:

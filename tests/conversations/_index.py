@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from threadloom import Saver
-from threadloom.engine import threadfacts
+from threadloom.engine.threads import threadfacts
 
 
 def expected(saver: Saver, thread_id: str) -> dict[str, Any]:

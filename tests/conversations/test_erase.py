@@ -11,7 +11,7 @@ from langchain_core.messages import HumanMessage
 from tests.conversations._index import check_all
 from tests.engine.test_graphs import agent_graph
 from threadloom import AsyncSaver, OwnerStore, Saver, Store
-from threadloom.engine.verify import verify
+from threadloom.engine.checks.verify import verify
 from threadloom.errors import InvalidArgumentError
 
 
@@ -92,7 +92,7 @@ def test_aerase(tmp_path: Path) -> None:
 def test_owner_stands_for_the_encoded_label_and_raw_dotted_labels_are_refused(
     tmp_path: Path,
 ) -> None:
-    from threadloom.conversations import OWNER
+    from threadloom.langgraph.conversations import OWNER
 
     path = tmp_path / "m.db"
     with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:

@@ -110,7 +110,7 @@ def test_pages_by_last_activity_cover_every_thread_once_and_filter_by_owner(
 
 
 def test_a_page_is_read_through_an_index_not_a_scan(tmp_path: Path) -> None:
-    from threadloom.engine.threadindex import page_query
+    from threadloom.engine.threads.threadindex import page_query
 
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         chat(saver, "t", "hi", user_id="ada")
@@ -287,7 +287,7 @@ def test_a_messages_state_without_a_messages_channel_counts_zero(tmp_path: Path)
 
 
 def test_verify_reports_a_thread_whose_bytes_the_index_got_wrong(tmp_path: Path) -> None:
-    from threadloom.engine.verify import verify
+    from threadloom.engine.checks.verify import verify
 
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         chat(saver, "t", "hello", user_id="ada")
@@ -316,7 +316,7 @@ def test_the_upgrade_reads_with_the_savers_settings_and_reindex_reads_again(
 def test_a_title_is_looked_for_only_while_the_thread_has_none(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from threadloom.engine import threadindex
+    from threadloom.engine.threads import threadindex
 
     calls: list[int] = []
     original = threadindex.derived_title

@@ -12,7 +12,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.engine.test_graphs import agent_graph
 from threadloom import AsyncSaver, Saver
-from threadloom.engine.values import Values
+from threadloom.engine.checkpoints.values import Values
 from threadloom.errors import InvalidArgumentError
 
 

@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from threadloom import Saver
 from threadloom.documents import FileDocuments, ServiceError, query
-from threadloom.engine.checkpoints import StoredDocument
+from threadloom.engine.checkpoint_store import StoredDocument
 from threadloom.errors import ProtocolError
 from threadloom.protocol import BLOBS, CHECKPOINTS, DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, WRITES
 from threadloom.protocol.refs import key_of

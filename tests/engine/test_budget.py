@@ -12,8 +12,8 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from threadloom import MemoryBudget, Saver, memory_budget
 from threadloom.core.lru import Lru
-from threadloom.engine import scope as scope_module
-from threadloom.engine.scope import Scope
+from threadloom.engine.checkpoints import scope as scope_module
+from threadloom.engine.checkpoints.scope import Scope
 from threadloom.errors import InvalidArgumentError
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import apsw
 import pytest
 
-from threadloom.engine import seal
 from threadloom.engine.file import File as Database
-from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.format import seal
+from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.errors import EngineError, FormatError
 
 

@@ -38,13 +38,13 @@ from tests.engine import _children
 from tests.engine.test_graphs import agent_graph, send_graph, subgraph_graph
 from tests.helpers import inputs, jsonl
 from threadloom import AsyncSaver, Saver
-from threadloom._langgraph import serialization
 from threadloom.errors import (
     CheckpointConflictError,
     CorruptionError,
     MissingDocumentsError,
     ThreadloomError,
 )
+from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import KnownReferences, Planner
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,6 @@
 """A put planned from remembered refs while values are deleted never commits references to
-them: the write transaction checks the GC epoch the plan was made at (engine/scope.py)."""
+them: the write transaction checks the GC epoch the plan was made at
+(engine/checkpoints/scope.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 
 from threadloom import Saver
-from threadloom.engine.verify import verify
-from threadloom.retention import RetentionPolicy
+from threadloom.engine.checks.verify import verify
+from threadloom.langgraph.retention import RetentionPolicy
 
 
 class Value(TypedDict):

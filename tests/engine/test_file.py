@@ -19,8 +19,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from threadloom import Saver
 from threadloom.engine.file import File
-from threadloom.engine.schema import FORMAT_VERSION
-from threadloom.engine.tables import BODY_TABLES
+from threadloom.engine.format.schema import FORMAT_VERSION
+from threadloom.engine.format.tables import BODY_TABLES
 from threadloom.errors import (
     EngineError,
     ForeignDatabaseError,

@@ -1,4 +1,5 @@
-"""A thread's checkpoint history and pending interrupts, read class-free (engine/history.py)."""
+"""A thread's checkpoint history and pending interrupts, read class-free
+(engine/conversations/history.py)."""
 
 from __future__ import annotations
 

@@ -14,10 +14,10 @@ import pytest
 import zstandard
 
 from threadloom import Saver
+from threadloom.engine.checks.verify import verify
 from threadloom.engine.file import File
-from threadloom.engine.schema import FORMAT_VERSION
-from threadloom.engine.seal import identity, seal, sql_seal
-from threadloom.engine.verify import verify
+from threadloom.engine.format.schema import FORMAT_VERSION
+from threadloom.engine.format.seal import identity, seal, sql_seal
 from threadloom.errors import CorruptionError
 
 FORMAT3 = Path(__file__).resolve().parents[1] / "data" / "format3"
@@ -225,7 +225,7 @@ def test_a_missing_checkpoint_id_reads_as_absent_on_a_sound_file(tmp_path: Path)
 
 
 def test_the_scope_sealer_encodes_exactly_as_seal() -> None:
-    from threadloom.engine.seal import Sealer
+    from threadloom.engine.format.seal import Sealer
 
     digest = bytes(range(16))
     parts = ("t\u00e9", "", "1f0d", None, 2, -1, "x\x1fy")
@@ -283,7 +283,7 @@ def test_a_metadata_key_row_changed_to_match_a_filter_raises(tmp_path: Path) -> 
 
 
 def test_an_identity_from_a_shared_prefix_is_the_same_identity() -> None:
-    from threadloom.engine.seal import identity_after, prefix
+    from threadloom.engine.format.seal import identity_after, prefix
 
     for first, rest in [(("store_items", "a.b", ""), ("k",)), (("vals", "ns", "agent"), (1, None))]:
         assert identity_after(prefix(*first), *rest) == identity(*first, *rest)

@@ -1,4 +1,5 @@
-"""The physical content store (engine/store.py): shared blocks, their collection, trained
+"""The physical content store (engine/content/content_store.py): shared blocks, their
+collection, trained
 dictionaries, block-level corruption and the upgrade of a format-1 file.
 
 Oracles: the logical documents (`Saver.documents()`), which must not change whatever the
@@ -20,8 +21,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 
 from tests.engine.test_durability import config, put
 from threadloom import Saver
-from threadloom.engine import blocks as store_module
-from threadloom.engine.schema import FORMAT_VERSION
+from threadloom.engine.content import blocks as store_module
+from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.errors import CorruptionError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "format1"
@@ -326,9 +327,9 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
 ) -> None:
     """The file's content store read its dictionary before another process retrained; a
     scope opened afterwards knows the new epoch but must still not write the old one."""
-    from threadloom._langgraph import serialization
-    from threadloom.engine.checkpoints import CheckpointStore
+    from threadloom.engine.checkpoint_store import CheckpointStore
     from threadloom.engine.file import File
+    from threadloom.langgraph.tuples import serialization
 
     with Saver.from_conn_string(str(db_path)) as first:
         chat(first, "t", 4)
@@ -353,7 +354,7 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
 def schema_growth(tmp_path: Path) -> int:
     """Bytes an empty file at the current format holds beyond an empty format-1 file."""
     from threadloom.engine.file import File
-    from threadloom.engine.schema import MIGRATIONS
+    from threadloom.engine.format.schema import MIGRATIONS
 
     old = tmp_path / "empty1.db"
     conn = apsw.Connection(str(old))
@@ -502,7 +503,7 @@ def test_blocks_framed_in_a_batch_equal_blocks_framed_one_by_one() -> None:
     in order, compressible or not."""
     import os as _os
 
-    from threadloom.engine.codec import frame_block, frame_blocks
+    from threadloom.engine.format.codec import frame_block, frame_blocks
 
     pieces = [_os.urandom(4096) if i % 3 else bytes(4096) for i in range(400)]
     assert sum(map(len, pieces)) > 1024 * 1024

@@ -1,4 +1,4 @@
-"""The Store's vector index (engine/vectors.py) on a real threadloom file.
+"""The Store's vector index (engine/items/vectors.py) on a real threadloom file.
 
 The oracle is brute force written here (the metric's formula over the float32-rounded
 vectors); `exact` must match it, and `search` must match `exact` wherever it promises to
@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from threadloom.core import similarity
 from threadloom.core.similarity import FLOAT32_NORMAL
 from threadloom.engine.file import File
-from threadloom.engine.vectors import LIST_BITS, VectorIndex
+from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.errors import CorruptionError, EngineError, VectorConfigError
 
 METRICS = ["cosine", "l2", "inner_product"]

@@ -1,4 +1,5 @@
-"""The viewer's engine reads: the checkpoint history (engine/history.py), thread search,
+"""The viewer's engine reads: the checkpoint history (engine/conversations/history.py),
+thread search,
 the Store's tree and the file's space, all on a read-only open that writes nothing."""
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ import pytest
 
 from tests.engine.test_graphs import counter_graph, subgraph_graph
 from threadloom import Saver, Store
-from threadloom.engine import CheckpointStore, File, inspect_view, threadindex
-from threadloom.engine.items import Items
+from threadloom.engine import CheckpointStore, File
+from threadloom.engine.checks import viewer_reads as inspect_view
+from threadloom.engine.items.rows import Items
+from threadloom.engine.threads import threadindex
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 

@@ -15,10 +15,10 @@ from langgraph.store.base import Item
 
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Saver, Store
-from threadloom.engine.naas_documents import decode
-from threadloom.engine.recognize import Found, identify, recognize
+from threadloom.engine.format.recognize import Found, identify, recognize
 from threadloom.errors import LangGraphStoreFileError, NaasDocumentsFileError
-from threadloom.migration.urls import redact, scrub
+from threadloom.langgraph.migration.readers.naas_documents import decode
+from threadloom.langgraph.migration.urls import redact, scrub
 from threadloom.protocol.lineage import diverged
 
 

@@ -26,7 +26,7 @@ from tests.nats._peers import NaasEnv, ScriptFailed
 from threadloom import Saver
 
 HERE = Path(__file__).resolve().parent
-BOUND_SAVER = "threadloom.saver.Saver"
+BOUND_SAVER = "threadloom.langgraph.saver.Saver"
 LANGGRAPH = {
     "langgraph_checkpoints_v2",
     "langgraph_writes_v2",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.nats._service import SECRET, blob, call, put_blob
-from threadloom.engine.checkpoints import CheckpointStore
+from threadloom.engine.checkpoint_store import CheckpointStore
 from threadloom.engine.file import File
 from threadloom.nats.access import Grants
 from threadloom.nats.codes import ServiceError

@@ -22,7 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import SecretBytes, SecretStr
 
 from tests.helpers import DictStore
-from threadloom._langgraph import serialization
+from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import (
     PART_SIZE,
     WRITES,

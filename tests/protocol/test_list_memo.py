@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import SecretStr
 
-from threadloom._langgraph import serialization
+from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import Known, Planner
 from threadloom.protocol.shapes import NOTHING_KNOWN
 

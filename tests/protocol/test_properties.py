@@ -22,8 +22,8 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr
 
 from tests.helpers import DictStore, inputs
-from threadloom._langgraph import serialization
 from threadloom.errors import MissingDocumentsError, ProtocolError
+from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import (
     BLOBS,
     CHECKPOINTS,

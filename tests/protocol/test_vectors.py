@@ -9,7 +9,7 @@ import pytest
 from langgraph.checkpoint.base import get_checkpoint_metadata
 
 from tests.helpers import DictStore, inputs, jsonl
-from threadloom._langgraph import serialization
+from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import (
     CHECKPOINTS,
     CHECKPOINTS_V1,

@@ -15,7 +15,7 @@ from tests.retention._helpers import age, file_state
 from tests.retention.test_runs import PRUNED_KEYS, REPORT_KEYS
 from threadloom import Saver
 from threadloom.cli import main
-from threadloom.retention import RetentionPolicy
+from threadloom.langgraph.retention import RetentionPolicy
 
 COMPACT_KEYS = [
     "file",
@@ -118,7 +118,7 @@ def test_prune_options(chat_file: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert other["threads"] == 0 and other["target"]["agent_id"] == "someone-else"
     assert other["mode"] == "applied"
     from threadloom.engine import File
-    from threadloom.engine.scope import agent_ids
+    from threadloom.engine.checkpoints.scope import agent_ids
 
     file = File.open(str(chat_file), readonly=True)
     try:  # pruning a scope the file does not hold does not add it

@@ -37,8 +37,8 @@ from tests.retention._helpers import (
     value_documents,
 )
 from threadloom import Saver
-from threadloom.engine.verify import verify
-from threadloom.retention import RetentionPolicy
+from threadloom.engine.checks.verify import verify
+from threadloom.langgraph.retention import RetentionPolicy
 
 
 def kept_unchanged(before: dict[str, Any], after: dict[str, Any], keep: int) -> None:

@@ -14,7 +14,7 @@ from tests.engine.test_graphs import agent_graph, thread
 from tests.retention._helpers import counts, file_state
 from threadloom import Saver
 from threadloom.errors import InvalidArgumentError, InvalidValueError
-from threadloom.retention import RetentionPolicy, parse_duration
+from threadloom.langgraph.retention import RetentionPolicy, parse_duration
 
 
 def test_the_defaults_are_naas_prune_memory_ones() -> None:

@@ -18,11 +18,12 @@ from tests.conversations._index import check_all
 from tests.engine.test_graphs import thread
 from tests.retention._helpers import age, assert_no_orphans, counts, released_blocks
 from threadloom import Saver
-from threadloom.engine import blocks, reclaim, training
-from threadloom.engine.figures import figures
-from threadloom.engine.reclaim import compact
-from threadloom.engine.verify import verify
-from threadloom.retention import RetentionPolicy
+from threadloom.engine.checks import reclaim
+from threadloom.engine.checks.figures import figures
+from threadloom.engine.checks.reclaim import compact
+from threadloom.engine.checks.verify import verify
+from threadloom.engine.content import blocks, training
+from threadloom.langgraph.retention import RetentionPolicy
 
 
 def big_reply(state: MessagesState) -> dict[str, Any]:

@@ -16,8 +16,8 @@ from tests.conversations.test_leases import holder
 from tests.engine.test_graphs import agent_graph, thread
 from tests.retention._helpers import age, assert_no_orphans, counts, file_state
 from threadloom import AsyncSaver, Saver
-from threadloom.engine.verify import verify
-from threadloom.retention import RetentionPolicy
+from threadloom.engine.checks.verify import verify
+from threadloom.langgraph.retention import RetentionPolicy
 
 REPORT_KEYS = [
     "mode",
@@ -164,7 +164,7 @@ def test_a_thread_a_run_holds_is_not_idle(tmp_path: Path) -> None:
 def test_a_lease_whose_holder_is_gone_does_not_keep_a_thread(tmp_path: Path) -> None:
     """A lease held by another live process keeps the thread from expiring; once that
     process is killed (its lease not run out yet) the thread is idle again, as it is free
-    for a new lease (`engine/leases.py`)."""
+    for a new lease (`engine/conversations/leases.py`)."""
     path = tmp_path / "memory.db"
     with Saver.from_conn_string(str(path)) as saver:
         chat(saver, "a", turns=1)

@@ -14,7 +14,7 @@ from langchain_core.messages import HumanMessage
 from tests.engine.test_graphs import agent_graph, thread
 from threadloom import Saver
 from threadloom.errors import InvalidArgumentError, InvalidValueError
-from threadloom.retention import RetentionPolicy
+from threadloom.langgraph.retention import RetentionPolicy
 
 
 def wait_for(condition: Any, seconds: float = 10.0) -> bool:
@@ -57,7 +57,7 @@ def test_close_stops_the_sweeper(tmp_path: Path) -> None:
 def test_a_failed_run_is_logged_and_the_next_one_runs(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A run that raises is logged on threadloom.retention; the sweeper goes on and its
+    """A run that raises is logged on threadloom.langgraph.retention; the sweeper goes on and its
     next run prunes."""
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         graph = agent_graph().compile(checkpointer=saver)
@@ -72,7 +72,7 @@ def test_a_failed_run_is_logged_and_the_next_one_runs(
             return real(**options)
 
         monkeypatch.setattr(saver.store, "retain", flaky)
-        with caplog.at_level(logging.ERROR, logger="threadloom.retention"):
+        with caplog.at_level(logging.ERROR, logger="threadloom.langgraph.retention"):
             saver.start_retention(RetentionPolicy(keep_last=1), every=0.05)
             assert wait_for(lambda: len(list(saver.list(thread()))) == 1)
         saver.stop_retention(timeout=5)

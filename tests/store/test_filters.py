@@ -14,8 +14,8 @@ from langgraph.store.base import ListNamespacesOp, MatchCondition
 from langgraph.store.memory import InMemoryStore
 
 from threadloom import Store
-from threadloom.engine import fieldkeys
-from threadloom.engine.fieldkeys import FilterError
+from threadloom.engine.items import fieldkeys
+from threadloom.engine.items.fieldkeys import FilterError
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import pytest
 from langgraph.store.base import GetOp, InvalidNamespaceError, PutOp, SearchOp
 
 from threadloom import Saver, Store
-from threadloom.engine.verify import verify
+from threadloom.engine.checks.verify import verify
 from threadloom.errors import CorruptionError, InvalidArgumentError
 
 
@@ -196,7 +196,7 @@ def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None
     import ormsgpack
     import zstandard
 
-    from threadloom.engine.schema import FORMAT_VERSION
+    from threadloom.engine.format.schema import FORMAT_VERSION
 
     data = Path(__file__).resolve().parents[1] / "data" / "format4"
     path = tmp_path / "old.db"
@@ -298,7 +298,7 @@ def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
 
 
 def test_nan_is_present_equals_nothing_and_leaves_no_stale_rows(store: Store) -> None:
-    from threadloom.engine.fieldkeys import matches
+    from threadloom.engine.items.fieldkeys import matches
 
     nan = float("nan")
     docs = {"nan": {"x": nan}, "none": {"x": None}, "missing": {"y": 1}}

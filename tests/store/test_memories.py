@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.store.base import BaseStore
 
-from threadloom import memories
 from threadloom.errors import InvalidArgumentError, ThreadloomError
-from threadloom.memories import (
+from threadloom.langgraph import memories
+from threadloom.langgraph.memories import (
     aupdate_profile,
     decode_label,
     encode_label,
@@ -46,7 +46,7 @@ def test_memory_key_is_pinned() -> None:
 
 def test_memory_key_is_the_same_in_another_process() -> None:
     """A fresh interpreter with another hash seed computes the same key."""
-    code = "from threadloom.memories import memory_key; print(memory_key('Straße  Ａ'))"
+    code = "from threadloom.langgraph.memories import memory_key; print(memory_key('Straße  Ａ'))"
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
@@ -321,7 +321,7 @@ def test_encoding_refuses_non_text() -> None:
 
 
 def test_the_docstring_examples_run() -> None:
-    """Every `>>>` example in threadloom.memories gives the output it shows."""
+    """Every `>>>` example in threadloom.langgraph.memories gives the output it shows."""
     failed, tried = doctest.testmod(memories, optionflags=doctest.ELLIPSIS)
     assert tried >= 20 and failed == 0
 

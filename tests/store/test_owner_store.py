@@ -24,9 +24,9 @@ from langgraph.store.base import (
 )
 from langgraph.store.memory import InMemoryStore
 
-from threadloom import memories
 from threadloom.errors import InvalidArgumentError
-from threadloom.memories import OutsideOwnerError, OwnerStore
+from threadloom.langgraph import memories
+from threadloom.langgraph.memories import OutsideOwnerError, OwnerStore
 
 FIXTURE_OK = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 ADA = ("acme", "user", "ada")

@@ -66,7 +66,7 @@ def test_the_dedup_rule_writes_new_facts_and_skips_duplicates(store: Store) -> N
 
 
 def test_fields_and_per_put_index_choose_the_indexed_text(tmp_path: Path) -> None:
-    from threadloom.store import Store as S
+    from threadloom.langgraph.store import Store as S
 
     with S.from_conn_string(tmp_path / "f.db") as store:
         store.put(("d",), "a", {"title": "rust", "body": "python"}, index=["title"])

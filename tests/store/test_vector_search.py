@@ -16,7 +16,7 @@ import pytest
 from langchain_core.embeddings import Embeddings
 
 from threadloom import AsyncStore, Store
-from threadloom.engine.verify import verify
+from threadloom.engine.checks.verify import verify
 from threadloom.errors import ThreadloomError
 
 DIMS = 16

@@ -21,16 +21,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"threadloom {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo", help="run a small agent whose memory survives restarts (no network)"
+    from threadloom.cli import demo
+
+    demo.add_arguments(
+        commands.add_parser(
+            "demo", help="run a small agent whose memory survives restarts (no network)"
+        )
     )
-    demo.add_argument(
-        "--db", default="threadloom-demo.db", help="SQLite file (default: %(default)s)"
-    )
-    demo.add_argument(
-        "--thread", default="demo", help="conversation thread id (default: %(default)s)"
-    )
-    demo.add_argument("--turns", type=int, default=3, help="turns to run (default: %(default)s)")
     doctor = commands.add_parser("doctor", help="show versions and the file format in use")
     doctor.add_argument("--json", action="store_true", help="print JSON")
     doctor.add_argument("--db", help="also report what this threadloom file holds")
@@ -107,9 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
-            from threadloom.cli.demo import run_demo
+            from threadloom.cli import demo
 
-            return run_demo(args.db, args.thread, args.turns)
+            return demo.run(args)
         if args.command == "serve":
             from threadloom.cli.transfer import run_serve
 

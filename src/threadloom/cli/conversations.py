@@ -25,7 +25,7 @@ from threadloom.protocol.labels import encode_label
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
-    from threadloom.engine.threadindex import ThreadInfo
+    from threadloom.engine.threads import ThreadInfo
 
 #: The commands of this module.
 COMMANDS = ("threads", "show", "history", "delete", "erase")
@@ -285,7 +285,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int
 
 def run_show(args: argparse.Namespace, path: str, thread_id: str) -> int:
     """`show`: the transcript page (`Transcript.as_json()` plus `interrupts`)."""
-    from threadloom.engine.transcript import plain_elements, transcript_json
+    from threadloom.engine.conversations import plain_elements, transcript_json
 
     before: int | str | None = args.before
     if isinstance(before, str) and before.isdigit():

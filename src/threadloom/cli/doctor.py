@@ -10,8 +10,8 @@ from pathlib import Path
 import apsw
 
 from threadloom import __version__, core
-from threadloom.engine.figures import figures
-from threadloom.engine.schema import FORMAT_VERSION
+from threadloom.engine.checks import figures
+from threadloom.engine.format import FORMAT_VERSION
 from threadloom.errors import CorruptionError, DamagedDatabaseError, EngineError
 
 #: Exit status of `verify` when it found problems (docs/cli.md).
@@ -63,8 +63,8 @@ def run_doctor(*, as_json: bool, db: str | None = None) -> int:
 def run_compact(db: str, *, as_json: bool = False) -> int:
     """Collect unreferenced values, sweep released blocks, retrain the file's dictionary,
     re-encode its bodies, rewrite mostly-dead extents and VACUUM it; print what it did."""
-    from threadloom.engine.file import File
-    from threadloom.engine.reclaim import compact
+    from threadloom.engine import File
+    from threadloom.engine.checks import compact
 
     if not Path(db).is_file():
         raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
@@ -99,8 +99,8 @@ def run_verify(db: str, *, quick: bool, as_json: bool) -> int:
             application's, an older format); the CLI exits 1. An SQLite file too damaged
             to open is a problem found (3).
     """
-    from threadloom.engine.file import File
-    from threadloom.engine.verify import Problem, Report, verify
+    from threadloom.engine import File
+    from threadloom.engine.checks import Problem, Report, verify
 
     try:
         database = File.open(db, readonly=True)

@@ -91,7 +91,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_migrate(args: argparse.Namespace) -> int:
     """Run a migration; print the report; 1 when a thread conflicted."""
-    from threadloom.migration import detect_kind
+    from threadloom.langgraph.migration import detect_kind
 
     source = args.source_url or args.source
     if args.source_url and args.source:
@@ -114,7 +114,7 @@ def run_migrate(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: Any) -> Any:
-    from threadloom.migration import migrate
+    from threadloom.langgraph.migration import migrate
 
     report = migrate(
         source,
@@ -135,7 +135,7 @@ def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: 
 def _from_nats(args: argparse.Namespace, url: str, progress: Any) -> dict[str, Any]:
     """`threadloom import`'s run, reported in migrate's shape."""
     from threadloom.cli.transfer import transfer
-    from threadloom.migration.urls import redact
+    from threadloom.langgraph.migration.urls import redact
 
     options = argparse.Namespace(
         db=args.db,
@@ -180,18 +180,15 @@ def _schema_1_over_nats(
     naas file; counted into `found`."""
     import asyncio
 
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
     from threadloom.cli.transfer import credentials
-    from threadloom.migration.copier import Copier
-    from threadloom.migration.sources import history_of
-    from threadloom.migration.urls import redact
+    from threadloom.langgraph.migration.copier import Copier
+    from threadloom.langgraph.migration.sources import history_of
+    from threadloom.langgraph.migration.urls import redact
+    from threadloom.langgraph.saver import Saver
     from threadloom.nats import DocumentClient
     from threadloom.nats.transfer import fetch_thread, target_threads
     from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1
-    from threadloom.saver import Saver
 
-    loads = JsonPlusSerializer().loads_typed
     given = credentials(args)
     scope = {"namespace": args.namespace, "agent_id": args.agent_id}
     if args.apply:
@@ -209,7 +206,7 @@ def _schema_1_over_nats(
                 docs = await fetch_thread(
                     client, args.agent_id, thread_id, [CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1]
                 )
-                history = history_of(thread_id, docs, loads, redact(url))
+                history = history_of(thread_id, docs, redact(url))
                 history.documents = []  # schema 2 came in through import
                 if not history.checkpoints:
                     continue

@@ -2,7 +2,7 @@
 
 A dry run unless `--apply`: the same decisions, read-only (the file is opened
 read-only, so not a byte of it changes). The report is the engine's
-(`engine/retention.py`, docs/cli.md); progress goes to stderr on a TTY only.
+(`engine/conversations/retention.py`, docs/cli.md); progress goes to stderr on a TTY only.
 
 The CLI has no serializer: on a file written with an encrypted one it cannot read the
 checkpoints' metadata, keeps those threads whole, lists them under `unreadable` and
@@ -66,8 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_prune(args: argparse.Namespace) -> int:
     """Run `threadloom prune`; return the exit code."""
     from threadloom.engine import CheckpointStore, File
-    from threadloom.engine.scope import agent_ids
-    from threadloom.retention import RetentionPolicy, RetentionReport
+    from threadloom.engine.checkpoints import agent_ids
+    from threadloom.langgraph.retention import RetentionPolicy, RetentionReport
 
     path = _path(args)
     keep: int | None = None if args.keep_last == "all" else _int(args.keep_last, "--keep-last")
@@ -155,7 +155,7 @@ def _path(args: argparse.Namespace) -> str:
 
 
 def _age(text: str, option: str) -> float:
-    from threadloom.retention import parse_duration
+    from threadloom.langgraph.retention import parse_duration
 
     try:
         return parse_duration(text)

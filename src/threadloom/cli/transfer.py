@@ -88,8 +88,7 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
 def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> dict[str, Any]:
     """The report of an export ("to") or import ("from") with these options (also what
     `threadloom migrate --from nats` runs)."""
-    from threadloom.engine.checkpoints import CheckpointStore
-    from threadloom.engine.file import File
+    from threadloom.engine import CheckpointStore, File
     from threadloom.nats import DocumentClient
     from threadloom.nats.transfer import export_threads, import_threads
 

@@ -18,9 +18,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from threadloom.core.lru import Lru
-from threadloom.engine.checkpoints import CheckpointStore
-from threadloom.engine.file import Changes, File
-from threadloom.engine.scope import ThreadSeq, thread_seqs
+from threadloom.engine import Changes, CheckpointStore, File
+from threadloom.engine.checkpoints import ThreadSeq, thread_seqs
 
 #: Threads of one agent id that, changed at once, are read in one query per table rather
 #: than one per thread (a first read, or a burst of writes).

@@ -34,9 +34,8 @@ from threadloom.core.lru import Lru
 from threadloom.documents import query
 from threadloom.documents.errors import ServiceError
 from threadloom.documents.ids import IdIndex
-from threadloom.engine.checkpoints import CheckpointStore, StoredDocument
-from threadloom.engine.file import File
-from threadloom.engine.scope import agent_ids, namespaces
+from threadloom.engine import CheckpointStore, File
+from threadloom.engine.checkpoints import StoredDocument, agent_ids, namespaces
 from threadloom.errors import CheckpointConflictError, ProtocolError
 from threadloom.protocol import BLOBS, CHECKPOINTS, COLLECTIONS, ITEMS, PARTS, WRITES
 from threadloom.protocol.refs import collection_of, key_of

@@ -27,12 +27,12 @@ from typing import Any
 
 import apsw
 
-from threadloom.engine import seal, text
-from threadloom.engine.recognize import Kind, recognize, uri
-from threadloom.engine.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.content.content_store import ContentStore
+from threadloom.engine.format import seal, text
+from threadloom.engine.format.recognize import Kind, recognize, uri
+from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.format.tables import BODY_TABLES, BodyTable
 from threadloom.engine.sql import fetchall
-from threadloom.engine.store import ContentStore
-from threadloom.engine.tables import BODY_TABLES, BodyTable
 from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
 __all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]

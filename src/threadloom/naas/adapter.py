@@ -41,9 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.documents import FileDocuments, ServiceError, query
-from threadloom.engine.checkpoints import StoredDocument
-from threadloom.engine.file import File
-from threadloom.engine.scope import agent_ids
+from threadloom.engine import File
+from threadloom.engine.checkpoints import StoredDocument, agent_ids
 from threadloom.errors import NaasMemoryWarning, ThreadloomError
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.errors import NaasMemoryWarning
-from threadloom.saver import Saver
+from threadloom.langgraph.saver import Saver
 
 try:
     from naas_abi_core.engine import Engine as engine_module

@@ -27,8 +27,8 @@ from nats.aio.msg import Msg
 
 from threadloom.documents import query
 from threadloom.documents.service import FileDocuments, Limits
+from threadloom.engine import File
 from threadloom.engine.checkpoints import StoredDocument
-from threadloom.engine.file import File
 from threadloom.errors import ThreadloomError
 from threadloom.nats.access import MAX_TOKEN_LIFETIME, PLATFORM, Grants, authenticate
 from threadloom.nats.client import SUBJECT

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from threadloom.engine.checkpoints import CheckpointStore
+from threadloom.engine import CheckpointStore
 from threadloom.errors import (
     CheckpointConflictError,
     CollectionNotFoundError,

@@ -1,8 +1,8 @@
 """Owner labels: any identity as a valid Store namespace label, reversibly.
 
 Layer: protocol, pure and I/O-free, so the tools that name an owner's Store namespaces
-(the CLI's `erase`) encode them as `threadloom.memories.OwnerStore` does without
-importing LangGraph. `threadloom.memories` re-exports both functions.
+(the CLI's `erase`) encode them as `threadloom.langgraph.memories.OwnerStore` does without
+importing LangGraph. `threadloom.langgraph.memories` re-exports both functions.
 """
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ class Serialization:
     """How a planner serializes, as the adapter that owns the serializer describes it.
 
     The protocol knows no serializer class: the LangGraph adapters fill this in
-    (`threadloom._langgraph.serialization`).
+    (`threadloom.langgraph.tuples.serialization`).
 
     Attributes:
         serde: the checkpoint serializer; wrapped in `RedactingSerializer` unless it is one.

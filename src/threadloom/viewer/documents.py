@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Final
 
-from threadloom.engine.documents import StoredDocument
+from threadloom.engine.checkpoints import StoredDocument
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import BLOBS, CHECKPOINTS, ITEMS, PARTS, WRITES, collection_of, references
 from threadloom.viewer.pages import flag, number, pending, plain_items, thread_info

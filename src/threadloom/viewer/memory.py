@@ -1,8 +1,9 @@
 """The long-term memory and file pages' data: the Store's namespace tree, items and text
 search, and where the file's bytes are.
 
-Outer layer, read through the engine (`engine/items.py`, `engine/recall.py`,
-`engine/inspect_view.py`, `engine/figures.py`): nothing here decodes more than the page
+Outer layer, read through the engine (`engine/items/rows.py`, `engine/items/recall.py`,
+`engine/checks/viewer_reads.py`, `engine/checks/figures.py`): nothing here decodes more than
+the page
 shows, and nothing reads the whole file unless the page asks (`/file?detail=1`).
 Search is the Store's full-text search (FTS5; the score is the token-set cosine of
 docs/store.md): vector search needs the application's embedder, which the viewer has
@@ -19,10 +20,10 @@ from typing import Any, Final
 import apsw
 
 from threadloom import __version__, core
-from threadloom.engine import inspect_view
-from threadloom.engine.figures import counts
+from threadloom.engine.checks import counts
+from threadloom.engine.checks import viewer_reads as inspect_view
+from threadloom.engine.format import FORMAT_VERSION
 from threadloom.engine.items import MINUTE, Stored
-from threadloom.engine.schema import FORMAT_VERSION
 from threadloom.errors import InvalidArgumentError
 from threadloom.viewer.pages import number, text
 from threadloom.viewer.source import BadRequest, NotFound, Source

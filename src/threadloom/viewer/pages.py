@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from threadloom.engine import threadindex
-from threadloom.engine.transcript import Tail
+from threadloom.engine.conversations import Tail
+from threadloom.engine.threads import threadindex
 from threadloom.errors import InvalidArgumentError, ThreadloomError
 from threadloom.protocol import PARTS, WRITES
 from threadloom.protocol.plain import message, plain

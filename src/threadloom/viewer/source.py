@@ -12,8 +12,7 @@ import os
 from typing import Any
 
 from threadloom.engine import CheckpointStore, File
-from threadloom.engine.items import Items
-from threadloom.engine.recall import Recall
+from threadloom.engine.items import Items, Recall
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
 

@@ -1,0 +1,404 @@
+"""Writing checkpoints and pending writes of one scope: one transaction per put.
+
+Engine layer. Invariants:
+- a checkpoint put is one transaction: its new values, its row and its metadata keys
+  commit together;
+- existing refs are never rewritten; an unchanged channel is reused without being
+  serialized, also after a restart (the parent's entries come from its row);
+- bodies are encoded outside the transaction; the GC epoch and the dictionary they
+  were packed with are checked inside it (`Scope.reserve`), and a stale plan is made again.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import apsw
+
+from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.content.content_store import Packed
+from threadloom.engine.format import keys
+from threadloom.engine.format.tables import (
+    CHECKPOINT_BODY,
+    CHECKPOINT_ROWS,
+    DOCUMENT_FIELDS,
+    INSERT_CHECKPOINT,
+    INSERT_KEY,
+    INSERT_VALUE,
+    INSERT_WRITE,
+    REPLACE_WRITE,
+    VALS,
+    WRITE_KEY,
+    WRITE_ROWS,
+)
+from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.threads import threadfacts, threadindex
+from threadloom.errors import CheckpointConflictError, ProtocolError
+from threadloom.protocol import WRITES, Known, Put, configurable, raw_value, read_entries
+
+#: Plans of at most this many values skip the query for already stored ones.
+SMALL_PLAN = 32
+
+
+class Writer:
+    """Writes the checkpoints and pending writes of one scope.
+
+    Args:
+        scope: the scope.
+    """
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+
+    def put(
+        self, config: Mapping[str, Any], checkpoint: Mapping[str, Any], metadata: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Store a checkpoint and the values it introduces in one transaction.
+
+        Returns:
+            The config of the stored checkpoint.
+
+        Raises:
+            ProtocolError: malformed config, checkpoint or metadata.
+            CheckpointConflictError: the id is stored with different content.
+        """
+        config = root_namespace(config)
+        conf = config["configurable"]
+        if not isinstance(metadata, Mapping):
+            raise ProtocolError(f"metadata must be a mapping, got {type(metadata).__name__}")
+        return self.scope.retrying(
+            lambda: self._put(
+                config,
+                checkpoint,
+                metadata,
+                conf["thread_id"],
+                conf["checkpoint_ns"],
+                conf.get("checkpoint_id"),
+            ),
+            "put",
+        )
+
+    def _put(
+        self,
+        config: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        metadata: Mapping[str, Any],
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+    ) -> dict[str, Any]:
+        scope = self.scope
+        content = scope.content
+        planned = scope.planned()  # before anything is recalled from memory
+        known = self._recall(thread_id, ns, parent_id, metadata)
+        plan = scope.planner.plan_checkpoint(config, checkpoint, metadata, known)
+        values = plan.puts[:-1]
+        document = plan.puts[-1]
+        stored = self._existing(thread_id, values)
+        fresh = [p for p in values if p.data["ref"] not in stored]
+        packs = content.pack_many(
+            [
+                *(value_body(p.data) for p in fresh),
+                {k: document.data[k] for k in CHECKPOINT_BODY},
+            ]
+        )
+        encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
+        head = packs[-1]
+        listed = _keys(plan.metadata, document.data["metadata"])
+        now = time.time()
+        with scope.file.write() as conn:
+            thread, seq, untitled = scope.reserve(
+                conn, thread_id, len(encoded) + 1, now, packs, planned
+            )
+            self.insert_values(conn, thread, thread_id, encoded, seq, now)
+            rows = fetchall(
+                conn,
+                INSERT_CHECKPOINT + " RETURNING id",
+                (
+                    thread,
+                    ns,
+                    document.data["checkpoint_id"],
+                    parent_id,
+                    2,
+                    seq + len(encoded),
+                    head.body,
+                    scope.seal(
+                        CHECKPOINT_ROWS,
+                        head.digest,
+                        thread_id,
+                        ns,
+                        document.data["checkpoint_id"],
+                        parent_id,
+                        2,
+                        int(listed is not None),
+                    ),
+                    now,
+                    len(head.keys),
+                    int(listed is not None),
+                ),
+            )
+            if not rows:
+                data = document.data
+                same_checkpoint(scope, conn, thread, data, {k: data[k] for k in CHECKPOINT_BODY})
+                scope.unheld(conn, thread, [head])
+            else:
+                content.link(conn, [head], now)
+                if listed:
+                    row = rows[0][0]
+                    conn.executemany(INSERT_KEY, [(row, key, value) for key, value in listed])
+                if ns == "":
+                    self._index(
+                        conn, thread, config, checkpoint, document.data["checkpoint_id"], untitled
+                    )
+            due = content.note_inline(conn, packs)
+        if due:
+            content.train()
+        scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
+        scope.memory.remember(
+            (thread_id, ns, document.data["checkpoint_id"]),
+            plan.known_refs(known),
+            plan.entries,
+        )
+        return plan.config
+
+    def put_writes(
+        self,
+        config: Mapping[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store pending writes: the first write of a (task, index) wins; special writes replace."""
+        config = root_namespace(config)
+        plan = self.scope.planner.plan_writes(config, writes, task_id, task_path or "")
+        if not plan.puts:
+            return
+        thread_id: str = config["configurable"]["thread_id"]
+        parts = [p for p in plan.puts if p.collection != WRITES]
+        documents = [p for p in plan.puts if p.collection == WRITES]
+        self.scope.retrying(lambda: self._put_writes(thread_id, parts, documents), "put_writes")
+
+    def _put_writes(self, thread_id: str, parts: Sequence[Put], documents: Sequence[Put]) -> None:
+        scope = self.scope
+        content = scope.content
+        planned = scope.planned()  # before the parts found stored are left out
+        stored = self._existing(thread_id, parts, always=True)
+        fresh = [p for p in parts if p.data["ref"] not in stored]
+        everything = content.pack_many(
+            [
+                *(value_body(p.data) for p in fresh),
+                *({"value": p.data["value"]} for p in documents),
+            ]
+        )
+        encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, everything, strict=False)]
+        rows = list(zip(documents, everything[len(fresh) :], strict=True))
+        now = time.time()
+        with scope.file.write() as conn:
+            thread, seq, _ = scope.reserve(
+                conn, thread_id, len(encoded) + len(rows), now, everything, planned
+            )
+            self.insert_values(conn, thread, thread_id, encoded, seq, now)
+            seq += len(encoded)
+            for offset, (put, packed) in enumerate(rows):
+                data = put.data
+                key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
+                sealed = (*key[1:], data["index"], data["task_path"], data["channel"], 2)
+                args = (
+                    *key,
+                    data["index"],
+                    data["task_path"],
+                    data["channel"],
+                    2,
+                    seq + offset,
+                    packed.body,
+                    scope.seal(WRITE_ROWS, packed.digest, thread_id, *sealed),
+                    now,
+                    len(packed.keys),
+                )
+                if put.if_version == 0:
+                    conn.execute(INSERT_WRITE, args)
+                    changed = conn.changes()
+                    if not changed:
+                        scope.unheld(conn, thread, [packed])
+                else:
+                    where = (*key, data["index"])
+                    threadindex.shrink(
+                        conn,
+                        thread,
+                        threadfacts.row_bytes(conn, content, "writes", WRITE_KEY, where),
+                    )
+                    content.unlink_rows(conn, "writes", WRITE_KEY, where)
+                    fetchall(conn, REPLACE_WRITE, args)
+                    changed = 1
+                if packed.keys and changed:
+                    content.link(conn, [packed], now)
+            due = content.note_inline(conn, everything)
+        if due:
+            content.train()
+
+    def insert_values(
+        self,
+        conn: apsw.Connection,
+        thread: int,
+        thread_id: str,
+        encoded: Sequence[tuple[str, Packed]],
+        seq: int,
+        now: float,
+    ) -> None:
+        """Insert value rows (insert-only), counting the blocks of the chunked ones."""
+        scope = self.scope
+
+        def sealed(ref: str, packed: Packed) -> bytes:
+            return scope.seal(VALS, packed.digest, thread_id, ref)
+
+        inline = [
+            (thread, ref, seq + i, packed.body, sealed(ref, packed), now, 0)
+            for i, (ref, packed) in enumerate(encoded)
+            if not packed.keys
+        ]
+        stored: list[Packed] = []
+        if inline:
+            inserted = {r[0] for r in conn.executemany(INSERT_VALUE + " RETURNING ref", inline)}
+            if len(inserted) < len(inline):
+                stored += [p for ref, p in encoded if not p.keys and ref not in inserted]
+        for i, (ref, packed) in enumerate(encoded):
+            if packed.keys:
+                # One at a time: a row already stored must not count its blocks twice.
+                conn.execute(
+                    INSERT_VALUE,
+                    (thread, ref, seq + i, packed.body, sealed(ref, packed), now, len(packed.keys)),
+                )
+                if conn.changes():
+                    self.scope.content.link(conn, [packed], now)
+                else:
+                    stored.append(packed)
+        # `reserve` counted these rows' bytes; the thread held them already.
+        scope.unheld(conn, thread, stored)
+
+    def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
+        """Return which planned values the thread already stores (one query).
+
+        A plan made with warm memory holds only new values, so small plans skip the
+        query unless `always`: INSERT ... ON CONFLICT DO NOTHING leaves stored values
+        untouched either way; the query only saves compressing them again.
+        """
+        if not puts or (not always and len(puts) <= SMALL_PLAN):
+            return set()
+        with self.scope.file.read() as conn:
+            thread = self.scope.thread(conn, thread_id)
+            if thread is None:
+                return set()
+            rows = fetchall(
+                conn,
+                "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
+                (thread, ids(p.data["ref"] for p in puts)),
+            )
+        return {r[0] for r in rows}
+
+    def _recall(
+        self, thread_id: str, ns: str, parent_id: str | None, metadata: Mapping[str, Any]
+    ) -> Known:
+        parents = metadata.get("parents")
+        ancestors = list(parents.items()) if isinstance(parents, Mapping) else []
+        parent = (ns, parent_id) if parent_id else None
+        known = self.scope.memory.recall(thread_id, parent, ancestors)
+        if parent_id is None or known.entries:
+            return known
+        entries = self._parent_entries(thread_id, ns, parent_id)
+        if not entries:
+            return known
+        return Known(known.refs, entries)
+
+    def _parent_entries(
+        self, thread_id: str, ns: str, parent_id: str
+    ) -> dict[str, tuple[Any, dict[str, Any]]]:
+        """Read the parent's channel entries from its row (after a restart)."""
+        scope = self.scope
+        with scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                f"SELECT c.body, {CHECKPOINT_ROWS.unsealed('c')} FROM checkpoints c "
+                "JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope "
+                "WHERE t.scope = ? AND t.thread_id = ? AND c.checkpoint_ns = ? AND "
+                "c.checkpoint_id = ? AND c.schema = 2",
+                (scope.id, thread_id, ns, parent_id),
+            )
+            if not rows:
+                return {}
+            stored = scope.content.unpack(conn, rows[0][0], rows[0][1], f"checkpoint {parent_id}")
+        if "parts" in stored["checkpoint"]:
+            return {}
+        parent = scope.planner.loads(raw_value(stored["checkpoint"], {}))
+        return read_entries(stored["channels"], parent.get("channel_versions") or {})
+
+    def _index(
+        self,
+        conn: apsw.Connection,
+        thread: int,
+        config: Mapping[str, Any],
+        checkpoint: Mapping[str, Any],
+        checkpoint_id: str,
+        untitled: bool,
+    ) -> None:
+        """Keep the thread index of a root checkpoint just inserted (threadindex.py); a
+        title is looked for only while the thread has none."""
+        scope = self.scope
+        values = checkpoint.get("channel_values") or {}
+        messages = values.get(scope.messages_channel) if isinstance(values, Mapping) else None
+        threadindex.note_checkpoint(
+            conn,
+            thread,
+            checkpoint_id,
+            len(messages) if isinstance(messages, (list, tuple)) else 0,
+            threadindex.derived_title(messages) if untitled else None,
+            threadindex.owner_of(config["configurable"], scope.owner_keys),
+        )
+
+
+def same_checkpoint(
+    scope: Scope, conn: apsw.Connection, thread: int, data: Mapping[str, Any], body: dict[str, Any]
+) -> None:
+    """Accept a re-put of a stored checkpoint only when it is identical (create-only).
+
+    Raises:
+        CheckpointConflictError: the stored checkpoint differs.
+    """
+    rows = fetchall(
+        conn,
+        f"SELECT c.parent_id, c.schema, c.body, {CHECKPOINT_ROWS.unsealed('c')} "
+        "FROM checkpoints c JOIN threads t ON c.thread = t.id JOIN scopes s ON s.id = t.scope "
+        "WHERE c.thread = ? AND c.checkpoint_ns = ? AND c.checkpoint_id = ?",
+        (thread, data["checkpoint_ns"], data["checkpoint_id"]),
+    )
+    parent_id, schema, stored_body, digest = rows[0]
+    stored = scope.content.unpack(conn, stored_body, digest, f"checkpoint {data['checkpoint_id']}")
+    if parent_id != data.get("parent_id") or schema != data["_schema"] or stored != body:
+        raise CheckpointConflictError(
+            f"checkpoint {data['checkpoint_id']!r} of thread {data['thread_id']!r} is already "
+            "stored with different content; checkpoint ids are create-only, use a new id"
+        )
+
+
+def root_namespace(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Validate `config`; an absent or None `checkpoint_ns` means the root namespace `""`."""
+    conf = configurable(config)
+    if conf.get("checkpoint_ns") is not None:
+        return config
+    return {**config, "configurable": {**conf, "checkpoint_ns": ""}}
+
+
+def value_body(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The body of a value document: its fields without those that live in columns."""
+    fields = DOCUMENT_FIELDS["vals"]
+    return {k: v for k, v in data.items() if k not in fields}
+
+
+def _keys(
+    metadata: Mapping[str, Any] | None, stored: Mapping[str, Any]
+) -> list[tuple[str, Any]] | None:
+    """The metadata key rows of a checkpoint, or None when its metadata is not plain text."""
+    if metadata is None or stored.get("kind") not in keys.PLAIN_KINDS:
+        return None
+    return keys.rows_of(metadata)

@@ -1,0 +1,29 @@
+"""Conversations as records over a scope's checkpoints: transcript tails, checkpoint
+history and pending interrupts, run leases, erasure of an owner, and retention.
+
+The thread index they page lives one room down (`engine.threads`), since every
+checkpoint write keeps it. Outer layers use the names below.
+"""
+
+from threadloom.engine.conversations.erasure import Erased
+from threadloom.engine.conversations.leases import Held, Leases
+from threadloom.engine.conversations.retention import (
+    Progress,
+    RetentionReport,
+    ThreadExpired,
+    ThreadPruned,
+)
+from threadloom.engine.conversations.transcript import Tail, plain_elements, transcript_json
+
+__all__ = [
+    "Erased",
+    "Held",
+    "Leases",
+    "Progress",
+    "RetentionReport",
+    "Tail",
+    "ThreadExpired",
+    "ThreadPruned",
+    "plain_elements",
+    "transcript_json",
+]

@@ -1,0 +1,157 @@
+"""Erasing an owner: every thread the index gives them, and their Store namespaces.
+
+Engine layer. One write transaction removes the owner's threads (checkpoints, pending
+writes, values, metadata keys, index rows, leases) and every Store item under the given
+namespace prefixes, so a crash leaves either all of it or none of it. Blocks no other
+row references are released by the deletion and swept once the grace period has passed
+(docs/FORMAT.md, format 2): the blocks of an erased owner leave the file by the next
+collection after the grace, or at once with `threadloom compact`; deleted rows are
+overwritten in place (`PRAGMA secure_delete` during the erasure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import apsw
+
+from threadloom.engine.checkpoints.maintenance import Maintenance
+from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.conversations.leases import Leases
+from threadloom.engine.items.rows import Items, now_us, prefix_clause
+from threadloom.engine.items.vectors import stored_index
+from threadloom.engine.sql import fetchall, ids
+from threadloom.errors import InvalidArgumentError
+
+
+@dataclass
+class Erased:
+    """What an erasure removed (or, in a dry run, would remove)."""
+
+    owner: str
+    threads: list[str] = field(default_factory=list)
+    checkpoints: int = 0
+    writes: int = 0
+    values: int = 0
+    items: int = 0
+    namespaces: list[list[str]] = field(default_factory=list)
+    applied: bool = True
+
+    def as_json(self) -> dict[str, object]:
+        """A JSON-ready dict."""
+        return {
+            "owner": self.owner,
+            "applied": self.applied,
+            "threads": list(self.threads),
+            "checkpoints": self.checkpoints,
+            "writes": self.writes,
+            "values": self.values,
+            "items": self.items,
+            "namespaces": [list(n) for n in self.namespaces],
+        }
+
+
+def erase(
+    scope: Scope,
+    maintenance: Maintenance,
+    owner: str,
+    prefixes: Sequence[Sequence[str]],
+    *,
+    apply: bool = True,
+    force: bool = False,
+) -> Erased:
+    """Remove every thread of `owner` in the scope and the Store items under `prefixes`.
+
+    A thread a run holds the lease of (engine/conversations/leases.py) would be written
+    again by that run: the erasure is refused, nothing changed, unless `force` (the run
+    then loses its lease at its next renewal). Deleted rows are overwritten in the file's pages
+    (`secure_delete`), so the bytes of an erased owner do not linger in free pages.
+
+    Raises:
+        InvalidArgumentError: an empty owner, an empty prefix (it names every item) or a
+            label a namespace cannot hold.
+        ThreadBusyError: a thread of the owner is leased by a live run (and not `force`).
+    """
+    if not isinstance(owner, str) or not owner:
+        raise InvalidArgumentError("owner must be a non-empty str")
+    checked = [_prefix(p) for p in prefixes]
+    report = Erased(owner, namespaces=[list(p) for p in checked], applied=apply)
+    file = scope.file
+    with file.read() if not apply else file.write() as conn:
+        threads = fetchall(
+            conn,
+            "SELECT id, thread_id FROM threads WHERE scope = ? AND owner = ?",
+            (scope.id, owner),
+        )
+        threads.sort(key=lambda row: str(row[1]))
+        report.threads = [str(name) for _, name in threads]
+        numbers = [int(row) for row, _ in threads]
+        if not force:
+            leases = Leases(file, scope.id if scope.id is not None else -1)
+            for name in report.threads:
+                leases.refuse_if_held(conn, name, "stop that run and erase again (or force=True)")
+        if not apply:
+            for table in ("checkpoints", "writes", "vals"):
+                count = fetchall(
+                    conn, f"SELECT count(*) FROM {table} WHERE thread IN carray(?)", (ids(numbers),)
+                )[0][0]
+                setattr(report, _FIELD[table], int(count))
+            report.items = sum(_items_under(conn, p) for p in checked)
+            return report
+        conn.execute("PRAGMA secure_delete = ON")
+        for row in numbers:
+            gone = maintenance.delete_rows(conn, row)
+            report.checkpoints += gone["checkpoints"]
+            report.writes += gone["writes"]
+            report.values += gone["vals"]
+        if report.threads:
+            conn.execute(
+                "DELETE FROM leases WHERE scope = ? AND thread_id IN carray(?)",
+                (scope.id, ids(report.threads)),
+            )
+        if checked:
+            store = Items(file, stored_index(conn))
+            now = now_us()
+            report.items = sum(store.purge_in(conn, p, now) for p in checked)
+        if numbers or report.items:
+            scope.bump_epoch(conn)
+            scope.content.sweep(conn, scope.grace)
+    if apply:
+        with file.connection() as conn:
+            conn.execute("PRAGMA secure_delete = OFF")
+    for row, name in threads:
+        scope.forget_thread(str(name), int(row))
+    return report
+
+
+_FIELD = {"checkpoints": "checkpoints", "writes": "writes", "vals": "values"}
+
+
+def _prefix(prefix: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(prefix, str) or not all(isinstance(label, str) for label in prefix):
+        raise InvalidArgumentError(f"a Store namespace prefix is a tuple of labels, not {prefix!r}")
+    if not prefix:
+        raise InvalidArgumentError(
+            "an empty Store namespace prefix names every item of every owner; name the "
+            "owner's namespaces, e.g. (owner,) or (tenant, 'user', owner)"
+        )
+    for label in prefix:
+        if not label or "." in label or "\0" in label:
+            raise InvalidArgumentError(
+                f"the Store namespace prefix {prefix!r} holds the label {label!r}, which no "
+                "namespace can hold (empty, '.' or NUL); encode identities with "
+                "threadloom.langgraph.memories.encode_label, as OwnerStore does (or pass "
+                "threadloom.langgraph.conversations.OWNER in the owner's place)"
+            )
+    return tuple(prefix)
+
+
+def _items_under(conn: apsw.Connection, prefix: Sequence[str]) -> int:
+    clause, args = prefix_clause(prefix)
+    rows = fetchall(
+        conn,
+        f"SELECT count(*) FROM store_items x JOIN store_namespaces n ON n.id = x.ns WHERE {clause}",
+        args,
+    )
+    return int(rows[0][0])

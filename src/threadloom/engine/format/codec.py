@@ -1,0 +1,279 @@
+"""Physical framing of one stored body: msgpack, then raw, zstd, zstd with a dictionary,
+or a list of content blocks (see docs/FORMAT.md, "Bodies").
+
+Pure functions and small value classes: no SQL here (engine/content/content_store.py
+owns the tables).
+
+Invariant: nothing decoded here is returned unless its blake3 digest matches the one
+recorded when it was written (`digest` for a whole body, the block key for a block).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Final, Generic, TypeVar
+
+import blake3
+import zstandard
+
+from threadloom.errors import CorruptionError
+
+#: Bytes of the blake3 digest stored beside every body (end-to-end check of the msgpack).
+DIGEST_SIZE: Final = 16
+#: Bytes of a block key: the full blake3 of the block, so sharing needs no collision luck.
+KEY_SIZE: Final = 32
+
+RAW: Final = 0
+"""Body mode: the msgpack follows as is."""
+ZSTD: Final = 1
+"""Body mode: a zstd frame without dictionary follows."""
+ZSTD_DICT: Final = 2
+"""Body mode: a varint dictionary id, then a zstd frame made with that dictionary."""
+BLOCKS: Final = 3
+"""Body mode: the keys of the content blocks whose concatenation is the msgpack."""
+BLOCK_LIST: Final = 4
+"""Body mode: the key of one block holding the keys of a BLOCKS body (without the mode
+byte): long lists are shared too (a part whose content did not change lists the same)."""
+
+_COMPRESS_FROM: Final = 64
+_LEVEL: Final = 3
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Pool(Generic[T]):
+    """Objects that are costly to build and not thread-safe (zstd contexts), lent one at a time.
+
+    LangGraph checkpoints from short-lived executor threads, so thread-locals would churn.
+    """
+
+    def __init__(self, factory: Callable[[], T], keep: int = 16) -> None:
+        self._factory = factory
+        self._keep = keep
+        self._idle: list[T] = []
+        self._lock = threading.Lock()
+
+    def run(self, use: Callable[[T], R]) -> R:
+        """`use(item)` with an item of the pool: `lend` without a context manager, for the
+        hot paths (list pop and append are atomic, so no lock is needed)."""
+        try:
+            item = self._idle.pop()
+        except IndexError:
+            item = self._factory()
+        try:
+            return use(item)
+        finally:
+            if len(self._idle) < self._keep:
+                self._idle.append(item)
+
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[T]:
+        with self._lock:
+            item = self._idle.pop() if self._idle else None
+        if item is None:
+            item = self._factory()
+        try:
+            yield item
+        finally:
+            with self._lock:
+                if len(self._idle) < self._keep:
+                    self._idle.append(item)
+
+
+_plain_compressors = Pool(lambda: zstandard.ZstdCompressor(level=_LEVEL))
+_plain_decompressors = Pool(zstandard.ZstdDecompressor)
+
+
+class Dictionary:
+    """A zstd dictionary trained from a file's own bodies, with pooled contexts for it."""
+
+    def __init__(self, ident: int, data: bytes) -> None:
+        self.ident = ident
+        self.data = data
+        self._dict = zstandard.ZstdCompressionDict(data)
+        self._dict.precompute_compress(level=_LEVEL)
+        self._header = bytes((ZSTD_DICT,)) + varint(ident)
+        self._compressors = Pool(
+            lambda: zstandard.ZstdCompressor(level=_LEVEL, dict_data=self._dict)
+        )
+        self._decompressors = Pool(lambda: zstandard.ZstdDecompressor(dict_data=self._dict))
+
+    def compress(self, raw: bytes) -> bytes:
+        return self._header + self._compressors.run(lambda c: c.compress(raw))
+
+    def decompress(self, frame: bytes | memoryview) -> bytes:
+        return self._decompressors.run(lambda d: d.decompress(frame))
+
+
+def digest(raw: bytes | memoryview) -> bytes:
+    """Return the truncated blake3 digest recorded beside every body."""
+    return blake3.blake3(raw).digest(length=DIGEST_SIZE)
+
+
+def block_key(raw: bytes | memoryview) -> bytes:
+    """Return the key of a content block: its full blake3 digest."""
+    return blake3.blake3(raw).digest()
+
+
+def varint(value: int) -> bytes:
+    """LEB128 encoding of a non-negative integer."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def read_varint(body: bytes | memoryview, at: int) -> tuple[int, int]:
+    """Decode a LEB128 integer at `at`; return (value, offset after it)."""
+    value = shift = 0
+    while True:
+        byte = body[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def frame(raw: bytes, dictionary: Dictionary | None) -> bytes:
+    """Frame `raw` inline: zstd (with `dictionary` when given) if that is smaller, else raw."""
+    if len(raw) >= _COMPRESS_FROM:
+        if dictionary is not None:
+            squeezed = dictionary.compress(raw)
+        else:
+            squeezed = bytes((ZSTD,)) + _plain_compressors.run(lambda c: c.compress(raw))
+        if len(squeezed) <= len(raw):
+            return squeezed
+    return bytes((RAW,)) + raw
+
+
+#: Blocks framed in one call above this many bytes in all are split over two threads.
+_PARALLEL_FROM: Final = 1024 * 1024
+_helper: tuple[int, concurrent.futures.ThreadPoolExecutor] | None = None
+_helper_lock = threading.Lock()
+
+
+def _second_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """One worker thread for the process (made again after a fork, whose threads are gone)."""
+    global _helper
+    with _helper_lock:
+        if _helper is None or _helper[0] != os.getpid():
+            _helper = (
+                os.getpid(),
+                concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="threadloom-zstd"),
+            )
+        return _helper[1]
+
+
+def _frame_all(pieces: Sequence[bytes | memoryview]) -> list[bytes]:
+    with _plain_compressors.lend() as compressor:
+        out = []
+        for raw in pieces:
+            squeezed = compressor.compress(raw)
+            out.append(
+                bytes((ZSTD,)) + squeezed if len(squeezed) < len(raw) else bytes((RAW,)) + raw
+            )
+        return out
+
+
+def frame_blocks(pieces: Sequence[bytes | memoryview]) -> list[bytes]:
+    """`frame_block` of each piece; a large batch is compressed on two threads (zstd
+    releases the GIL), so a big value's blocks take about half the time on two cores."""
+    if len(pieces) < 2 or sum(len(p) for p in pieces) < _PARALLEL_FROM:
+        return _frame_all(pieces)
+    half = len(pieces) // 2
+    later = _second_thread().submit(_frame_all, pieces[half:])
+    return _frame_all(pieces[:half]) + later.result()
+
+
+def frame_block(raw: bytes | memoryview) -> bytes:
+    """Frame one content block: zstd without dictionary if smaller, else raw.
+
+    Blocks never use a dictionary: they are shared and kept for as long as anything
+    references them, while dictionaries are retrained and retired.
+    """
+    squeezed = _plain_compressors.run(lambda c: c.compress(raw))
+    if len(squeezed) < len(raw):
+        return bytes((ZSTD,)) + squeezed
+    return bytes((RAW,)) + bytes(raw)
+
+
+def unframe(body: bytes, dictionaries: Callable[[int], Dictionary], name: str) -> bytes:
+    """Return the msgpack of an inline body (mode RAW, ZSTD or ZSTD_DICT).
+
+    Args:
+        body: the stored body.
+        dictionaries: returns the dictionary of an id (may raise).
+        name: how to name the document in an error.
+
+    Raises:
+        CorruptionError: bad header or bad zstd frame.
+    """
+    try:
+        mode = body[0]
+        if mode == ZSTD:
+            return _plain_decompressors.run(lambda d: d.decompress(memoryview(body)[1:]))
+        if mode == RAW:
+            return body[1:]
+        if mode == ZSTD_DICT:
+            ident, start = read_varint(body, 1)
+            return dictionaries(ident).decompress(memoryview(body)[start:])
+        raise ValueError(f"unknown body mode {mode}")
+    except (IndexError, ValueError, zstandard.ZstdError) as exc:
+        raise CorruptionError(
+            f"{name} is damaged ({exc}); restore the file from a backup"
+        ) from None
+
+
+def unframe_block(body: bytes, key: bytes, name: str) -> bytes:
+    """Return the bytes of a stored block, checked against its key.
+
+    Raises:
+        CorruptionError: bad header, bad frame or a digest that is not the key.
+    """
+    try:
+        mode = body[0]
+        if mode == ZSTD:
+            raw = _plain_decompressors.run(lambda d: d.decompress(memoryview(body)[1:]))
+        elif mode == RAW:
+            raw = body[1:]
+        else:
+            raise ValueError(f"unknown block mode {mode}")
+    except (IndexError, ValueError, zstandard.ZstdError) as exc:
+        raise CorruptionError(
+            f"block {key.hex()[:16]} of {name} is damaged ({exc}); restore the file from a backup"
+        ) from None
+    if block_key(raw) != key:
+        raise CorruptionError(
+            f"block {key.hex()[:16]} of {name} is damaged (blake3 mismatch); "
+            "restore the file from a backup"
+        )
+    return raw
+
+
+def block_keys(body: bytes, start: int = 1) -> list[bytes]:
+    """Return the block keys of a BLOCKS body (or, with `start=0`, of a list block)."""
+    if (len(body) - start) % KEY_SIZE:
+        raise ValueError("block list length is not a multiple of the key size")
+    return [body[i : i + KEY_SIZE] for i in range(start, len(body), KEY_SIZE)]
+
+
+def check(raw: bytes, expected: bytes, name: str) -> None:
+    """Raise CorruptionError unless `raw` has the recorded digest."""
+    if digest(raw) != bytes(expected):
+        raise CorruptionError(
+            f"{name} is damaged (blake3 mismatch: its body, its digest or a column that "
+            "identifies it changed); restore the file from a backup"
+        )

@@ -1,0 +1,23 @@
+"""The Store's items: rows, namespaces and TTLs, the filter index (field keys), the text
+index, JSON checks, the vector index and its candidates, searches, and their checks.
+
+Outer layers (the LangGraph Store, the viewer) use the names below.
+"""
+
+from threadloom.engine.items.jsontext import check_json, check_text
+from threadloom.engine.items.recall import Recall
+from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
+from threadloom.engine.items.vectors import VectorIndex
+
+__all__ = [
+    "MINUTE",
+    "Items",
+    "Recall",
+    "Stored",
+    "VectorIndex",
+    "Write",
+    "check_json",
+    "check_text",
+    "now_us",
+    "time_us",
+]

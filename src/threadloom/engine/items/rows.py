@@ -1,0 +1,535 @@
+"""The Store's items: namespaces, bodies, the filter index, TTLs (docs/FORMAT.md, format 5).
+
+Engine layer: all of the Store's SQL but its searches (`engine/items/recall.py`). An item's
+value is JSON text, packed by the content store like every body and sealed to its
+namespace and key (`tables.STORE_ITEMS`). Writes run in one transaction per batch and
+keep the filter index (`fieldkeys.fields`), the text index and the vectors in step with
+the bodies; deleting an item deletes its index rows (foreign keys and triggers), so no
+search can meet a stale vector or token.
+
+Times are integer microseconds since the epoch (UTC).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any, Final
+
+import apsw
+
+from threadloom.engine.content.blocks import Packed
+from threadloom.engine.file import File
+from threadloom.engine.format import seal
+from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
+from threadloom.engine.format.tables import STORE_ITEMS
+from threadloom.engine.format.text import TOKENIZER
+from threadloom.engine.items import fieldkeys
+from threadloom.engine.items.jsontext import encode_value
+from threadloom.engine.sql import fetchall, ids
+from threadloom.errors import CorruptionError
+from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
+
+if TYPE_CHECKING:
+    from threadloom.engine.items.vectors import VectorIndex
+
+#: One minute, in the unit of the item times.
+MINUTE: Final = 60_000_000
+
+_NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
+_CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
+#: An item about to be replaced or deleted: id, namespace name, key, body, digest, blocks.
+_OLD: Final = "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks"
+_OLD_WHERE: Final = (
+    " FROM store_items x WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) "
+    "AND x.key = ?2"
+)
+_OLD_NAMED: Final = (
+    "SELECT x.id, n.name, x.key, x.body, x.digest, x.blocks FROM store_items x" + _NAMED
+)
+#: How many identity digests `Items` keeps (about 100 bytes each).
+_IDENTITIES: Final = 4096
+#: The columns of a `Stored` item (x = store_items, n = store_namespaces).
+#: The digest is read as stored (sealed): `decode` unseals it with the row's name and key.
+_COLUMNS: Final = (
+    "x.id, {name}, x.key, x.body, x.digest, x.created_at, x.updated_at, x.expires_at, x.ttl"
+)
+ITEM_COLUMNS: Final = _COLUMNS.format(name="n.name")
+#: An item of one namespace named by `?1` (a subquery: SQLite plans it faster than a join).
+_IN_NAMESPACE: Final = (
+    f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
+    "WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) AND x.key = ?2"
+)
+
+
+def now_us() -> int:
+    """The current time in item-time units."""
+    return time.time_ns() // 1000
+
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def time_us(moment: datetime) -> int:
+    """A datetime in item-time units (a naive one is taken as UTC, as SQLite writes it)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+@dataclass(slots=True)
+class Stored:
+    """An item as read: times in microseconds, `score` set by searches that rank."""
+
+    id: int
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: int
+    updated_at: int
+    expires_at: int | None
+    ttl: float | None
+    score: float | None = None
+
+
+@dataclass
+class Write:
+    """One put (or, with `value` None, one delete) of a batch.
+
+    Attributes:
+        texts: the item's indexed text (one string per indexed field), or None to keep
+            it out of the text index.
+        vectors: (field path, embedding) per indexed field, or None for none.
+        ttl: minutes until the item expires unless read (None: never).
+        checked: `value` already passed `check_json`.
+        created_at, updated_at: the item's times (microseconds) when it brings its own,
+            as a migrated item does (None: the batch's time; a replaced item keeps its
+            `created_at`).
+        create_only: write the item only where its key is not stored yet (a stored one
+            is left as it is).
+    """
+
+    namespace: tuple[str, ...]
+    key: str
+    value: Mapping[str, Any] | None
+    ttl: float | None = None
+    texts: list[str] | None = None
+    vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
+    checked: bool = False
+    created_at: int | None = None
+    updated_at: int | None = None
+    create_only: bool = False
+
+
+def namespace_name(namespace: Sequence[str]) -> str:
+    """A namespace as stored: its labels joined by `.` (which no label holds)."""
+    return ".".join(namespace)
+
+
+def prefix_clause(prefix: Sequence[str], column: str = "n.name") -> tuple[str, list[str]]:
+    """SQL (and its arguments) that holds for the namespaces under `prefix`."""
+    if not prefix:
+        return "1", []
+    name = namespace_name(prefix)
+    return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [name, name + ".", name + "/"]
+
+
+class Items:
+    """The Store's items on one file.
+
+    Args:
+        file: the open file (format 5 or later).
+        vectors: the vector index, or None when the store embeds nothing.
+    """
+
+    def __init__(self, file: File, vectors: VectorIndex | None = None) -> None:
+        self.file = file
+        self.vectors = vectors
+        self._tokenizer: Any = None
+        #: A write made a dictionary training due (`after_write` runs it).
+        self._train_due = False
+        #: Field path numbers read from committed rows (never deleted, so never stale).
+        self._path_ids: dict[str, int] = {}
+        self._local = threading.local()
+        #: Identity digests of recently read items (the seal's half that never changes).
+        self._identities: dict[tuple[str, str], bytes] = {}
+        self._prefixes: dict[str, str] = {}
+
+    # -- text ------------------------------------------------------------------------------
+
+    def tokens(self, text: str) -> list[str]:
+        """The text index's tokens of `text` (lower case, without diacritics)."""
+        if self._tokenizer is None:
+            # A private in-memory connection: the tokenizer lives as long as it does.
+            self._tokenizer = apsw.Connection(":memory:").fts5_tokenizer(
+                TOKENIZER[0], list(TOKENIZER[1])
+            )
+        found = self._tokenizer(
+            text.encode("utf-8", "surrogatepass"),
+            apsw.FTS5_TOKENIZE_DOCUMENT,
+            None,
+            include_offsets=False,
+        )
+        return [t[0] for t in found]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def write(self, conn: apsw.Connection, writes: Sequence[Write], now: int) -> int:
+        """Apply puts and deletes inside the caller's write transaction (last one per key
+        wins); the caller calls `committed()` once that transaction commits. Return how
+        many puts were written (a create-only put of a stored key is not)."""
+        self.begin()
+        last: dict[tuple[tuple[str, ...], str], Write] = {}
+        for w in writes:
+            last[(tuple(w.namespace), w.key)] = w
+        if not last:
+            return 0
+        content = self.file.content
+        epoch = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
+        if content.epoch != (int(epoch[0][0]) if epoch else 0):
+            content.reload(conn)
+        puts = [w for w in last.values() if w.value is not None]
+        present = self._present(conn, puts)
+        puts = [
+            w
+            for w in puts
+            if not (w.create_only and (namespace_name(w.namespace), w.key) in present)
+        ]
+        raws = [encode_value(w.value, checked=w.checked) for w in puts if w.value is not None]
+        packs = [content.pack_raw(raw) for raw in raws]
+        content.prepare(packs, conn)
+        for w in last.values():
+            if w.value is None:
+                self._delete(conn, w.namespace, w.key, now)
+        # Namespace ids read by this transaction (deletes above may have removed some).
+        known: dict[str, int] = {}
+        embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
+        fields: list[tuple[int, bytes, int]] = []
+        texts: list[tuple[int, str]] = []
+        for w, raw, packed in zip(puts, raws, packs, strict=True):
+            old = present.get((namespace_name(w.namespace), w.key))
+            item = self._put(conn, w, len(raw), packed, now, known, old, fields, texts)
+            embedded.append((item, w.vectors or []))
+        # One statement each for the whole batch's index rows.
+        conn.executemany(
+            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)", fields
+        )
+        conn.executemany("INSERT INTO store_text(rowid, text) VALUES(?, ?)", texts)
+        if self.vectors is not None:
+            self.vectors.replace_many(conn, embedded)
+        if content.note_inline(conn, packs):
+            self._train_due = True
+        return len(puts)
+
+    def after_write(self) -> None:
+        """Retrain the content dictionary when a write made it due (outside the write)."""
+        if self._train_due:
+            self._train_due = False
+            self.file.content.train()
+
+    def _namespace(
+        self, conn: apsw.Connection, namespace: Sequence[str], known: dict[str, int]
+    ) -> int:
+        """The namespace's row id, made if needed (`known`: ids this transaction read)."""
+        name = namespace_name(namespace)
+        found = known.get(name)
+        if found is not None:
+            return found
+        rows = fetchall(conn, "SELECT id FROM store_namespaces WHERE name = ?", (name,))
+        if not rows:
+            rows = fetchall(
+                conn,
+                "INSERT INTO store_namespaces(name, depth) VALUES(?, ?) RETURNING id",
+                (name, len(namespace)),
+            )
+        known[name] = int(rows[0][0])
+        return known[name]
+
+    def _present(
+        self, conn: apsw.Connection, puts: Sequence[Write]
+    ) -> dict[tuple[str, str], Sequence[Any]]:
+        """The stored rows (`_OLD` + created_at) of the items `puts` replace, by (namespace
+        name, key): one query per namespace of the batch."""
+        keys: dict[str, list[str]] = {}
+        for w in puts:
+            keys.setdefault(namespace_name(w.namespace), []).append(w.key)
+        found: dict[tuple[str, str], Sequence[Any]] = {}
+        for name, wanted in keys.items():
+            rows = fetchall(
+                conn,
+                _OLD + ", x.created_at FROM store_items x WHERE x.ns = "
+                "(SELECT id FROM store_namespaces WHERE name = ?1) AND x.key IN carray(?2)",
+                (name, ids(wanted)),
+            )
+            found.update(((name, str(row[2])), row) for row in rows)
+        return found
+
+    def _put(
+        self,
+        conn: apsw.Connection,
+        w: Write,
+        size: int,
+        packed: Packed,
+        now: int,
+        known: dict[str, int],
+        stored: Sequence[Any] | None,
+        fields: list[tuple[int, bytes, int]],
+        texts: list[tuple[int, str]],
+    ) -> int:
+        """Write one item's row (`stored`: the row it replaces), adding its filter and text
+        rows to `fields` and `texts`; return its row id."""
+        name = namespace_name(w.namespace)
+        digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
+        expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
+        value = w.value or {}
+        rows, complete = fieldkeys.fields(value)
+        terms = None
+        if w.texts is not None:
+            terms = len({t for text in w.texts for t in self.tokens(text)})
+        old = [stored] if stored is not None else []
+        if old:
+            item, body, blocks, created = old[0][0], old[0][3], old[0][5], old[0][6]
+            if blocks:
+                self.file.content.unlink(conn, [body], now / 1e6)
+            self._unindex(conn, old)
+            conn.execute(
+                "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
+                "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
+                (
+                    packed.body,
+                    digest,
+                    len(packed.keys),
+                    size,
+                    max(now, int(created)) if w.updated_at is None else w.updated_at,
+                    expires,
+                    w.ttl,
+                    int(not complete),
+                    terms,
+                    item,
+                ),
+            )
+            conn.execute("DELETE FROM store_text WHERE rowid = ?", (item,))
+        else:
+            made = fetchall(
+                conn,
+                "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
+                "updated_at, expires_at, ttl, partial, terms) "
+                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                (
+                    self._namespace(conn, w.namespace, known),
+                    w.key,
+                    packed.body,
+                    digest,
+                    len(packed.keys),
+                    size,
+                    now if w.created_at is None else w.created_at,
+                    now if w.updated_at is None else w.updated_at,
+                    expires,
+                    w.ttl,
+                    int(not complete),
+                    terms,
+                ),
+            )
+            item = int(made[0][0])
+        self.file.content.link(conn, [packed], now / 1e6)
+        paths = self._paths(conn, [path for path, _ in rows])
+        fields.extend((paths[path], found, item) for path, found in rows)
+        if w.texts:
+            texts.append((item, "\n".join(w.texts)))
+        if self.vectors is None and old:
+            # A store without embeddings replaced the value: its old vectors would be stale.
+            conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
+        return int(item)
+
+    def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
+        rows = fetchall(conn, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
+        self._drop(conn, rows, now)
+
+    def _paths(self, conn: apsw.Connection, paths: Iterable[str]) -> dict[str, int]:
+        """The numbers of field paths, numbering the new ones.
+
+        Paths are never deleted, so a committed number stays right and is remembered; a
+        number read or made in this write transaction is remembered only once it commits
+        (`committed`): a rolled-back number is given to the next new path.
+        """
+        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
+        out: dict[str, int] = {}
+        for path in paths:
+            found = self._path_ids.get(path)
+            if found is None and fresh is not None:
+                found = fresh.get(path)
+            if found is None:
+                rows = fetchall(
+                    conn,
+                    "INSERT INTO store_paths(path) VALUES(?) ON CONFLICT(path) DO UPDATE "
+                    "SET path = excluded.path RETURNING id",
+                    (path,),
+                )
+                found = int(rows[0][0])
+                if fresh is not None:
+                    fresh[path] = found
+            out[path] = found
+        return out
+
+    def begin(self) -> None:
+        """Start remembering the path numbers this thread's write transaction reads."""
+        self._local.fresh = {}
+
+    def committed(self) -> None:
+        """The write transaction `begin` started committed: keep its path numbers."""
+        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
+        self._local.fresh = None
+        if fresh:
+            self._path_ids.update(fresh)
+
+    def _unindex(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> None:
+        """Delete the filter index rows of items given as `_OLD` rows, found from their
+        values (a value that cannot be decoded: by a scan of the index)."""
+        doomed: list[tuple[int, bytes, int]] = []
+        for row in rows:
+            item = int(row[0])
+            try:
+                (stored,) = self.decode(conn, [(*row[:5], 0, 0, None, None)])
+            except CorruptionError:
+                conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
+                continue
+            found, _ = fieldkeys.fields(stored.value)
+            paths = self._paths(conn, [path for path, _ in found])
+            doomed.extend((paths[path], key, item) for path, key in found)
+        conn.executemany(
+            "DELETE FROM store_fields WHERE path = ? AND value = ? AND item = ?", doomed
+        )
+
+    def _drop(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]], now: int) -> None:
+        """Delete items given as `_OLD` rows, with everything that indexes them."""
+        if not rows:
+            return
+        self._unindex(conn, rows)
+        chunked = [r[3] for r in rows if r[5]]
+        if chunked:
+            self.file.content.unlink(conn, chunked, now / 1e6)
+        items = [int(r[0]) for r in rows]
+        if self.vectors is not None:
+            self.vectors.remove(conn, items)
+        conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
+        # Blocks released a grace period ago (by this or earlier deletes) go now.
+        self.file.content.sweep(conn, RETENTION_GRACE_SECONDS)
+
+    def purge(self, prefix: Sequence[str]) -> int:
+        """Delete every item under `prefix` in one transaction; return how many."""
+        self.begin()
+        with self.file.write() as conn:
+            count = self.purge_in(conn, prefix, now_us())
+        self.committed()
+        return count
+
+    def purge_in(self, conn: apsw.Connection, prefix: Sequence[str], now: int) -> int:
+        """`purge` inside the caller's write transaction."""
+        clause, args = prefix_clause(prefix)
+        rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
+        self._drop(conn, rows, now)
+        return len(rows)
+
+    def sweep(self, now: int | None = None) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        moment = now_us() if now is None else now
+        self.begin()
+        with self.file.write() as conn:
+            rows = fetchall(conn, _OLD_NAMED + " WHERE x.expires_at <= ?", (moment,))
+            self._drop(conn, rows, moment)
+        self.committed()
+        return len(rows)
+
+    def refresh(self, conn: apsw.Connection, items: Iterable[int], now: int) -> None:
+        """Restart the TTL of items just read (those that have one)."""
+        conn.execute(
+            "UPDATE store_items SET expires_at = ? + CAST(ceil(ttl * ?) AS INTEGER) "
+            "WHERE id IN carray(?) AND ttl IS NOT NULL",
+            (now, MINUTE, ids(list(items))),
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def _unsealed(self, row: Sequence[Any]) -> bytes:
+        """The body digest a row's seal leaves for its own name and key (b"" if damaged)."""
+        digest, name, key = row[4], row[1], row[2]
+        if not isinstance(digest, bytes) or not isinstance(name, str) or not isinstance(key, str):
+            return b""
+        bound = self._identities.get((name, key))
+        if bound is None:
+            if len(self._identities) >= _IDENTITIES:
+                self._identities.clear()
+            start = self._prefixes.get(name)
+            if start is None:
+                if len(self._prefixes) >= _IDENTITIES:
+                    self._prefixes.clear()
+                start = self._prefixes[name] = seal.prefix(STORE_ITEMS.name, name, "")
+            bound = self._identities[(name, key)] = seal.identity_after(start, key)
+        return seal.xor(digest, bound) if len(digest) == len(bound) else b""
+
+    def decode(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> list[Stored]:
+        """Items from rows of ITEM_COLUMNS (+ an optional score), each body checked."""
+        if not rows:
+            return []
+        content = self.file.content
+        checks = [(r[3], self._unsealed(r), f"store item {r[1]}/{r[2]}") for r in rows]
+        if len(rows) == 1 and checks[0][0][:1] not in _CHUNKED:
+            # The common get: one inline body, decoded without the batch machinery.
+            body, expected, name = checks[0]
+            raw = unframe(body, lambda ident: content.dictionary(conn, ident), name)
+            check(raw, expected, name)
+            raws = [raw]
+        else:
+            raws = content.raw_many(conn, checks)
+        out = []
+        for row, raw in zip(rows, raws, strict=True):
+            value = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
+            out.append(
+                Stored(
+                    int(row[0]),
+                    tuple(str(row[1]).split(".")),
+                    str(row[2]),
+                    value,
+                    int(row[5]),
+                    int(row[6]),
+                    None if row[7] is None else int(row[7]),
+                    None if row[8] is None else float(row[8]),
+                    None if len(row) < 10 or row[9] is None else float(row[9]),
+                )
+            )
+        return out
+
+    def get(
+        self, conn: apsw.Connection, namespace: Sequence[str], key: str, live_at: int | None
+    ) -> Stored | None:
+        """One item, or None; `live_at`: omit it if it expired by then."""
+        sql = _IN_NAMESPACE
+        args: list[Any] = [namespace_name(namespace), key]
+        if live_at is not None:
+            sql += " AND (x.expires_at IS NULL OR x.expires_at > ?3)"
+            args.append(live_at)
+        found = self.decode(conn, fetchall(conn, sql, args))
+        return found[0] if found else None
+
+    def namespaces(
+        self,
+        conn: apsw.Connection,
+        prefix: Sequence[str],
+        live_at: int | None,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces under `prefix` that hold items (live ones, with `live_at`)."""
+        clause, args = prefix_clause(prefix)
+        sql = f"SELECT n.name FROM store_namespaces n WHERE {clause}"
+        bound: list[Any] = list(args)
+        if live_at is not None:
+            sql += (
+                " AND EXISTS (SELECT 1 FROM store_items x WHERE x.ns = n.id AND "
+                "(x.expires_at IS NULL OR x.expires_at > ?))"
+            )
+            bound.append(live_at)
+        return [tuple(str(r[0]).split(".")) for r in fetchall(conn, sql, bound)]

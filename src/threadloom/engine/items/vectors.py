@@ -1,0 +1,570 @@
+"""The Store's vector index: inverted lists (IVF) over `store_lists` and `store_vectors`.
+
+Engine layer; the index's SQL lives here, its arithmetic in `threadloom.core` (C, or the
+Python specification). A vector row's id is `list << 32 | n`, so each inverted list is one
+range of the table's b-tree: probing a list reads its rows in key order, without an index.
+Until the first training every vector is in list 0 and a search reads them all (exact);
+`maintain` trains `~sqrt(N)` lists by k-means on a sample once there are `train_from`
+vectors, and again whenever the count doubles, reassigning every vector.
+
+Invariants:
+- `store_lists.size` is the number of rows in the list's id range (triggers keep it, also
+  for deletes cascaded from `store_items`);
+- a vector is in list 0 or in a list of the current training (it was nearest to the
+  vector's centroid when written or last trained);
+- a search returns exactly what `exact` would once it has probed every list, and it stops
+  probing early only when `want` accepted items were found.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from array import array
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Final, cast
+
+import apsw
+
+from threadloom import core
+from threadloom.core.similarity import Metric, check_metric, pack
+from threadloom.engine.items import vector_checks
+from threadloom.engine.items.candidates import Candidates
+from threadloom.engine.sql import fetchall, ids
+from threadloom.errors import (
+    CorruptionError,
+    EngineError,
+    InvalidValueError,
+    VectorConfigError,
+)
+
+__all__ = ["LIST_BITS", "Metric", "VectorIndex"]
+
+#: A vector's id is `list << LIST_BITS | n`, 1 <= n < 2**LIST_BITS.
+LIST_BITS = 32
+#: List ids stay below this, so an id fits SQLite's signed 64-bit integer.
+_MAX_LIST = 2**31 - 1
+#: Vectors before the first training (fewer are searched exactly, which is as fast).
+TRAIN_FROM = 4096
+#: Retrain when the count reached this multiple of the last training's (or fell to its inverse
+#: squared: lists far too many and small).
+GROWTH = 2
+#: Lists per square root of the vector count.
+LISTS_PER_ROOT = 1.0
+#: Lists probed first (more follow, doubling, while fewer than `want` items are accepted).
+PROBES = 16
+#: k-means sample: this many vectors per list (at most all of them).
+SAMPLE_PER_LIST = 64
+#: Lloyd iterations of a training (fewer when the assignment stops changing).
+ITERATIONS = 12
+#: Rows read and rewritten at a time while reassigning.
+_BATCH = 2048
+
+
+@dataclass(frozen=True)
+class _Lists:
+    """The trained lists of one generation: their ids and centroids (float32, in id order)."""
+
+    generation: int
+    ids: list[int]
+    centroids: bytes
+
+
+@dataclass(frozen=True)
+class _Meta:
+    dims: int | None
+    metric: str | None
+    trained: int
+    generation: int
+
+
+class VectorIndex:
+    """An IVF index over the file's `store_vectors`, for vectors of `dims` float32.
+
+    Every method takes the caller's connection: `replace`, `remove` and `maintain` inside
+    its write transaction, `search` and `exact` inside a read (or write) transaction.
+
+    Args:
+        dims: the length of every vector and query.
+        metric: `cosine`, `l2` or `inner_product` (scores as LangGraph's PostgresStore
+            reports them: cosine similarity, minus the euclidean distance, dot product).
+        probes: lists probed before any is added for a short result (recall vs speed).
+        train_from: vectors needed before the first training.
+
+    Raises:
+        ValueError: dims below 1, an unknown metric, or probes/train_from below 1.
+    """
+
+    def __init__(
+        self,
+        dims: int,
+        metric: Metric = "cosine",
+        *,
+        probes: int = PROBES,
+        train_from: int = TRAIN_FROM,
+    ) -> None:
+        if not isinstance(dims, int) or dims < 1:
+            raise ValueError(f"dims must be a positive integer, not {dims!r}")
+        if probes < 1 or train_from < 1:
+            raise ValueError(f"probes and train_from must be at least 1 ({probes}, {train_from})")
+        self.dims = dims
+        self.metric: Metric = check_metric(metric)
+        self.probes = probes
+        self.train_from = train_from
+        # Lists are partitions of space: for inner product they are trained and assigned by
+        # euclidean distance (the dot product would crowd everything into the longest centroid).
+        self._assign = "l2" if self.metric == "inner_product" else self.metric
+        self._cache: _Lists | None = None
+        #: The largest component a vector may have: a dot product of two such vectors,
+        #: or a squared norm, stays within float32 (the C kernels add in float32).
+        self._largest = math.sqrt(_FLOAT32_MAX / dims) / 2
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def check_config(self, conn: apsw.Connection) -> None:
+        """Raise VectorConfigError if the file's index holds vectors of other dims."""
+        held = self._meta(conn).dims
+        if held is None:
+            found = fetchall(conn, "SELECT length(vector) FROM store_vectors LIMIT 1")
+            held = found[0][0] // 4 if found else None
+        if held is not None and held != self.dims and self._count(conn):
+            raise VectorConfigError(
+                f"the file's vector index holds vectors of {held} dimensions, and the Store's "
+                f"index config says {self.dims}: open the Store with dims={held}, or re-embed "
+                "(delete the indexed items and put them again with the new embeddings)"
+            )
+        meta = self._meta(conn)
+        if meta.generation and meta.metric and meta.metric != self.metric:
+            # Two stores with different metrics would retrain the lists at every batch.
+            raise VectorConfigError(
+                f"the file's vector index is trained for distance_type={meta.metric!r}, and "
+                f"the Store's index config says {self.metric!r}: open the Store with "
+                f"distance_type={meta.metric!r} (every store on the file must agree)"
+            )
+
+    def _meta(self, conn: apsw.Connection) -> _Meta:
+        rows: dict[str, Any] = dict(
+            fetchall(conn, "SELECT key, value FROM meta WHERE key LIKE 'vector@_%' ESCAPE '@'")
+        )
+        dims = rows.get("vector_dims")
+        return _Meta(
+            dims=None if dims is None else int(dims),
+            metric=rows.get("vector_metric"),
+            trained=int(rows.get("vector_trained", 0)),
+            generation=int(rows.get("vector_generation", 0)),
+        )
+
+    def _count(self, conn: apsw.Connection) -> int:
+        return int(fetchall(conn, "SELECT coalesce(sum(size), 0) FROM store_lists")[0][0])
+
+    def _set_meta(self, conn: apsw.Connection, values: dict[str, Any]) -> None:
+        conn.executemany(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            list(values.items()),
+        )
+
+    def _claim(self, conn: apsw.Connection) -> None:
+        """Record this index's dims in a file; an empty index of other dims starts over."""
+        held = self._meta(conn).dims
+        if held == self.dims:
+            return
+        self.check_config(conn)
+        conn.execute("DELETE FROM store_vectors")  # rows of other dims can only be damage here
+        conn.execute("DELETE FROM store_lists WHERE id != 0")
+        conn.execute("DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation')")
+        self._set_meta(conn, {"vector_dims": self.dims})
+
+    # -- values ----------------------------------------------------------------------------
+
+    def _pack(self, values: Sequence[float], what: str) -> bytes:
+        if isinstance(values, (str, bytes, bytearray)):
+            raise InvalidValueError(
+                f"{what} must be a sequence of floats, not {type(values).__name__}"
+            )
+        if len(values) != self.dims:
+            raise InvalidValueError(f"{what} has {len(values)} dimensions, expected {self.dims}")
+        try:
+            packed = array("f", values)
+        except TypeError as error:
+            raise InvalidValueError(f"{what} must hold only numbers ({error})") from None
+        if not all(map(math.isfinite, packed)):
+            raise InvalidValueError(f"{what} holds a value that is not a finite float32 (NaN, inf)")
+        if packed and max(map(abs, packed)) > self._largest:
+            raise InvalidValueError(
+                f"{what} has a component above {self._largest:.3g}: its products would "
+                "overflow float32; scale it down (embeddings are usually normalized)"
+            )
+        return pack(packed)
+
+    def _lists(self, conn: apsw.Connection) -> _Lists:
+        """The trained lists, from the cache while the file's generation is unchanged."""
+        generation = self._meta(conn).generation
+        cached = self._cache
+        if cached is not None and cached.generation == generation:
+            return cached
+        rows = fetchall(conn, "SELECT id, centroid FROM store_lists WHERE id != 0 ORDER BY id")
+        size = 4 * self.dims
+        bad = [list_id for list_id, centroid in rows if len(centroid) != size]
+        if bad:
+            raise CorruptionError(
+                f"vector lists {bad[:5]} have centroids that are not {self.dims} float32; run "
+                "`threadloom verify`, then retrain the index (`maintain` after deleting them)"
+            )
+        lists = _Lists(generation, [row[0] for row in rows], b"".join(row[1] for row in rows))
+        self._cache = lists
+        return lists
+
+    def _nearest_lists(self, lists: _Lists, matrix: bytes) -> list[int]:
+        if not lists.ids:
+            return [0] * (len(matrix) // (4 * self.dims))
+        chosen = core.vector_nearest(matrix, lists.centroids, self.dims, self._assign)
+        return [lists.ids[index] for index in chosen]
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def replace(
+        self, conn: apsw.Connection, item: int, vectors: Sequence[tuple[str, Sequence[float]]]
+    ) -> None:
+        """Make `item`'s vectors exactly `vectors` (field path, embedding): `replace_many`
+        for one item."""
+        self.replace_many(conn, [(item, vectors)])
+
+    def replace_many(
+        self,
+        conn: apsw.Connection,
+        entries: Sequence[tuple[int, Sequence[tuple[str, Sequence[float]]]]],
+    ) -> None:
+        """Make each item's vectors exactly the given ones (field path, embedding), in the
+        caller's write transaction; each goes to the list of its nearest centroid (one
+        kernel call and one settings read for the whole batch).
+
+        Raises:
+            ValueError: a vector of the wrong length or with a non-finite value, or a field
+                given twice for one item.
+            VectorConfigError: the file's index holds vectors of other dims.
+        """
+        _writing(conn)
+        flat: list[tuple[int, str, bytes]] = []
+        for item, vectors in entries:
+            packed = [
+                (field, self._pack(values, f"the vector of field {field!r}"))
+                for field, values in vectors
+            ]
+            fields = [field for field, _ in packed]
+            if len(set(fields)) != len(fields):
+                raise InvalidValueError(f"a field is given twice among {fields}")
+            flat.extend((item, field, blob) for field, blob in packed)
+        if not entries:
+            return
+        self._claim(conn)
+        conn.executemany(
+            "DELETE FROM store_vectors WHERE item = ?", [(item,) for item, _ in entries]
+        )
+        if not flat:
+            return
+        targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, _, blob in flat))
+        rows = []
+        following: dict[int, int] = {}
+        for (item, field, blob), list_id in zip(flat, targets, strict=True):
+            vector_id = following.get(list_id) or self._next_id(conn, list_id)
+            following[list_id] = vector_id + 1
+            rows.append((vector_id, item, field, blob))
+        conn.executemany(
+            "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
+        )
+
+    def _next_id(self, conn: apsw.Connection, list_id: int) -> int:
+        low = list_id << LIST_BITS
+        last = fetchall(
+            conn,
+            "SELECT max(id) FROM store_vectors WHERE id >= ? AND id < ?",
+            (low, low + (1 << LIST_BITS)),
+        )[0][0]
+        following = low + 1 if last is None else last + 1
+        if following >= low + (1 << LIST_BITS):
+            raise EngineError(
+                f"vector list {list_id} has used all of its {2**LIST_BITS - 1} ids; retrain the "
+                "index (maintain) to renumber it"
+            )
+        return following
+
+    def remove(self, conn: apsw.Connection, items: Sequence[int]) -> None:
+        """Delete the vectors of `items` (in the caller's write transaction; list sizes follow)."""
+        _writing(conn)
+        if items:
+            conn.execute("DELETE FROM store_vectors WHERE item IN carray(?)", (ids(items),))
+
+    # -- search ----------------------------------------------------------------------------
+
+    def search(
+        self,
+        conn: apsw.Connection,
+        query: Sequence[float],
+        want: int,
+        accept: Callable[[Sequence[int]], Collection[int]] | None = None,
+        *,
+        probes: int | None = None,
+    ) -> list[tuple[int, float]]:
+        """Return up to `want` `(item, score)`, best first, one per item (its best field).
+
+        Lists nearest the query are probed first, `probes` of them (the index's default
+        when None), then twice as many in total, and so on, while fewer than `want`
+        candidates are accepted; `accept(item_ids)` returns those passing the caller's
+        filters and is called on batches of candidates, best first, each id at most once.
+        Probing every list gives every accepted item, so a selective filter loses nothing.
+
+        The ranking is in tiers: the items of the first lists probed, best first, then
+        those the next lists add, best first, and so on. The tiers depend on the query
+        only, never on `want`, so pages (`want` = offset + limit) of one query neither
+        repeat nor skip an item. Until the index is trained there is one list: exact.
+
+        Raises:
+            ValueError: a query of the wrong length or with a non-finite value.
+        """
+        blob = self._pack(query, "the query")
+        if want <= 0:
+            return []
+        lists = self._lists(conn)
+        order = [0]
+        if lists.ids:
+            closeness = core.vector_scores(blob, lists.centroids, self.dims, self.metric)
+            order += [lists.ids[i] for i in core.vector_top(closeness, None, len(lists.ids))]
+        step = 1 + (probes or self.probes)
+        decided: dict[int, bool] = {}
+        found: list[tuple[int, float]] = []
+        ranked: set[int] = set()
+        probed = 0
+        while True:
+            tier = Candidates()
+            for list_id in order[probed : probed + step]:
+                low = list_id << LIST_BITS
+                tier.add(
+                    self._scored(
+                        blob,
+                        conn.execute(
+                            "SELECT item, vector FROM store_vectors WHERE id >= ? AND id < ?",
+                            (low, low + (1 << LIST_BITS)),
+                        ),
+                    )
+                )
+            probed += step
+            added = tier.best(want - len(found), accept, decided, ranked)
+            found.extend(added)
+            ranked.update(item for item, _ in added)
+            if len(found) >= want or probed >= len(order):
+                return found[:want]
+            step = probed
+
+    def exact(
+        self,
+        conn: apsw.Connection,
+        query: Sequence[float],
+        want: int,
+        items: Sequence[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Return the exact top `want` `(item, score)` among `items` (None: every item).
+
+        Raises:
+            ValueError: a query of the wrong length or with a non-finite value.
+        """
+        blob = self._pack(query, "the query")
+        if want <= 0 or (items is not None and not items):
+            return []
+        if items is None:
+            cursor = conn.execute("SELECT item, vector FROM store_vectors")
+        else:
+            cursor = conn.execute(
+                "SELECT item, vector FROM store_vectors WHERE item IN carray(?)", (ids(items),)
+            )
+        candidates = Candidates()
+        while True:
+            rows = list(islice(cursor, _BATCH))
+            if not rows:
+                return candidates.best(want, None, {})
+            candidates.add(self._scored(blob, rows))
+
+    def _scored(
+        self, query: bytes, rows: Iterable[tuple[Any, ...]]
+    ) -> tuple[array[int], array[float]]:
+        """The items of `rows` (item, vector) and the score of each vector against `query`."""
+        items = array("q")
+        blobs = []
+        for item, vector in rows:
+            items.append(item)
+            blobs.append(vector)
+        matrix = b"".join(blobs)
+        if len(matrix) != 4 * self.dims * len(blobs):
+            size = 4 * self.dims
+            bad = sorted(
+                {item for item, vector in zip(items, blobs, strict=True) if len(vector) != size}
+            )
+            raise CorruptionError(
+                f"the vectors of items {bad[:5]} are not {self.dims} float32; run `threadloom "
+                "verify`, and put those items again"
+            )
+        return items, core.vector_scores(query, matrix, self.dims, self.metric)
+
+    # -- training --------------------------------------------------------------------------
+
+    def maintain(self, conn: apsw.Connection) -> bool:
+        """Retrain the lists if the vector count outgrew (or shrank far below) the last
+        training, in the caller's write transaction; True if it trained.
+
+        Training: k-means (Lloyd, spherical for cosine) on a sample of `SAMPLE_PER_LIST`
+        vectors per list, `sqrt(N)` lists, then every vector is moved to its nearest list.
+        """
+        _writing(conn)
+        total = self.due(conn)
+        if total is None:
+            return False
+        self._train(conn, total)
+        return True
+
+    def due(self, conn: apsw.Connection) -> int | None:
+        """The vector count when a training is due (see `maintain`), else None; reads only,
+        so a writer can ask inside its own transaction and train after it commits."""
+        meta = self._meta(conn)
+        if meta.dims is not None and meta.dims != self.dims:
+            self.check_config(conn)
+            return None
+        total = self._count(conn)
+        if total < self.train_from:
+            return None
+        if meta.generation and meta.metric == self.metric:
+            grown = total >= GROWTH * meta.trained
+            shrunk = total * GROWTH * GROWTH <= meta.trained
+            if not (grown or shrunk):
+                return None
+        return total
+
+    def _train(self, conn: apsw.Connection, total: int) -> None:
+        rng = random.Random(total)
+        count = max(1, min(round(LISTS_PER_ROOT * math.sqrt(total)), total))
+        every = [row[0] for row in fetchall(conn, "SELECT id FROM store_vectors")]
+        chosen = sorted(rng.sample(every, min(len(every), count * SAMPLE_PER_LIST)))
+        del every
+        sample = self._matrix(
+            row[0]
+            for row in fetchall(
+                conn, "SELECT vector FROM store_vectors WHERE id IN carray(?)", (ids(chosen),)
+            )
+        )
+        centroids = self._kmeans(sample, count, rng)
+        first = int(fetchall(conn, "SELECT coalesce(max(id), 0) FROM store_lists")[0][0]) + 1
+        if first + count > _MAX_LIST:
+            raise EngineError("the vector index ran out of list ids (over 2**31 trainings' worth)")
+        new_ids = list(range(first, first + count))
+        size = 4 * self.dims
+        conn.execute("DELETE FROM store_lists WHERE id != 0")
+        conn.executemany(
+            "INSERT INTO store_lists(id, centroid, size) VALUES (?, ?, 0)",
+            [(list_id, centroids[i * size : (i + 1) * size]) for i, list_id in enumerate(new_ids)],
+        )
+        lists = _Lists(-1, new_ids, centroids)
+        following = {list_id: (list_id << LIST_BITS) + 1 for list_id in new_ids}
+        end = first << LIST_BITS  # every old row is below the new lists' ids
+        last = -1
+        while True:
+            rows = fetchall(
+                conn,
+                "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id < ? "
+                "ORDER BY id LIMIT ?",
+                (last, end, _BATCH),
+            )
+            if not rows:
+                break
+            targets = self._nearest_lists(lists, self._matrix(row[3] for row in rows))
+            conn.execute(
+                "DELETE FROM store_vectors WHERE id >= ? AND id <= ?", (rows[0][0], rows[-1][0])
+            )
+            moved = []
+            for (_, item, field, vector), list_id in zip(rows, targets, strict=True):
+                moved.append((following[list_id], item, field, vector))
+                following[list_id] += 1
+            conn.executemany(
+                "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", moved
+            )
+            last = rows[-1][0]
+        self._set_meta(
+            conn,
+            {
+                "vector_dims": self.dims,
+                "vector_metric": self.metric,
+                "vector_trained": total,
+                "vector_generation": random.SystemRandom().randrange(1, 2**62),
+            },
+        )
+        self._cache = None
+
+    def _matrix(self, blobs: Iterable[bytes]) -> bytes:
+        parts = list(blobs)
+        matrix = b"".join(parts)
+        if len(matrix) != 4 * self.dims * len(parts):
+            raise CorruptionError(
+                f"the vector index holds vectors that are not {self.dims} float32; run "
+                "`threadloom verify` to find them, and put their items again"
+            )
+        return matrix
+
+    def _kmeans(self, sample: bytes, count: int, rng: random.Random) -> bytes:
+        """`count` centroids of `sample` (Lloyd; an emptied list restarts at a random vector)."""
+        size = 4 * self.dims
+        n = len(sample) // size
+        spherical = self.metric == "cosine"
+        seeds = rng.sample(range(n), count)
+        centroids = b"".join(sample[i * size : (i + 1) * size] for i in seeds)
+        if spherical:
+            centroids = core.vector_means(centroids, list(range(count)), count, self.dims, True)[0]
+        previous: list[int] | None = None
+        for _ in range(ITERATIONS):
+            assignment = core.vector_nearest(sample, centroids, self.dims, self._assign)
+            if assignment == previous:
+                break
+            previous = assignment
+            means, sizes = core.vector_means(sample, assignment, count, self.dims, spherical)
+            if 0 in sizes:
+                parts = [means[i * size : (i + 1) * size] for i in range(count)]
+                for i, members in enumerate(sizes):
+                    if not members:
+                        start = rng.randrange(n) * size
+                        parts[i] = sample[start : start + size]
+                means = b"".join(parts)
+            centroids = means
+        return centroids
+
+    # -- verify ----------------------------------------------------------------------------
+
+    def problems(self, conn: apsw.Connection) -> list[str]:
+        """What is wrong with the index, one line each (`threadloom verify`); [] when sound.
+
+        See `vector_checks.problems` for the checks.
+        """
+        return vector_checks.problems(conn, self.dims, self._meta(conn).dims)
+
+
+def stored_index(conn: apsw.Connection) -> VectorIndex | None:
+    """The index as the file records it (dims and metric), for readers without a Store
+    config (`threadloom verify`); None when the file holds no vector settings."""
+    rows: dict[str, Any] = dict(
+        fetchall(conn, "SELECT key, value FROM meta WHERE key IN (?, ?)", _SETTINGS)
+    )
+    dims = rows.get(_SETTINGS[0])
+    if dims is None:
+        return None
+    metric = rows.get(_SETTINGS[1]) or "cosine"
+    return VectorIndex(int(dims), cast(Metric, str(metric)))
+
+
+#: The largest finite float32.
+_FLOAT32_MAX: Final = 3.4028234663852886e38
+
+#: The `meta` keys `stored_index` reads.
+_SETTINGS: Final = ("vector_dims", "vector_metric")
+
+
+def _writing(conn: apsw.Connection) -> None:
+    if not conn.in_transaction:
+        raise EngineError("vector index writes run inside the caller's write transaction")

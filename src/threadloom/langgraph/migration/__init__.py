@@ -1,0 +1,275 @@
+"""`threadloom.migrate`: copy threads (and Store items) from another saver into a threadloom file.
+
+Adapter layer. The sources (`sources.py`) read LangGraph's SqliteSaver and PostgresSaver
+through their public API and the naas document service's SQLite file through its
+documented format; the copier (`copier.py`) writes through a threadloom `Saver`; the
+Store copier (`stores.py`) through a threadloom `Store`. A source is identified, and
+refused when it is missing, unreadable or of another kind, before the target is opened,
+so a refused migration changes nothing. A dry run (the default) writes nothing: a target
+that does not exist stays absent, one that exists is opened read-only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from threadloom.engine.format import DESCRIPTIONS, Found, identify
+from threadloom.errors import InvalidArgumentError, MigrationError, NotOurFileError
+from threadloom.langgraph.migration.copier import Copier
+from threadloom.langgraph.migration.report import MigrationReport, StoreReport, ThreadReport
+from threadloom.langgraph.migration.sources import (
+    NaasSqliteSource,
+    PostgresSaverSource,
+    Source,
+    SqliteSaverSource,
+    ThreadHistory,
+)
+from threadloom.langgraph.migration.stores import StoreSource, copy_store
+from threadloom.langgraph.migration.urls import redact
+from threadloom.langgraph.saver import Saver
+from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+
+__all__ = [
+    "KINDS",
+    "MigrationReport",
+    "Source",
+    "StoreReport",
+    "ThreadHistory",
+    "ThreadReport",
+    "detect_kind",
+    "migrate",
+    "open_source",
+]
+
+#: The kinds of source `migrate` reads (`nats` is the CLI's, see `threadloom migrate`).
+KINDS = ("sqlite", "postgres", "naas-sqlite")
+#: Where a PostgreSQL source's URL is read from when none is given.
+POSTGRES_ENV = "POSTGRES_URL"
+_FILE_KINDS = {Found.SQLITE_SAVER: "sqlite", Found.NAAS_DOCUMENTS: "naas-sqlite"}
+_WANTED = {
+    "sqlite": DESCRIPTIONS[Found.SQLITE_SAVER],
+    "naas-sqlite": DESCRIPTIONS[Found.NAAS_DOCUMENTS],
+    "postgres": "a PostgreSQL URL",
+    "nats": "a NATS URL",
+}
+
+Progress = Callable[[int, int], None]
+
+
+def _is_url(source: str) -> bool:
+    return "://" in source and not Path(source).exists()
+
+
+def detect_kind(source: str | None, kind: str | None = None) -> str:
+    """The kind of `source` (a path or a URL), checked against `kind` when given.
+
+    Raises:
+        MigrationError: the source is missing, unreadable, of no kind threadloom migrates
+            from, or of another kind than `kind` (the message names what it looks like).
+    """
+    if kind is not None and kind not in (*KINDS, "nats"):
+        raise MigrationError(f"unknown source kind {kind!r}; give one of {', '.join(KINDS)}, nats")
+    if source is None or source == "":
+        if kind == "postgres":
+            return kind
+        raise MigrationError(
+            "give the source: a SqliteSaver or naas document file, or --source-url "
+            f"postgresql://... (or set {POSTGRES_ENV}) with --from postgres"
+        )
+    if _is_url(source):
+        scheme = source.split("://", 1)[0].lower()
+        found = {"postgres": "postgres", "postgresql": "postgres", "nats": "nats"}.get(scheme)
+        if found is None:
+            raise MigrationError(
+                f"{redact(source)} is a URL threadloom cannot read from; give a postgresql:// "
+                "or nats:// URL, or the path of a file"
+            )
+        if kind is not None and kind != found:
+            raise MigrationError(
+                f"{redact(source)} is {_WANTED[found]}, not {_WANTED[kind]}; use --from {found}"
+            )
+        return found
+    path = source
+    if not os.path.exists(path):
+        raise MigrationError(
+            f"no such file: {path!r}; give the SqliteSaver or naas document file to migrate from"
+        )
+    try:
+        identity = identify(path)
+    except NotOurFileError as exc:  # not SQLite, or damaged
+        raise MigrationError(str(exc).replace("nor a threadloom file", "nor a source")) from None
+    except Exception as exc:  # a directory, permissions
+        raise MigrationError(str(exc)) from None
+    found_kind = _FILE_KINDS.get(identity.found)
+    if found_kind is None:
+        raise MigrationError(_refusal(path, identity.found, identity.description))
+    if kind is not None and kind != found_kind:
+        raise MigrationError(
+            f"{path!r} looks like {identity.description}, not {_WANTED[kind]}; it was left "
+            f"untouched: use --from {found_kind}"
+        )
+    return found_kind
+
+
+def _refusal(path: str, found: Found, description: str) -> str:
+    if found is Found.THREADLOOM:
+        return (
+            f"{path!r} is a threadloom file already, so there is nothing to migrate; open it "
+            "with threadloom.Saver"
+        )
+    if found is Found.SQLITE_STORE:
+        return (
+            f"{path!r} is {description}: it holds Store items, no checkpoints; copy them "
+            f"with --store --store-source {path}"
+        )
+    if found is Found.NEW:
+        return f"{path!r} is empty (no tables), so it holds nothing to migrate"
+    return (
+        f"{path!r} is {description}, not a SqliteSaver or naas document file; it was left untouched"
+    )
+
+
+def open_source(
+    source: str | None,
+    kind: str | None = None,
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    agent_id: str = DEFAULT_AGENT_ID,
+    serde: SerializerProtocol | None = None,
+) -> Source:
+    """Open a source for reading (see `detect_kind` for what it accepts and refuses)."""
+    if kind == "postgres" and not source:
+        source = os.environ.get(POSTGRES_ENV)
+        if not source:
+            raise MigrationError(f"give the PostgreSQL URL with --source-url or set {POSTGRES_ENV}")
+    found = detect_kind(source, kind)
+    assert source is not None
+    if found == "sqlite":
+        return SqliteSaverSource(source, serde)
+    if found == "postgres":
+        return PostgresSaverSource(source, serde)
+    if found == "naas-sqlite":
+        return NaasSqliteSource(source, namespace, agent_id, serde)
+    raise MigrationError(
+        "a NATS source is read by the command line (`threadloom migrate --from nats`) or "
+        "threadloom.nats.transfer.import_threads"
+    )
+
+
+def migrate(
+    source: str | None,
+    target: str | os.PathLike[str] | Saver,
+    *,
+    kind: str | None = None,
+    threads: Sequence[str] | None = None,
+    apply: bool = False,
+    namespace: str = DEFAULT_NAMESPACE,
+    agent_id: str = DEFAULT_AGENT_ID,
+    include_diverged: bool = False,
+    serde: SerializerProtocol | None = None,
+    store: bool = False,
+    store_source: str | None = None,
+    store_index: Any = None,
+    progress: Progress | None = None,
+) -> MigrationReport:
+    """Copy threads from a LangGraph saver or a naas document file into a threadloom file.
+
+    Oldest first, only what the target lacks, dry run unless `apply`; rerunning copies
+    nothing; an interrupted run resumes where it stopped (docs/cli.md, `migrate`).
+
+    Args:
+        source: a SqliteSaver file, a naas document service SQLite file, or a PostgreSQL
+            URL (None with `kind="postgres"`: `$POSTGRES_URL`).
+        target: the threadloom file (created when applying), or an open `Saver`.
+        kind: "sqlite", "postgres" or "naas-sqlite" (default: what the source looks like;
+            given, a source of another kind is refused).
+        threads: the thread ids (default: every thread of the source).
+        apply: write; otherwise a dry run that reads the target too.
+        namespace, agent_id: the target's scope (and the naas file's scope to read).
+        include_diverged: also write threads whose target diverged.
+        serde: the serializer of the source's values and of the target (default
+            LangGraph's JsonPlusSerializer).
+        store: also copy the LangGraph Store items (SqliteStore / PostgresStore).
+        store_source: where the Store is (default: the source, a file or URL).
+        store_index: the target Store's IndexConfig, to embed the copied items.
+        progress: called with (threads done, threads to do) after each thread.
+
+    Raises:
+        MigrationError: the source is missing, unreadable, of another kind, or failed mid-run.
+    """
+    if isinstance(threads, (str, bytes)):
+        raise InvalidArgumentError(f"threads must be a list of ids, not one string: [{threads!r}]")
+    opened = open_source(source, kind, namespace=namespace, agent_id=agent_id, serde=serde)
+    saver: Saver | None
+    owned = False
+    items: StoreSource | None = None
+    try:
+        if store:  # opened first too: a Store that cannot be read changes nothing either
+            items = StoreSource(store_source if store_source is not None else source)
+        names = list(threads) if threads is not None else opened.thread_ids()
+        if isinstance(target, Saver):
+            saver, path = target, target.db.path
+        else:
+            path = os.fspath(target)
+            _not_the_source(path, source)
+            if apply:
+                saver = Saver(path, namespace=namespace, agent_id=agent_id, serde=serde)
+                owned = True
+            elif os.path.exists(path):
+                saver = Saver(
+                    path, namespace=namespace, agent_id=agent_id, serde=serde, readonly=True
+                )
+                owned = True
+            else:
+                saver = None
+        report = MigrationReport(
+            "applied" if apply else "dry-run",
+            opened.describe(),
+            {
+                "path": str(path),
+                "namespace": saver.namespace if saver is not None else namespace,
+                "agent_id": saver.agent_id if saver is not None else agent_id,
+                "schema": 2,
+            },
+        )
+        try:
+            copier = Copier(saver, apply=apply, include_diverged=include_diverged)
+            wanted = set(threads) if threads is not None else None
+            for done, history in enumerate(opened.histories(names), start=1):
+                report.add(copier.copy(history))
+                if wanted is not None:
+                    wanted.discard(history.thread_id)
+                if progress is not None:
+                    progress(done, len(names))
+            for missing in sorted(wanted or ()):
+                report.not_found.add(missing)
+            if items is not None:
+                if owned and saver is not None:
+                    saver.close()  # the Store opens the same file (shares it) next
+                    owned = False
+                report.store = copy_store(items, str(path), apply=apply, index=store_index)
+        finally:
+            if owned and saver is not None:
+                saver.close()
+    finally:
+        if items is not None:
+            items.close()
+        opened.close()
+    return report
+
+
+def _not_the_source(target: str, source: str | None) -> None:
+    if (
+        source
+        and os.path.exists(source)
+        and os.path.exists(target)
+        and os.path.samefile(source, target)
+    ):
+        raise MigrationError(
+            f"the target {target!r} is the source itself; give a new path for the threadloom file"
+        )

@@ -1,0 +1,33 @@
+"""The few statements threadloom runs on LangGraph's own databases (migration sources).
+
+Engine layer: SQL text only, run by `threadloom.langgraph.migration` on the source saver's own
+connection. Checkpoints and writes are always read through the savers' public API
+(`list`, `get_tuple`); LangGraph has no public way to list a database's threads, so
+their ids are read from the `checkpoints` table as naas's `migrate-memory` does
+(SPEC §8.1: `SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+#: SQLite's own structural check of a source file, run before anything is copied: a
+#: truncated or damaged source is refused whole rather than failing halfway.
+QUICK_CHECK: Final = "PRAGMA quick_check"
+#: Every thread of a SqliteSaver file (sqlite3 placeholders).
+SQLITE_SAVER_THREADS: Final = "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+#: Every thread of a PostgresSaver database (the same text; psycopg runs it).
+POSTGRES_SAVER_THREADS: Final = SQLITE_SAVER_THREADS
+#: Whether a PostgresSaver's tables exist (psycopg placeholders): a database without them
+#: holds nothing to migrate, and is named as such rather than failing mid-query.
+POSTGRES_SAVER_TABLES: Final = (
+    "SELECT count(*) AS n FROM information_schema.tables "
+    "WHERE table_schema = current_schema() "
+    "AND table_name IN ('checkpoints', 'checkpoint_writes', 'checkpoint_blobs')"
+)
+#: A PostgresSaver checkpoint by id, with its pending writes (the saver's own `SELECT_SQL`
+#: is prefixed to this): only to learn the writes' task paths, which `pending_writes`
+#: leaves out (`migration/sources.py` checks them against what the public API returned).
+POSTGRES_CHECKPOINT_WHERE: Final = (
+    " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)

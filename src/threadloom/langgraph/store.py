@@ -1,0 +1,595 @@
+"""`Store` and `AsyncStore`: LangGraph BaseStores in the threadloom file (docs/store.md).
+
+Adapter layer: LangGraph's ops and types in, the engine's items and searches
+(`engine/items/rows.py`, `engine/items/recall.py`) out. Embeddings are computed before the write
+transaction opens (`embed_documents` for items, `embed_query` for queries); every op of
+a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
+before the batch's puts (as LangGraph's stores order them), and the last put of a key wins.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from typing import Any, Literal, cast
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+)
+from langgraph.store.base.batch import AsyncBatchedBaseStore
+
+from threadloom.engine import File
+from threadloom.engine.items import Items, Recall, Stored, VectorIndex, Write, now_us, time_us
+from threadloom.errors import InvalidArgumentError, ThreadloomError
+from threadloom.langgraph.store_ops import (
+    Prepared,
+    as_item,
+    as_search_item,
+    check_labels,
+    namespace_matches,
+    strings,
+    validate,
+)
+
+log = logging.getLogger(__name__)
+
+Metric = Literal["cosine", "l2", "inner_product"]
+
+
+class _StoreBase:
+    """The engine side shared by Store and AsyncStore."""
+
+    supports_ttl: bool = True
+
+    def _setup(
+        self,
+        path: str | os.PathLike[str],
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        readonly: bool | None,
+        text: bool | None = None,
+    ) -> None:
+        self.file = File.open(path, readonly=readonly)
+        try:
+            vectors = self._configure(index, ttl, text)
+        except BaseException:
+            self.file.close()  # a Store that does not open holds no share of the file
+            raise
+        self.items = Items(self.file, vectors)
+        self.recall = Recall(self.items)
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    def _configure(
+        self, index: IndexConfig | None, ttl: TTLConfig | None, text: bool | None
+    ) -> VectorIndex | None:
+        """Check the settings (and the file's index against them); the vector index."""
+        #: Items' indexed text goes to the full-text index (default: without embeddings).
+        self.text = not index if text is None else bool(text)
+        self.ttl_config = ttl
+        self.index_config = dict(index) if index else None
+        self.embeddings: Any = None
+        self._fields: list[tuple[str, list[str] | str]] = [("$", "$")]
+        vectors: VectorIndex | None = None
+        if index:
+            if "dims" not in index or "embed" not in index:
+                raise InvalidArgumentError(
+                    "index needs 'dims' (the embedding size) and 'embed' (an Embeddings, or "
+                    "a function from texts to vectors)"
+                )
+            self.embeddings = ensure_embeddings(index["embed"])
+            self._fields = [
+                (p, tokenize_path(p) if p != "$" else "$") for p in index.get("fields") or ["$"]
+            ]
+            metric = cast(Metric, dict(index).get("distance_type", "cosine"))
+            if metric not in ("cosine", "l2", "inner_product"):
+                raise InvalidArgumentError(
+                    f"distance_type {metric!r} is not one of cosine, l2, inner_product"
+                )
+            vectors = VectorIndex(int(index["dims"]), metric)
+            with self.file.read() as conn:
+                vectors.check_config(conn)
+        return vectors
+
+    # -- preparing a batch (outside any transaction) ---------------------------------------
+
+    def _prepare(self, ops: Iterable[Op]) -> Prepared:
+        listed = list(ops)
+        for op in listed:
+            validate(op)
+        writes: list[Write] = []
+        embed: list[str] = []
+        slots: list[tuple[int, str]] = []
+        for op in listed:
+            if not isinstance(op, PutOp):
+                continue
+            if op.value is None:
+                writes.append(Write(op.namespace, op.key, None))
+                continue
+            ttl = op.ttl if isinstance(op.ttl, (int, float)) else None
+            texts, fields = self._texts(op)
+            if self.embeddings is not None and op.index is not False:
+                for path, text in fields:
+                    slots.append((len(writes), path))
+                    embed.append(text)
+            # `validate` checked the value is JSON (before its texts were read).
+            writes.append(Write(op.namespace, op.key, op.value, ttl, texts, [], checked=True))
+        queries: dict[str, list[float]] = {}
+        if self.embeddings is not None:
+            queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}
+        return Prepared(listed, writes, queries, embed, slots)
+
+    def _texts(self, op: PutOp) -> tuple[list[str] | None, list[tuple[str, str]]]:
+        """The item's text-index texts, and (field path, text) pairs to embed."""
+        if op.index is False or op.value is None:
+            return None, []
+        if not self.text and self.embeddings is None:
+            return None, []
+        fields = (
+            self._fields
+            if op.index is None
+            else [(p, tokenize_path(p) if p != "$" else "$") for p in op.index]
+        )
+        texts: list[str] = []
+        embedded: list[tuple[str, str]] = []
+        for path, tokens in fields:
+            if path == "$":
+                texts.extend(strings(op.value))
+                found = get_text_at_path(op.value, "$") if self.embeddings is not None else []
+            else:
+                found = get_text_at_path(op.value, tokens)
+                texts.extend(found)
+            if len(found) > 1:
+                embedded.extend((f"{path}.{i}", text) for i, text in enumerate(found))
+            elif found:
+                embedded.append((path, found[0]))
+        return (texts if self.text else None), embedded
+
+    def _attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
+        if len(vectors) != len(prepared.slots):
+            raise InvalidArgumentError(
+                f"the embedder returned {len(vectors)} vectors for {len(prepared.slots)} texts"
+            )
+        for (at, path), vector in zip(prepared.slots, vectors, strict=True):
+            found = prepared.writes[at].vectors
+            assert found is not None
+            found.append((path, vector))
+
+    # -- running a batch (one transaction) -------------------------------------------------
+
+    def _run(self, prepared: Prepared) -> list[Result]:
+        if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
+            return [self._get(prepared.ops[0])]
+        now = now_us()
+        live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        refresh: list[int] = []
+        results: list[Result] = []
+        writing = bool(prepared.writes)
+        retrain = False
+        transaction = self.file.write() if writing else self.file.read()
+        with transaction as conn:
+            for op in prepared.ops:
+                if isinstance(op, PutOp):
+                    results.append(None)
+                    continue
+                results.append(self._read(conn, op, prepared, live_at, refresh))
+            if writing:
+                if refresh:
+                    self.items.refresh(conn, refresh, now)
+                    refresh = []
+                self.items.write(conn, prepared.writes, now)
+                vectors = self.items.vectors
+                retrain = vectors is not None and vectors.due(conn) is not None
+        if writing:
+            self.items.committed()
+        if refresh and not self.file.readonly:
+            with self.file.write() as conn:
+                self.items.refresh(conn, refresh, now)
+        self.items.after_write()
+        if writing and retrain:
+            self._retrain()
+        return results
+
+    def _retrain(self) -> None:
+        """Retrain the vector lists (when the index grew or shrank enough) in a write
+        transaction of their own: the batch is committed, and readers go on meanwhile."""
+        if self.items.vectors is None:
+            return
+        try:
+            with self.file.write() as conn:
+                self.items.vectors.maintain(conn)
+        except ThreadloomError:
+            # The batch is committed: report the failed retraining, do not fail the put.
+            # (The lists are retried at the next batch; verify names any damage.)
+            log.exception("%s: retraining the vector index failed", self.file.path)
+
+    def import_items(self, items: Sequence[Item]) -> int:
+        """Store items with their own times, each only where its key is not stored yet.
+
+        What `threadloom migrate --store` writes with: every item keeps its namespace, key,
+        value, `created_at` and `updated_at`, and is text-indexed and embedded with this
+        store's index config as a put would be (no TTL). A key already stored is left as it
+        is (create-only), so a repeated import writes nothing. One transaction for all.
+
+        Returns:
+            How many items were written.
+        """
+        listed = list(items)
+        prepared = self._prepare(PutOp(tuple(it.namespace), it.key, it.value) for it in listed)
+        if prepared.embed:
+            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        for write, item in zip(prepared.writes, listed, strict=True):
+            write.created_at = time_us(item.created_at)
+            write.updated_at = time_us(item.updated_at)
+            write.create_only = True
+        with self.file.write() as conn:
+            written = self.items.write(conn, prepared.writes, now_us())
+            vectors = self.items.vectors
+            retrain = vectors is not None and vectors.due(conn) is not None
+        self.items.committed()
+        self.items.after_write()
+        if retrain:
+            self._retrain()
+        return written
+
+    def _get(self, op: GetOp) -> Item | None:
+        """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
+        live_at = None
+        if self.ttl_config and self.ttl_config.get("omit_expired"):
+            live_at = now_us()
+        with self.file.connection() as conn:
+            stored = self.items.get(conn, op.namespace, op.key, live_at)
+        if stored is None:
+            return None
+        if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
+            with self.file.write() as conn:
+                self.items.refresh(conn, [stored.id], now_us())
+        return as_item(stored)
+
+    def _read(
+        self,
+        conn: Any,
+        op: Op,
+        prepared: Prepared,
+        live_at: int | None,
+        refresh: list[int],
+    ) -> Result:
+        if isinstance(op, GetOp):
+            stored = self.items.get(conn, op.namespace, op.key, live_at)
+            if stored is None:
+                return None
+            if op.refresh_ttl and stored.ttl is not None:
+                refresh.append(stored.id)
+            return as_item(stored)
+        if isinstance(op, SearchOp):
+            found = self._search(conn, op, prepared, live_at)
+            if op.refresh_ttl:
+                refresh.extend(s.id for s in found if s.ttl is not None)
+            return [as_search_item(s) for s in found]
+        assert isinstance(op, ListNamespacesOp)
+        return self._namespaces(conn, op, live_at)
+
+    def _search(
+        self, conn: Any, op: SearchOp, prepared: Prepared, live_at: int | None
+    ) -> list[Stored]:
+        prefix, limit, offset = op.namespace_prefix, op.limit, op.offset
+        if limit < 0 or offset < 0:
+            raise InvalidArgumentError(f"limit and offset are >= 0, not {limit} and {offset}")
+        if op.query and self.embeddings is not None:
+            vector = prepared.queries[op.query]
+            return self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
+        if op.query and not self.text:
+            raise InvalidArgumentError(
+                "this store has neither embeddings nor a full-text index, so search(query=...) "
+                "cannot rank; give it an index config, or open it with text=True"
+            )
+        if op.query:
+            return self.recall.text(conn, prefix, op.query, op.filter, limit, offset, live_at)
+        return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
+
+    def _namespaces(
+        self, conn: Any, op: ListNamespacesOp, live_at: int | None
+    ) -> list[tuple[str, ...]]:
+        conditions = list(op.match_conditions or ())
+        fixed: list[str] = []
+        for condition in conditions:
+            if condition.match_type == "prefix":
+                for label in condition.path:
+                    if label == "*":
+                        break
+                    fixed.append(label)
+                break
+        found = [
+            ns
+            for ns in self.items.namespaces(conn, fixed, live_at)
+            if all(namespace_matches(c, ns) for c in conditions)
+        ]
+        if op.max_depth is not None:
+            found = sorted({ns[: op.max_depth] for ns in found})
+        else:
+            found = sorted(found)
+        return found[op.offset : op.offset + op.limit]
+
+    def search_text(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """Full-text search, also beside embeddings (needs `text=True` then); scores as
+        docs/store.md says: the token-set cosine, 1.0 for the same words."""
+        if not self.text:
+            raise InvalidArgumentError(
+                "this store keeps no full-text index; open it with text=True (new items are "
+                "indexed from then on)"
+            )
+        check_labels(namespace_prefix, full=False)
+        live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
+        with self.file.read() as conn:
+            found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
+        return [as_search_item(s) for s in found]
+
+    async def asearch_text(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """`search_text` on a worker thread."""
+        return await asyncio.to_thread(
+            self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
+        )
+
+    async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """A batch with the embedder's async methods, the file on a worker thread."""
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(await self.embeddings.aembed_query(query))
+        return await asyncio.to_thread(self._run, prepared)
+
+    async def asweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return await asyncio.to_thread(self.sweep_ttl)
+
+    async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        return await asyncio.to_thread(self.purge, namespace_prefix)
+
+    # -- maintenance -----------------------------------------------------------------------
+
+    def purge(self, namespace_prefix: tuple[str, ...]) -> int:
+        """Delete every item under `namespace_prefix` in one transaction; return how many."""
+        check_labels(namespace_prefix, full=True)
+        return self.items.purge(namespace_prefix)
+
+    def _sweep_logged(self) -> None:
+        """One sweep of a background sweeper: logged, never raised (one failure, a busy
+        file, is not the last sweep)."""
+        try:
+            swept = self.sweep_ttl()
+            if swept:
+                log.info("%s: swept %d expired store items", self.file.path, swept)
+        except Exception:
+            log.exception("%s: the TTL sweep failed", self.file.path)
+
+    def sweep_ttl(self) -> int:
+        """Delete the items whose TTL ran out; return how many."""
+        return self.items.sweep()
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
+        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's
+        `sweep_interval_minutes`, else 5) on a daemon thread until `stop_ttl_sweeper`."""
+        minutes = (
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return self._sweeper
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(float(minutes) * 60):
+                self._sweep_logged()
+
+        self._sweeper = threading.Thread(target=loop, name="threadloom-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return self._sweeper
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True when it stopped within `timeout` seconds."""
+        return self._stop_thread(timeout)
+
+    def _stop_thread(self, timeout: float | None) -> bool:
+        self._stop.set()
+        if self._sweeper is None:
+            return True
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+    def close(self) -> None:
+        """Stop the sweeper and let go of the file (others on it keep it open)."""
+        self._stop_thread(5)
+        task = getattr(self, "_task_sweeper", None)
+        if task is not None:
+            task.cancel()
+        self.file.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Store(_StoreBase, BaseStore):
+    """A LangGraph `BaseStore` in a threadloom file (the same file the savers use).
+
+    Args:
+        path: the file (created if missing; shared with every saver and store on it).
+        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) plus `distance_type`
+            ("cosine" (default), "l2" or "inner_product"), to embed items for `search(query=)`.
+            Without it, `search(query=)` is a full-text search (docs/store.md: scores).
+        ttl: LangGraph's `TTLConfig` (`default_ttl` and `sweep_interval_minutes` in
+            minutes, `refresh_on_read`, `omit_expired`).
+        readonly: open without writing (None: decided by the file's permissions).
+        text: keep items' indexed text in the full-text index (None: only when no
+            `index` is given; with embeddings it is an extra index, `search_text` reads it).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
+        text: bool | None = None,
+    ) -> None:
+        self._setup(path, index, ttl, readonly, text)
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        text: bool | None = None,
+    ) -> Iterator[Store]:
+        """A Store on `path`, closed when the block ends."""
+        store = cls(path, index=index, ttl=ttl, text=text)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    def get(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        refresh_ttl: bool | None = None,
+    ) -> Item | None:
+        """`BaseStore.get`, without a batch around the one statement it runs."""
+        if refresh_ttl is None:
+            refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
+        op = GetOp(namespace, str(key), bool(refresh_ttl))
+        validate(op)
+        return self._get(op)
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        prepared = self._prepare(ops)
+        if prepared.embed:
+            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        for query in prepared.queries:
+            prepared.queries[query] = list(self.embeddings.embed_query(query))
+        return self._run(prepared)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self._abatch(ops)
+
+
+class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
+    """`Store` for asyncio apps: concurrent calls are batched (AsyncBatchedBaseStore),
+    embeddings are awaited, and the file is used on a worker thread, never on the loop.
+
+    Construct it inside a running event loop (`async with AsyncStore.from_conn_string(…)`).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
+        text: bool | None = None,
+    ) -> None:
+        AsyncBatchedBaseStore.__init__(self)
+        self._setup(path, index, ttl, readonly, text)
+        self._task_sweeper: asyncio.Task[None] | None = None
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        text: bool | None = None,
+    ) -> AsyncIterator[AsyncStore]:
+        """An AsyncStore on `path`, closed when the block ends."""
+        # The file is opened (and migrated) on a worker thread; the store then shares it.
+        file = await asyncio.to_thread(File.open, path)
+        try:
+            store = cls(path, index=index, ttl=ttl, text=text)
+        finally:
+            file.close()
+        try:
+            yield store
+        finally:
+            await store.stop_ttl_sweeper(5)
+            await asyncio.to_thread(store.close)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await self._abatch(ops)
+
+    async def start_ttl_sweeper(  # type: ignore[override]
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
+        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's,
+        else 5) on the event loop, each sweep on a worker thread; as LangGraph's async
+        stores, a task to await or cancel (or `stop_ttl_sweeper`)."""
+        if self._task_sweeper is not None and not self._task_sweeper.done():
+            return self._task_sweeper
+        minutes = float(
+            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        )
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(minutes * 60)
+                await asyncio.to_thread(self._sweep_logged)
+
+        self._task_sweeper = asyncio.create_task(loop())
+        return self._task_sweeper
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+        """Cancel the sweeper task; True when it ended within `timeout` seconds."""
+        task, self._task_sweeper = self._task_sweeper, None
+        if task is None or task.done():
+            return True
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=timeout)
+        return bool(done)

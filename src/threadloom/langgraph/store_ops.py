@@ -1,0 +1,140 @@
+"""The Store adapter's ops: validation, what a batch needs from outside the file, and
+the conversion of engine items to LangGraph's (adapter layer, beside `store.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from langgraph.store.base import (
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    SearchItem,
+    SearchOp,
+)
+
+from threadloom.engine.items import Stored, Write, check_json, check_text
+from threadloom.errors import InvalidArgumentError, InvalidValueError
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def as_time(us: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=us)
+
+
+def as_item(stored: Stored) -> Item:
+    return Item(
+        value=stored.value,
+        key=stored.key,
+        namespace=stored.namespace,
+        created_at=as_time(stored.created_at),
+        updated_at=as_time(stored.updated_at),
+    )
+
+
+def as_search_item(stored: Stored) -> SearchItem:
+    return SearchItem(
+        namespace=stored.namespace,
+        key=stored.key,
+        value=stored.value,
+        created_at=as_time(stored.created_at),
+        updated_at=as_time(stored.updated_at),
+        score=stored.score,
+    )
+
+
+def check_labels(namespace: Sequence[Any], *, full: bool) -> None:
+    """BaseStore's namespace rules, for ops handed to `batch` directly too."""
+    if full and not namespace:
+        raise InvalidNamespaceError("Namespace cannot be empty.")
+    for label in namespace:
+        if not isinstance(label, str):
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: labels are strings"
+            )
+        if not label or "." in label or "\x00" in label:
+            raise InvalidNamespaceError(
+                f"Invalid namespace label {label!r} in {tuple(namespace)}: a label is a "
+                "non-empty string without '.' or NUL"
+            )
+    if full and namespace[0] == "langgraph":
+        raise InvalidNamespaceError(
+            f'Root label for namespace cannot be "langgraph". Got: {tuple(namespace)}'
+        )
+
+
+def check_key(key: object) -> None:
+    """An item key is text SQLite can hold whole: a str without NUL or lone surrogates."""
+    if not isinstance(key, str):
+        raise InvalidArgumentError(f"an item key is a str, not {type(key).__name__}")
+    if "\x00" in key:
+        raise InvalidValueError(f"the item key {key!r} holds a NUL character; remove it")
+    check_text(key, f"the item key {key!r}")
+
+
+def validate(op: Op) -> None:
+    if isinstance(op, PutOp):
+        check_labels(op.namespace, full=True)
+        check_key(op.key)
+        if op.value is not None and not isinstance(op.value, dict):
+            raise InvalidArgumentError(
+                f"an item value is a dict (a JSON object), not {type(op.value).__name__}"
+            )
+        if op.value is not None:
+            check_json(op.value)
+    elif isinstance(op, GetOp):
+        check_labels(op.namespace, full=False)
+        check_key(op.key)
+    elif isinstance(op, SearchOp):
+        check_labels(op.namespace_prefix, full=False)
+    elif isinstance(op, ListNamespacesOp):
+        for condition in op.match_conditions or ():
+            check_labels([p for p in condition.path if p != "*"], full=False)
+    else:
+        raise InvalidArgumentError(f"unknown store operation {type(op).__name__}")
+
+
+@dataclass
+class Prepared:
+    """What a batch needs that comes from outside the file: texts and embeddings."""
+
+    ops: list[Op]
+    writes: list[Write]
+    queries: dict[str, list[float]]
+    embed: list[str]
+    #: (write index, field path) per text in `embed`.
+    slots: list[tuple[int, str]]
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string value inside `value` (keys excluded): the text of the `$` field."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for child in value.values():
+            yield from strings(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from strings(child)
+
+
+def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (
+        zip(namespace, path, strict=False)
+        if condition.match_type == "prefix"
+        else zip(reversed(namespace), reversed(path), strict=False)
+    )
+    if condition.match_type not in ("prefix", "suffix"):
+        raise InvalidArgumentError(f"match type {condition.match_type!r} is not prefix or suffix")
+    return all(p == "*" or n == p for n, p in pairs)
