@@ -1,4 +1,6 @@
-"""The layers: imports point downward, LangGraph only in the adapters, SQL only in engine/."""
+"""The layers: imports point downward, LangGraph only in the adapters' wing, SQL only in
+engine/ (and the fenced readers of other applications' files), every package ranked, and
+the engine's rooms in order, reached from outside through their packages only."""
 
 from __future__ import annotations
 
@@ -10,26 +12,43 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-#: Rank of each layer: a module may import modules of its own rank or below.
+#: Rank of each package and top-level module: a module may import its own rank or below.
+#: Every one must be listed (`unranked`), so a new folder is placed on purpose.
 LAYERS = {
     "threadloom.errors": 0,
     "threadloom.core": 0,
     "threadloom._native": 0,  # the C core (cffi extension)
     "threadloom.protocol": 1,
     "threadloom.engine": 2,
-    "threadloom.saver": 3,
-    "threadloom._langgraph": 3,
-    "threadloom.store": 3,
-    "threadloom._storeops": 3,
-    "threadloom.memories": 3,
     "threadloom.documents": 3,  # the document operations over the file (no LangGraph)
-    "threadloom": 3,  # the package root re-exports the adapters
+    "threadloom.langgraph": 3,  # the adapters' wing: the only importer of LangGraph
+    "threadloom": 3,  # the package root re-exports the wing's names
+    "threadloom.viewer": 4,
     "threadloom.cli": 4,
     "threadloom.nats": 4,
     "threadloom.naas": 4,
     "threadloom.__main__": 4,
 }
-ADAPTERS = 3
+#: The only package that may import LangGraph or LangChain.
+WING = "threadloom.langgraph"
+LANGGRAPH = {"langgraph", "langchain_core", "langchain"}
+#: Where SQL text may live: the engine, and the readers of other applications' files
+#: (a naas document service's SQLite file, LangGraph's own databases) fenced in migration.
+SQL_HOMES = ("threadloom.engine", "threadloom.langgraph.migration.readers")
+#: The engine's rooms, lowest first: a room imports only its own modules and lower rooms.
+ROOMS = [
+    "sql",
+    "format",
+    "content",
+    "threads",
+    "file",
+    "checkpoints",
+    "items",
+    "conversations",
+    "checks",
+    "checkpoint_store",
+    "",  # engine/__init__.py
+]
 _SQL = re.compile(r"^\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|PRAGMA|WITH)\b", re.I)
 
 
@@ -37,6 +56,14 @@ def rank(module: str) -> int:
     """The rank of a module: its longest listed prefix."""
     best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len)
     return LAYERS[best]
+
+
+def room(module: str) -> int | None:
+    """The position of an engine module's room in `ROOMS` (None outside the engine)."""
+    parts = module.split(".")
+    if parts[:2] != ["threadloom", "engine"]:
+        return None
+    return ROOMS.index(parts[2] if len(parts) > 2 else "")
 
 
 def modules(root: Path) -> dict[str, Path]:
@@ -63,26 +90,56 @@ def imported(module: str, path: Path, known: set[str]) -> list[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, *([base] if base else [])])
+            # A name taken from an engine room's package is what the room exports,
+            # even where a module of the room has the same name.
+            exported = room(base) is not None and base.count(".") == 2
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
-                out.append(candidate if candidate in known else base)
+                out.append(candidate if candidate in known and not exported else base)
     return out
 
 
+def unranked(found: dict[str, Path]) -> list[str]:
+    """Packages and top-level modules of `threadloom` that `LAYERS` does not name."""
+    tops = {".".join(m.split(".")[:2]) for m in found if m.startswith("threadloom.")}
+    return sorted(f"{top} has no rank in LAYERS" for top in tops if top not in LAYERS)
+
+
+def _engine_import(module: str, target: str, found: dict[str, Path]) -> str | None:
+    """What is wrong with `module` importing the engine module `target`, if anything."""
+    mine, theirs = room(module), room(target)
+    if mine is None:
+        # Outside the engine: `threadloom.engine` or a room's package, never its modules.
+        parts = target.split(".")
+        if len(parts) == 2 or (len(parts) == 3 and found[target].name == "__init__.py"):
+            return None
+        return f"{module} imports {target}, a module inside the engine; import its room"
+    if theirs is not None and theirs > mine:
+        return f"{module} imports {target}, from a room above its own"
+    return None
+
+
 def violations(root: Path) -> list[str]:
-    """Every upward import, LangGraph import below the adapters and SQL text outside engine/."""
+    """Every unranked package, upward import, LangGraph import outside the wing, engine
+    import past a room's package or up the rooms, and SQL text outside its homes."""
     found = modules(root)
     known = set(found)
-    problems: list[str] = []
+    problems: list[str] = unranked(found)
     for module, path in found.items():
+        if module.split(".")[0] != "threadloom" or ".".join(module.split(".")[:2]) not in LAYERS:
+            continue
         mine = rank(module)
         for target in imported(module, path, known):
             top = target.split(".")[0]
-            if top in {"langgraph", "langchain_core", "langchain"} and mine < ADAPTERS:
-                problems.append(f"{module} imports {target} below the adapters")
+            if top in LANGGRAPH and not (module == WING or module.startswith(WING + ".")):
+                problems.append(f"{module} imports {target} outside the adapters' wing")
             if top == "threadloom" and rank(target) > mine:
                 problems.append(f"{module} imports {target}, a layer above it")
-        if not module.startswith("threadloom.engine"):
+            if target in found and room(target) is not None:
+                wrong = _engine_import(module, target, found)
+                if wrong:
+                    problems.append(wrong)
+        if not module.startswith(SQL_HOMES):
             tree = ast.parse(path.read_text())
             for node in ast.walk(tree):
                 if (
@@ -95,28 +152,43 @@ def violations(root: Path) -> list[str]:
     return problems
 
 
-def test_imports_point_downward_and_langgraph_stays_in_the_adapters() -> None:
-    """No module imports a layer above it, imports LangGraph below the adapters, or holds SQL
-    outside engine/."""
+def test_imports_point_downward_and_langgraph_stays_in_the_wing() -> None:
+    """Every package is ranked; no module imports a layer above it, imports LangGraph
+    outside the wing, reaches into an engine room past its package or up the rooms, or
+    holds SQL outside engine/ and the fenced readers."""
     assert violations(SRC) == []
 
 
 def test_the_layer_check_finds_what_it_looks_for(tmp_path: Path) -> None:
-    """The check reports an upward import, LangGraph in the protocol and SQL in the CLI."""
+    """The check reports each rule broken once: an upward import, LangGraph in the
+    protocol and in the viewer, SQL in the CLI, an unranked folder, an outer import of a
+    room's module, and a room importing a room above it."""
     package = tmp_path / "threadloom"
-    for sub in ("core", "protocol", "engine", "cli"):
+    folders = ("core", "protocol", "engine", "engine/format", "engine/items", "cli")
+    for sub in (*folders, "viewer", "langgraph", "gadgets"):
         (package / sub).mkdir(parents=True)
         (package / sub / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    (package / "core" / "bad.py").write_text("from threadloom.engine import thing\n")
+    (package / "core" / "bad.py").write_text("from threadloom.protocol import thing\n")
     (package / "protocol" / "bad.py").write_text("def f():\n    import langgraph.graph\n")
+    (package / "viewer" / "bad.py").write_text("from langchain_core.messages import AIMessage\n")
+    (package / "langgraph" / "fine.py").write_text("from langgraph.graph import StateGraph\n")
     (package / "cli" / "bad.py").write_text("Q = 'SELECT id FROM threads'\n")
-    (package / "engine" / "fine.py").write_text("Q = 'SELECT id FROM threads'\n")
+    (package / "cli" / "fine.py").write_text("from threadloom.engine.items import Items\n")
+    (package / "engine" / "items" / "rows.py").write_text("Q = 'SELECT id FROM items'\n")
+    (package / "cli" / "reach.py").write_text("from threadloom.engine.items.rows import Q\n")
+    (package / "engine" / "format" / "up.py").write_text(
+        "from threadloom.engine.items import rows\n"
+    )
     found = violations(tmp_path)
-    assert any("threadloom.core.bad imports threadloom.engine" in p for p in found)
+    assert any("threadloom.core.bad imports threadloom.protocol" in p for p in found)
     assert any("threadloom.protocol.bad imports langgraph" in p for p in found)
+    assert any("threadloom.viewer.bad imports langchain_core" in p for p in found)
     assert any("threadloom.cli.bad:1 holds SQL" in p for p in found)
-    assert len(found) == 3
+    assert any("threadloom.gadgets has no rank" in p for p in found)
+    assert any("threadloom.cli.reach imports threadloom.engine.items.rows" in p for p in found)
+    assert any("threadloom.engine.format.up imports threadloom.engine.items" in p for p in found)
+    assert len(found) == 7, found
 
 
 def test_the_light_commands_do_not_load_langgraph(tmp_path: Path) -> None:
