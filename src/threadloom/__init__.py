@@ -10,7 +10,7 @@ from typing import Any
 
 from threadloom.errors import LeaseLostError, ThreadBusyError, ThreadloomError
 
-__version__ = "0.1.0"
+__version__ = "0.8.0"
 
 __all__ = [
     "AsyncSaver",
