@@ -219,3 +219,18 @@ def test_the_package_shows_its_savers_and_types() -> None:
     text = pydoc.render_doc(threadloom.Saver, renderer=pydoc.plaintext)
     assert "readonly" in text and "synchronous" in text and "namespace" in text
     assert (Path(threadloom.__file__).parent / "py.typed").is_file()
+
+
+def test_the_architecture_names_every_folder() -> None:
+    """docs/ARCHITECTURE.md's map of the house names every package folder of
+    `src/threadloom` (a new room must be drawn where a newcomer looks for it)."""
+    text = (SRC.parent / "docs" / "ARCHITECTURE.md").read_text()
+    house = text.split("## The house", 1)[1].split("\n## ", 1)[0]
+    package = SRC / "threadloom"
+    folders = sorted(p.parent for p in package.rglob("__init__.py"))
+    missing = [
+        str(folder.relative_to(package))
+        for folder in folders
+        if folder != package and f"{folder.name}/" not in house
+    ]
+    assert missing == []

@@ -1,9 +1,9 @@
 """`Store` and `AsyncStore`: LangGraph BaseStores in the threadloom file (docs/store.md).
 
 Adapter layer: LangGraph's ops and types in, the engine's items and searches
-(`engine/items/rows.py`, `engine/items/recall.py`) out. Embeddings are computed before the write
-transaction opens (`embed_documents` for items, `embed_query` for queries); every op of
-a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
+(`engine/items/rows.py`, `engine/items/recall.py`) out. Embeddings are computed before
+the write transaction opens (`embed_documents` for items, `embed_query` for queries);
+every op of a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
 before the batch's puts (as LangGraph's stores order them), and the last put of a key wins.
 """
 
