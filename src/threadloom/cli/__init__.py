@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from threadloom import __version__
-from threadloom.cli.conversations import COMMANDS, add_parsers
+from threadloom.cli._conversations import COMMANDS, add_parsers
 from threadloom.errors import ThreadloomError
 
 
@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"threadloom {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    from threadloom.cli import demo
+    from threadloom.cli.commands import demo
 
     demo.add_arguments(
         commands.add_parser(
@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         help="SQLite's quick_check, owners and block counts only; decode no body",
     )
     verify.add_argument("--json", action="store_true", help="print JSON")
-    from threadloom.cli.transfer import add_arguments, add_serve_arguments
+    from threadloom.cli._transfer import add_arguments, add_serve_arguments
 
     add_arguments(
         commands.add_parser(
@@ -63,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
         "from",
     )
-    from threadloom.cli.migrate import add_arguments as add_migrate_arguments
+    from threadloom.cli.commands.migrate import add_arguments as add_migrate_arguments
 
     add_migrate_arguments(
         commands.add_parser(
@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
         )
     )
     add_parsers(commands)
-    from threadloom.cli import prune as prune_command
+    from threadloom.cli.commands import prune as prune_command
 
     prune_command.add_arguments(
         commands.add_parser(
@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
             "(a dry run unless --apply)",
         )
     )
-    from threadloom.cli.view import add_arguments as add_view_arguments
+    from threadloom.cli.commands.view import add_arguments as add_view_arguments
 
     add_view_arguments(
         commands.add_parser(
@@ -104,34 +104,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "demo":
-            from threadloom.cli import demo
+            from threadloom.cli.commands import demo
 
             return demo.run(args)
         if args.command == "serve":
-            from threadloom.cli.transfer import run_serve
+            from threadloom.cli._transfer import run_serve
 
             return run_serve(args)
         if args.command in COMMANDS:
-            from threadloom.cli.conversations import run
+            from threadloom.cli._conversations import run
 
             return run(args)
         if args.command == "prune":
-            from threadloom.cli.prune import run_prune
+            from threadloom.cli.commands.prune import run_prune
 
             return run_prune(args)
         if args.command == "view":
-            from threadloom.cli.view import run_view
+            from threadloom.cli.commands.view import run_view
 
             return run_view(args)
         if args.command == "migrate":
-            from threadloom.cli.migrate import run_migrate
+            from threadloom.cli.commands.migrate import run_migrate
 
             return run_migrate(args)
         if args.command in ("export", "import"):
-            from threadloom.cli.transfer import run_transfer
+            from threadloom.cli._transfer import run_transfer
 
             return run_transfer(args, "to" if args.command == "export" else "from")
-        from threadloom.cli.doctor import run_compact, run_doctor, run_verify
+        from threadloom.cli.commands.doctor import run_compact, run_doctor, run_verify
 
         if args.command == "compact":
             return run_compact(args.db, as_json=args.json)

@@ -22,7 +22,7 @@ KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom migrate`."""
-    from threadloom.cli.transfer import SECRET_ENV, TOKEN_ENV
+    from threadloom.cli._transfer import SECRET_ENV, TOKEN_ENV
     from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
     parser.add_argument(
@@ -134,7 +134,7 @@ def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: 
 
 def _from_nats(args: argparse.Namespace, url: str, progress: Any) -> dict[str, Any]:
     """`threadloom import`'s run, reported in migrate's shape."""
-    from threadloom.cli.transfer import transfer
+    from threadloom.cli._transfer import transfer
     from threadloom.langgraph.migration.urls import redact
 
     options = argparse.Namespace(
@@ -180,7 +180,7 @@ def _schema_1_over_nats(
     naas file; counted into `found`."""
     import asyncio
 
-    from threadloom.cli.transfer import credentials
+    from threadloom.cli._transfer import credentials
     from threadloom.langgraph.migration.copier import Copier
     from threadloom.langgraph.migration.sources import history_of
     from threadloom.langgraph.migration.urls import redact
