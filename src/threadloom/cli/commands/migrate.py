@@ -17,6 +17,11 @@ from typing import Any
 from threadloom.cli.bar import shown
 from threadloom.errors import MigrationError
 
+HELP = (
+    "copy threads from a SqliteSaver file, a PostgresSaver database or naas "
+    "into the file (dry run unless --apply)"
+)
+
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
 
 
@@ -89,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_migrate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run a migration; print the report; 1 when a thread conflicted."""
     from threadloom.langgraph.migration import detect_kind
 
