@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from threadloom.cli import main
+from threadloom.cli import COMMANDS, main
 
 
 def test_an_error_prints_what_went_wrong_and_a_hint(
@@ -73,3 +78,62 @@ def test_verify_exit_codes_and_json(tmp_path: Path, capsys: pytest.CaptureFixtur
     sqlite3.connect(other).execute("CREATE TABLE notes(x)").connection.commit()
     assert main(["verify", "--db", str(other)]) == 1
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def registry_problems(
+    modules: Mapping[str, ModuleType], commands: Sequence[tuple[str, str]]
+) -> list[str]:
+    """What is wrong between the command modules (by name) and the registry."""
+    registered = {module for _, module in commands}
+    found = [f"{name} is not registered" for name in sorted(set(modules) - registered)]
+    for name, module in commands:
+        loaded = modules.get(module)
+        if loaded is None:
+            found.append(f"{name}: no module {module}")
+            continue
+        if not isinstance(getattr(loaded, "HELP", None), str) or not loaded.HELP:
+            found.append(f"{name}: no HELP")
+        found += [
+            f"{name}: no {f}()"
+            for f in ("add_arguments", "run")
+            if not callable(getattr(loaded, f, None))
+        ]
+    return found
+
+
+def test_every_command_module_is_registered_and_has_the_interface() -> None:
+    """Each module of cli/commands is one registered command with HELP, add_arguments and run."""
+    package = Path(importlib.import_module("threadloom.cli.commands").__file__ or "").parent
+    modules = {
+        path.stem: importlib.import_module(f"threadloom.cli.commands.{path.stem}")
+        for path in package.glob("*.py")
+        if path.stem != "__init__"
+    }
+    assert registry_problems(modules, COMMANDS) == []
+    assert len({name for name, _ in COMMANDS}) == len(COMMANDS) == len(modules)
+
+
+def test_the_registry_check_finds_what_it_looks_for() -> None:
+    """A module no command names, a command without a module and one without run are found."""
+    whole, partial = ModuleType("whole"), ModuleType("partial")
+    vars(whole).update(HELP="help", add_arguments=print, run=print)
+    vars(partial).update(HELP="help", add_arguments=print)
+    found = registry_problems(
+        {"whole": whole, "partial": partial, "stray": whole},
+        [("whole", "whole"), ("partial", "partial"), ("ghost", "ghost")],
+    )
+    assert found == ["stray is not registered", "partial: no run()", "ghost: no module ghost"]
+
+
+def test_building_the_parser_imports_no_heavy_module() -> None:
+    """Every command module is imported to build the parser, and none of them loads the
+    engine, LangGraph, NATS or the web stack at its top level."""
+    code = (
+        "import sys\nfrom threadloom.cli import _parser\n_parser()\n"
+        "heavy = {'langgraph', 'langchain_core', 'nats', 'starlette', 'uvicorn', 'jinja2', "
+        "'apsw'}\nloaded = sorted(m for m in sys.modules if m.split('.')[0] in heavy or "
+        "m.startswith(('threadloom.engine', 'threadloom.langgraph', 'threadloom.nats', "
+        "'threadloom.viewer')))\nassert not loaded, loaded\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

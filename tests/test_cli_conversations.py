@@ -29,8 +29,8 @@ from tests.engine.test_graphs import (
 )
 from threadloom import OwnerStore, Saver, Store
 from threadloom.cli import main
+from threadloom.cli._conversations import size
 from threadloom.cli._transcript import brief
-from threadloom.cli.conversations import size
 
 ANSWER = f"The answer is 12. {LONG}"
 

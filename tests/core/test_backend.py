@@ -16,7 +16,7 @@ import pytest
 
 import threadloom.core as core
 from tests.core.conftest import native, require_native
-from threadloom.cli.doctor import report
+from threadloom.cli.commands.doctor import report
 
 BLOCK_NATIVE = "import sys; sys.modules['threadloom._native'] = None; "
 PRINT_BACKEND = "import threadloom.core as c; print(c.backend())"

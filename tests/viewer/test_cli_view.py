@@ -78,7 +78,8 @@ def test_another_host_is_served_only_with_a_warning(
     memory: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Loopback hosts are served quietly; any other host is warned about before binding."""
-    from threadloom.cli import main, view
+    from threadloom.cli import main
+    from threadloom.cli.commands import view
 
     assert view.loopback("127.0.0.1") and view.loopback("localhost") and view.loopback("::1")
     assert not view.loopback("0.0.0.0") and not view.loopback("192.0.2.1")

@@ -1,5 +1,12 @@
 """The `threadloom` command line: `main(argv) -> int`.
 
+One module per command in `cli/commands/`, each with the same interface (`Command`):
+`HELP`, `add_arguments(parser)` and `run(args) -> int`. `COMMANDS` registers them in
+the order `--help` lists them, so a new command is one module and one line there.
+Command modules import only the standard library, `threadloom.errors`, the protocol and
+the helpers of `cli/` at their top level (building the parser imports every one of them);
+the engine, LangGraph, NATS and the web stack are imported inside `run`.
+
 Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems. Errors go to stderr as
 `error: what went wrong` and `hint: what to do`.
 """
@@ -7,12 +14,56 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems. Errors go to stde
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 from threadloom import __version__
-from threadloom.cli.conversations import COMMANDS, add_parsers
 from threadloom.errors import ThreadloomError
+
+#: Every command, in the order `threadloom --help` lists them: its name, then its module
+#: in `threadloom.cli.commands` (`import_`: `import` is a keyword).
+COMMANDS: tuple[tuple[str, str], ...] = (
+    ("demo", "demo"),
+    ("doctor", "doctor"),
+    ("compact", "compact"),
+    ("verify", "verify"),
+    ("export", "export"),
+    ("import", "import_"),
+    ("migrate", "migrate"),
+    ("serve", "serve"),
+    ("threads", "threads"),
+    ("show", "show"),
+    ("history", "history"),
+    ("delete", "delete"),
+    ("erase", "erase"),
+    ("prune", "prune"),
+    ("view", "view"),
+)
+
+
+class Command(Protocol):
+    """What a module of `cli/commands/` provides."""
+
+    #: The one line `threadloom --help` shows for the command.
+    HELP: str
+
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None:
+        """Add the command's arguments to its parser."""
+
+    def run(self, args: argparse.Namespace) -> int:
+        """Run the command with its parsed arguments; return the exit code.
+
+        Raises:
+            ThreadloomError: printed by `main` as `error:` and `hint:`; exit 1.
+        """
+
+
+def command(name: str) -> Command:
+    """The module of the command `name` (imported on first use)."""
+    module = dict(COMMANDS)[name]
+    return cast(Command, importlib.import_module(f"{__name__}.commands.{module}"))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,81 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"threadloom {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    from threadloom.cli import demo
-
-    demo.add_arguments(
-        commands.add_parser(
-            "demo", help="run a small agent whose memory survives restarts (no network)"
-        )
-    )
-    doctor = commands.add_parser("doctor", help="show versions and the file format in use")
-    doctor.add_argument("--json", action="store_true", help="print JSON")
-    doctor.add_argument("--db", help="also report what this threadloom file holds")
-    compact = commands.add_parser(
-        "compact",
-        help="retrain the compression dictionary, re-encode every body and VACUUM a file",
-    )
-    compact.add_argument("--db", required=True, help="the threadloom file")
-    compact.add_argument("--json", action="store_true", help="print what it did as JSON")
-    verify = commands.add_parser(
-        "verify",
-        help="check everything a read depends on: SQLite's structure, every row's seal and "
-        "body, every reference, the block counts (exit 0 sound, 3 problems, 1 not checked)",
-    )
-    verify.add_argument("--db", required=True, help="the threadloom file")
-    verify.add_argument(
-        "--quick",
-        action="store_true",
-        help="SQLite's quick_check, owners and block counts only; decode no body",
-    )
-    verify.add_argument("--json", action="store_true", help="print JSON")
-    from threadloom.cli.transfer import add_arguments, add_serve_arguments
-
-    add_arguments(
-        commands.add_parser(
-            "export", help="put threads of the file into the shared engine's document service"
-        ),
-        "to",
-    )
-    add_arguments(
-        commands.add_parser(
-            "import", help="copy threads of the shared engine's document service into the file"
-        ),
-        "from",
-    )
-    from threadloom.cli.migrate import add_arguments as add_migrate_arguments
-
-    add_migrate_arguments(
-        commands.add_parser(
-            "migrate",
-            help="copy threads from a SqliteSaver file, a PostgresSaver database or naas "
-            "into the file (dry run unless --apply)",
-        )
-    )
-    add_serve_arguments(
-        commands.add_parser(
-            "serve",
-            help="answer as the document service over NATS for the file (the naas SDK saver "
-            "can use it as its memory)",
-        )
-    )
-    add_parsers(commands)
-    from threadloom.cli import prune as prune_command
-
-    prune_command.add_arguments(
-        commands.add_parser(
-            "prune",
-            help="keep the last N checkpoints of each thread and delete idle threads "
-            "(a dry run unless --apply)",
-        )
-    )
-    from threadloom.cli.view import add_arguments as add_view_arguments
-
-    add_view_arguments(
-        commands.add_parser(
-            "view", help="serve a read-only web viewer of a file on 127.0.0.1 (the view extra)"
-        )
-    )
+    for name, _ in COMMANDS:
+        found = command(name)
+        found.add_arguments(commands.add_parser(name, help=found.HELP))
     return parser
 
 
@@ -103,41 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code."""
     args = _parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            from threadloom.cli import demo
-
-            return demo.run(args)
-        if args.command == "serve":
-            from threadloom.cli.transfer import run_serve
-
-            return run_serve(args)
-        if args.command in COMMANDS:
-            from threadloom.cli.conversations import run
-
-            return run(args)
-        if args.command == "prune":
-            from threadloom.cli.prune import run_prune
-
-            return run_prune(args)
-        if args.command == "view":
-            from threadloom.cli.view import run_view
-
-            return run_view(args)
-        if args.command == "migrate":
-            from threadloom.cli.migrate import run_migrate
-
-            return run_migrate(args)
-        if args.command in ("export", "import"):
-            from threadloom.cli.transfer import run_transfer
-
-            return run_transfer(args, "to" if args.command == "export" else "from")
-        from threadloom.cli.doctor import run_compact, run_doctor, run_verify
-
-        if args.command == "compact":
-            return run_compact(args.db, as_json=args.json)
-        if args.command == "verify":
-            return run_verify(args.db, quick=args.quick, as_json=args.json)
-        return run_doctor(as_json=args.json, db=args.db)
+        return command(args.command).run(args)
     except ThreadloomError as exc:
         report(exc)
         return 1

@@ -1,6 +1,6 @@
 """The demo agent of `threadloom demo`: a small tool-using graph on the embedded file.
 
-Adapter layer (LangGraph); `cli/demo.py` registers the command. No network.
+Adapter layer (LangGraph); `cli/commands/demo.py` registers the command. No network.
 
 The model is deterministic (it answers from the conversation it remembers), so
 running the demo twice shows the memory surviving a restart.

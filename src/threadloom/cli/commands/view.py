@@ -22,6 +22,8 @@ from typing import Any
 
 from threadloom.errors import ThreadloomError
 
+HELP = "serve a read-only web viewer of a file on 127.0.0.1 (the view extra)"
+
 #: The port tried when none is given (pass --port 0 for any free one).
 DEFAULT_PORT = 8765
 
@@ -81,7 +83,7 @@ def _missing(name: str) -> int:
     return 1
 
 
-def run_view(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Serve the viewer until interrupted; return the exit code."""
     path = args.db or args.path
     if not path:

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+HELP = "run a small agent whose memory survives restarts (no network)"
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `threadloom demo`."""
     parser.add_argument(
         "--db", default="threadloom-demo.db", help="SQLite file (default: %(default)s)"
     )
@@ -17,6 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the demo agent; return its exit status."""
     from threadloom.langgraph.demo import run_demo
 
     return run_demo(args.db, args.thread, args.turns)

@@ -17,12 +17,17 @@ from typing import Any
 from threadloom.cli.bar import shown
 from threadloom.errors import MigrationError
 
+HELP = (
+    "copy threads from a SqliteSaver file, a PostgresSaver database or naas "
+    "into the file (dry run unless --apply)"
+)
+
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom migrate`."""
-    from threadloom.cli.transfer import SECRET_ENV, TOKEN_ENV
+    from threadloom.cli._transfer import SECRET_ENV, TOKEN_ENV
     from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
     parser.add_argument(
@@ -89,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run_migrate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run a migration; print the report; 1 when a thread conflicted."""
     from threadloom.langgraph.migration import detect_kind
 
@@ -134,7 +139,7 @@ def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: 
 
 def _from_nats(args: argparse.Namespace, url: str, progress: Any) -> dict[str, Any]:
     """`threadloom import`'s run, reported in migrate's shape."""
-    from threadloom.cli.transfer import transfer
+    from threadloom.cli._transfer import transfer
     from threadloom.langgraph.migration.urls import redact
 
     options = argparse.Namespace(
@@ -180,7 +185,7 @@ def _schema_1_over_nats(
     naas file; counted into `found`."""
     import asyncio
 
-    from threadloom.cli.transfer import credentials
+    from threadloom.cli._transfer import credentials
     from threadloom.langgraph.migration.copier import Copier
     from threadloom.langgraph.migration.sources import history_of
     from threadloom.langgraph.migration.urls import redact

@@ -21,6 +21,10 @@ from typing import Any
 from threadloom.errors import EngineError, InvalidArgumentError, InvalidValueError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
+HELP = (
+    "keep the last N checkpoints of each thread and delete idle threads (a dry run unless --apply)"
+)
+
 #: Threads from which a TTY shows a progress line.
 PROGRESS_FROM = 50
 
@@ -63,7 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
-def run_prune(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """Run `threadloom prune`; return the exit code."""
     from threadloom.engine import CheckpointStore, File
     from threadloom.engine.checkpoints import agent_ids

@@ -1,0 +1,189 @@
+"""What the conversation commands (`threads`, `show`, `history`, `delete`, `erase`) share.
+
+CLI layer. Everything is read class-free: the scope is opened without a serializer and
+values are shown in their plain form (`protocol.plain`), so no LangGraph, LangChain or
+application class is imported and no pickle is loaded. Read commands open the file
+read-only and never change it; `delete` and `erase --apply` open it writable. The JSON
+of every read command (`--json`) is the contract docs/cli.md gives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from threadloom.errors import EngineError
+from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+
+if TYPE_CHECKING:
+    from threadloom.engine import CheckpointStore
+
+#: Most rows of a page (the engine's limit).
+MAX_PAGE = 1000
+
+
+def scope_arguments(
+    parser: argparse.ArgumentParser, nargs: Literal["*", "+"], metavar: str, usage: str
+) -> None:
+    """The file (`--db FILE` or the first positional argument) and the scope's options.
+
+    Args:
+        parser: the command's parser.
+        nargs: "*" for a command that takes only the file, "+" for one that takes threads.
+        metavar: the positional arguments as `--help` names them, e.g. "[FILE] THREAD".
+        usage: the rest of the usage line after the file, e.g. " THREAD".
+    """
+    parser.usage = f"%(prog)s [--db FILE | FILE]{usage} [options]"
+    parser.add_argument(
+        "operands",
+        nargs=nargs,
+        metavar=metavar,
+        help="the file (when --db is not given)" + (", then the thread" if nargs == "+" else ""),
+    )
+    parser.add_argument("--db", metavar="FILE", help="the threadloom file")
+    parser.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help="the scope's namespace (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--agent-id", default=DEFAULT_AGENT_ID, help="the scope's agent id (default: %(default)s)"
+    )
+    parser.set_defaults(usage_error=parser.error)
+
+
+def page_arguments(parser: argparse.ArgumentParser, before: str) -> None:
+    """`--limit`, `--before` (described by `before`) and `--json` of a paged command."""
+    parser.add_argument(
+        "--limit", type=count, default=20, metavar="N", help="rows (default: %(default)s)"
+    )
+    parser.add_argument("--before", metavar="CURSOR", help=before)
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def count(value: str) -> int:
+    """A number of rows from 1 to `MAX_PAGE` (an argparse `type`)."""
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if not 1 <= number <= MAX_PAGE:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number from 1 to {MAX_PAGE}")
+    return number
+
+
+def operands(args: argparse.Namespace, threads: Literal[0, 1, "+"]) -> tuple[str, list[str]]:
+    """The file (`--db`, else the first positional argument) and the thread ids after it.
+
+    Args:
+        args: the parsed options of a command set up by `scope_arguments`.
+        threads: how many thread ids the command takes: none, one, or at least one ("+");
+            any other count is a usage error (exit 2).
+    """
+    given = list(args.operands)
+    path = args.db
+    if path is None:
+        if not given:
+            args.usage_error("give the threadloom file: --db FILE or the first argument")
+        path = given.pop(0)
+    if threads == "+" and not given:
+        args.usage_error("give at least one thread id")
+    elif threads == 1 and len(given) != 1:
+        args.usage_error("give one thread id" + (f", not {len(given)}" if given else ""))
+    elif threads == 0 and given:
+        args.usage_error(f"unexpected arguments: {' '.join(given)}")
+    return path, given
+
+
+@contextlib.contextmanager
+def opened(
+    args: argparse.Namespace, path: str, *, write: bool = False
+) -> Iterator[CheckpointStore]:
+    """The scope of the file, read-only unless `write`; a missing file is an error."""
+    from threadloom.engine import CheckpointStore, File
+
+    if not Path(path).is_file():
+        raise EngineError(
+            f"{path!r} does not exist or is not a file; give the path of a threadloom file "
+            "(--db FILE or the first argument)"
+        )
+    file = File.open(path, readonly=not write)
+    try:
+        store = CheckpointStore(file, namespace=args.namespace, agent_id=args.agent_id)
+        try:
+            yield store
+        finally:
+            store.close()
+    finally:
+        file.close()
+
+
+def missing_thread(thread_id: str, args: argparse.Namespace, path: str) -> EngineError:
+    """The error for a thread the scope does not hold, naming how to list its threads."""
+    return EngineError(
+        f"no thread {thread_id!r} in {path} (scope {args.namespace} / {args.agent_id}); "
+        f"`threadloom threads {path}` lists its threads (another scope: --namespace, --agent-id)"
+    )
+
+
+def plural(count: int, word: str) -> str:
+    """`1 thread`, `2 threads`."""
+    return f"{count} {word}" + ("" if count == 1 else "s")
+
+
+def print_json(value: Any) -> None:
+    """Print `value` as indented JSON, non-ASCII characters as they are."""
+    print(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def size(count: int) -> str:
+    """Bytes as people read them: 512 B, 1.5 KiB, 20.0 MiB."""
+    if count < 1024:
+        return f"{count} B"
+    value = float(count)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: set[int]) -> None:
+    """Print aligned columns, those whose index is in `right` aligned right."""
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(cells)
+        ]
+        return "  ".join(out).rstrip()
+
+    print(line(headers))
+    for row in rows:
+        print(line(row))
+
+
+class Progress:
+    """One line of progress on stderr, only when stderr is a terminal (and not --json)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.shown = False
+
+    def show(self, line: str) -> None:
+        if self.enabled:
+            sys.stderr.write(f"\r\x1b[K{line}")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+            self.shown = False

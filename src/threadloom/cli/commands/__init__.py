@@ -1,0 +1,1 @@
+"""The commands of `threadloom`, one module per command."""
