@@ -1,9 +1,14 @@
-"""What every migration source offers the copier, and what the LangGraph savers share.
+"""What every migration source offers the copier, how a kind declares itself, and what
+the LangGraph savers share.
 
 Adapter layer. A source reads one kind of store through its producer's public API or its
 documented format, never guessed, and never writes (each is opened read-only); it yields
-each thread's history oldest first. The kinds are one module each beside this one
-(`sqlite.py`, `postgres.py`, `naas_sqlite.py`).
+each thread's history oldest first. Each kind is one module beside this one that
+declares a `SourceKind` (`KIND`): its name, how a path or URL is recognized as it, how
+it opens, and its Store source where it has one.
+
+Importing these modules loads no LangGraph (the command line reads the kinds' names for
+every command, `threadloom doctor` included): each kind imports its driver when it opens.
 
 LangGraph's `pending_writes` leave out each write's task path, which orders a step's
 writes (`writes_sort_key`) and names the node that wrote them; the SQLite and PostgreSQL
@@ -14,14 +19,21 @@ naas's migration): `SaverSource` holds that loop, `paths_if_same` the comparison
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.store.base import BaseStore
+
+    from threadloom.engine.format import Found
 
 #: Task paths of one checkpoint's pending writes: task id -> task path.
 TaskPaths = dict[str, str]
+#: A LangGraph Store open for reading: the store, how to close it, how the report names it.
+OpenedStore = tuple["BaseStore", Callable[[], None], dict[str, Any]]
 
 
 @dataclass
@@ -64,12 +76,58 @@ class Source:
         """Let go of the source."""
 
 
+@dataclass(frozen=True)
+class Options:
+    """What `threadloom.migrate` gives every source it opens.
+
+    Attributes:
+        namespace, agent_id: the scope (a naas file's scope to read).
+        serde: the serializer of the source's values (None: LangGraph's default).
+    """
+
+    namespace: str
+    agent_id: str
+    serde: SerializerProtocol | None = None
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """One kind of source, as its module declares it (`KIND`); `sources/__init__.py`
+    registers it, and `threadloom.migrate` recognizes and opens sources through it.
+
+    Attributes:
+        name: what `--from`, `kind=` and the report call it ("sqlite").
+        wanted: what a refusal says a source of this kind is ("a PostgreSQL URL").
+        opens: the source read from a path or URL recognized as this kind.
+        found: what `engine.format.identify` finds in a file of this kind (None: no file).
+        schemes: the URL schemes of this kind (the first is the one messages name).
+        env: where its URL is read from when none is given (None: it must be given).
+        unset: the refusal when neither a URL nor `env` is given.
+        store: the LangGraph Store read from a source of this kind (`store=True`), where it
+            has one; a file's Store is read by the file kind that has one.
+        by_cli: read by the command line, not by `migrate` (its `opens` says so): left out
+            of `KINDS`, still recognized.
+    """
+
+    name: str
+    wanted: str
+    opens: Callable[[str, Options], Source]
+    found: Found | None = None
+    schemes: tuple[str, ...] = ()
+    env: str | None = None
+    unset: str = ""
+    store: Callable[[str], OpenedStore] | None = None
+    by_cli: bool = False
+
+
 def paths_if_same(
     public: Sequence[tuple[str, str, Any]], rows: Sequence[tuple[str, str, str, int]]
 ) -> TaskPaths:
     """Task paths from `(task_id, channel, task_path, idx)` rows, when those rows sorted as
     the saver sorts them are the writes the public API returned (same tasks, channels,
     order); otherwise none."""
+    from langgraph.checkpoint.base import writes_sort_key
+
     ordered = sorted(rows, key=lambda r: writes_sort_key(r[2], r[0], r[3]))
     if [(r[0], r[1]) for r in ordered] != [(w[0], w[1]) for w in public]:
         return {}

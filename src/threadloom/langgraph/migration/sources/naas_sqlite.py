@@ -3,22 +3,23 @@
 Adapter layer. The file is read through its documented format
 (`langgraph/migration/readers/naas_documents.py`): schema-2 documents as they are,
 schema-1 checkpoints restored (SPEC §2.6, §5.3). `history_of` also serves the command
-line's over-NATS path, which fetches the same documents from the service.
+line's over-NATS path, which fetches the same documents from the service. Recognized by
+`engine.format.identify` (`Found.NAAS_DOCUMENTS`); the file holds no Store.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
+from threadloom.engine.format import DESCRIPTIONS, Found
 from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.readers.naas_documents import NaasDocumentsFile
-from threadloom.langgraph.migration.sources.base import Source, ThreadHistory
-from threadloom.langgraph.tuples import checkpoint_tuple
+from threadloom.langgraph.migration.sources.base import Source, SourceKind, ThreadHistory
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1, restore
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 
 class NaasSqliteSource(Source):
@@ -42,7 +43,7 @@ class NaasSqliteSource(Source):
         self.namespace = namespace
         self.agent_id = agent_id
         self.file = NaasDocumentsFile(path)
-        self.loads = (serde if serde is not None else JsonPlusSerializer()).loads_typed
+        self.loads = (serde if serde is not None else _default_serde()).loads_typed
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -94,8 +95,10 @@ def history_of(
     Raises:
         MigrationError: a schema-1 document the serializer cannot load.
     """
+    from threadloom.langgraph.tuples import checkpoint_tuple
+
     if loads is None:
-        loads = JsonPlusSerializer().loads_typed
+        loads = _default_serde().loads_typed
     current = {(d["checkpoint_ns"], d["checkpoint_id"]) for c, d in docs if c == CHECKPOINTS}
     history = ThreadHistory(thread_id)
     legacy: list[dict[str, Any]] = []
@@ -120,3 +123,20 @@ def history_of(
             ) from None
         history.checkpoints.append(checkpoint_tuple(restored))
     return history
+
+
+def _default_serde() -> SerializerProtocol:
+    """LangGraph's JsonPlusSerializer (imported when a source opens, not with the module)."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    return JsonPlusSerializer()
+
+
+KIND = SourceKind(
+    name=NaasSqliteSource.kind,
+    wanted=DESCRIPTIONS[Found.NAAS_DOCUMENTS],
+    opens=lambda path, options: NaasSqliteSource(
+        path, options.namespace, options.agent_id, options.serde
+    ),
+    found=Found.NAAS_DOCUMENTS,
+)

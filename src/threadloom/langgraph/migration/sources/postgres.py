@@ -3,15 +3,15 @@
 Adapter layer. Read with `PostgresSaver(conn).list(config)` as
 `PostgresSaver.from_conn_string(url)` connects, the task paths with the saver's own
 `SELECT_SQL` (`base.SaverSource`); the URL's password never appears in a message.
+Recognized by its URL's scheme (`postgresql://`, `postgres://`), or read from
+`$POSTGRES_URL` when none is given; its Store source is the PostgresStore of the same
+kind of URL.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
-
-from langgraph.checkpoint.base import CheckpointTuple
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from typing import TYPE_CHECKING, Any
 
 from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.readers.foreign import (
@@ -19,8 +19,21 @@ from threadloom.langgraph.migration.readers.foreign import (
     POSTGRES_SAVER_TABLES,
     POSTGRES_SAVER_THREADS,
 )
-from threadloom.langgraph.migration.sources.base import SaverSource, TaskPaths, paths_if_same
+from threadloom.langgraph.migration.sources.base import (
+    OpenedStore,
+    SaverSource,
+    SourceKind,
+    TaskPaths,
+    paths_if_same,
+)
 from threadloom.langgraph.migration.urls import redact, scrub
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+#: Where a PostgreSQL source's URL is read from when none is given.
+ENV = "POSTGRES_URL"
 
 
 class PostgresSaverSource(SaverSource):
@@ -99,3 +112,32 @@ class PostgresSaverSource(SaverSource):
 
     def close(self) -> None:
         self._close_quietly()
+
+
+def open_store(url: str) -> OpenedStore:
+    """The PostgresStore of the database at `url`."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+
+    try:
+        conn = psycopg.Connection.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+    except Exception as exc:  # psycopg's errors: connection, authentication, database
+        raise MigrationError(
+            f"cannot read the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
+            "check the URL and that the server runs"
+        ) from None
+    return PostgresStore(conn), conn.close, {"kind": "postgres", "url": redact(url)}
+
+
+KIND = SourceKind(
+    name=PostgresSaverSource.kind,
+    wanted="a PostgreSQL URL",
+    opens=lambda url, options: PostgresSaverSource(url, options.serde),
+    schemes=("postgresql", "postgres"),
+    env=ENV,
+    unset=f"give the PostgreSQL URL with --source-url or set {ENV}",
+    store=open_store,
+)

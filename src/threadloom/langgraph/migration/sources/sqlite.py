@@ -2,21 +2,30 @@
 
 Adapter layer. Read with `SqliteSaver(conn).list(config)` on a read-only connection, the
 task paths with the saver's own statement (`base.SaverSource`); the file is never written.
+Recognized by `engine.format.identify` (`Found.SQLITE_SAVER`). Its Store source is a
+SqliteStore file (or a SqliteSaver file with the Store's tables), read with `SqliteStore`.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.base import CheckpointTuple
-from langgraph.checkpoint.serde.base import SerializerProtocol
-
-from threadloom.engine.format import uri
+from threadloom.engine.format import DESCRIPTIONS, Found, uri
 from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.readers.foreign import QUICK_CHECK, SQLITE_SAVER_THREADS
-from threadloom.langgraph.migration.sources.base import SaverSource, TaskPaths, paths_if_same
+from threadloom.langgraph.migration.sources.base import (
+    OpenedStore,
+    SaverSource,
+    SourceKind,
+    TaskPaths,
+    paths_if_same,
+)
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 
 
 class SqliteSaverSource(SaverSource):
@@ -32,11 +41,8 @@ class SqliteSaverSource(SaverSource):
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         self.path = path
-        immutable = not os.path.exists(path + "-wal")
         try:
-            self.conn = sqlite3.connect(
-                uri(path, readonly=True, immutable=immutable), uri=True, check_same_thread=False
-            )
+            self.conn = _read_only(path)
         except sqlite3.Error as exc:
             raise MigrationError(f"cannot open {path!r} ({exc}); check its permissions") from None
         self.saver = SqliteSaver(self.conn, serde=serde)
@@ -84,3 +90,30 @@ class SqliteSaverSource(SaverSource):
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _read_only(path: str) -> sqlite3.Connection:
+    """A read-only connection: immutable when the file has no `-wal` file (nothing, not even
+    a side file, is created); with one, with SQLite's locks, so a WAL is read, never
+    folded in."""
+    immutable = not os.path.exists(path + "-wal")
+    return sqlite3.connect(
+        uri(path, readonly=True, immutable=immutable), uri=True, check_same_thread=False
+    )
+
+
+def open_store(path: str) -> OpenedStore:
+    """The SqliteStore of the file `path` (identified as holding the Store's tables)."""
+    from langgraph.store.sqlite import SqliteStore
+
+    conn = _read_only(path)
+    return SqliteStore(conn), conn.close, {"kind": "sqlite", "path": path}
+
+
+KIND = SourceKind(
+    name=SqliteSaverSource.kind,
+    wanted=DESCRIPTIONS[Found.SQLITE_SAVER],
+    opens=lambda path, options: SqliteSaverSource(path, options.serde),
+    found=Found.SQLITE_SAVER,
+    store=open_store,
+)
