@@ -17,7 +17,7 @@ from typing import Any
 from threadloom.cli.bar import shown
 from threadloom.errors import MigrationError
 
-KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
+KINDS = (*__import__("threadloom.langgraph.migration").langgraph.migration.KINDS, "nats")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
