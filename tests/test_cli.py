@@ -137,3 +137,12 @@ def test_building_the_parser_imports_no_heavy_module() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_migrate_offers_every_registered_source_kind() -> None:
+    """`threadloom migrate --from` offers the migration registry's kinds, in its order,
+    then `nats` (the command writes them out so the parser loads no engine)."""
+    from threadloom.cli.commands import migrate
+    from threadloom.langgraph.migration import KINDS
+
+    assert (*KINDS, "nats") == migrate.KINDS

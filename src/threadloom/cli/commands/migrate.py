@@ -22,6 +22,10 @@ HELP = (
     "into the file (dry run unless --apply)"
 )
 
+#: The choices of `--from`: the migration registry's kinds, then `nats`, which this
+#: command reads itself (over threadloom.nats, above the wing). Written out because
+#: building the parser must not load the engine the registry imports; tests/test_cli.py
+#: fails when they differ from `threadloom.langgraph.migration.KINDS`.
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
 
 

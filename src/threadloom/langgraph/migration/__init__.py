@@ -1,12 +1,28 @@
 """`threadloom.migrate`: copy threads (and Store items) from another saver into a threadloom file.
 
-Adapter layer. The sources (`sources.py`) read LangGraph's SqliteSaver and PostgresSaver
+Adapter layer. The sources (`sources/`) read LangGraph's SqliteSaver and PostgresSaver
 through their public API and the naas document service's SQLite file through its
 documented format; the copier (`copier.py`) writes through a threadloom `Saver`; the
 Store copier (`stores.py`) through a threadloom `Store`. A source is identified, and
 refused when it is missing, unreadable or of another kind, before the target is opened,
 so a refused migration changes nothing. A dry run (the default) writes nothing: a target
 that does not exist stays absent, one that exists is opened read-only.
+
+The kinds come from the registry in `sources/__init__.py`: `KINDS`, what a path or URL
+is recognized as (`detect_kind`) and how it opens (`open_source`), with the Store source
+of each kind that has one. To add a source:
+
+1. write `sources/<kind>.py`: a `Source` (`describe`, `thread_ids`, `histories`, `close`;
+   a LangGraph saver subclasses `SaverSource`) and the module's `KIND = SourceKind(...)`:
+   its name, what messages call it, how it opens, and the `Found` of
+   `engine.format.identify` that recognizes its files or the schemes of its URLs (and its
+   `store` opener, if it holds a LangGraph Store);
+2. register it: add its `KIND` to `REGISTERED` in `sources/__init__.py`.
+
+The `--from` choices of `threadloom migrate` follow (`KINDS` plus the CLI's "nats"). A
+refusal that lists the sources in prose (`detect_kind`'s "give the source: ...") names
+today's kinds and is worth a look. Importing this package loads no LangGraph (the
+command line reads `KINDS` for every command); `migrate` loads it.
 """
 
 from __future__ import annotations
@@ -14,28 +30,25 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
-
-from threadloom.engine.format import DESCRIPTIONS, Found, identify
+from threadloom.engine.format import Found, identify
 from threadloom.errors import InvalidArgumentError, MigrationError, NotOurFileError
-from threadloom.langgraph.migration.copier import Copier
+from threadloom.langgraph.migration import sources
 from threadloom.langgraph.migration.report import MigrationReport, StoreReport, ThreadReport
-from threadloom.langgraph.migration.sources import (
-    NaasSqliteSource,
-    PostgresSaverSource,
-    Source,
-    SqliteSaverSource,
-    ThreadHistory,
-)
-from threadloom.langgraph.migration.stores import StoreSource, copy_store
+from threadloom.langgraph.migration.sources import KINDS, Options, Source, ThreadHistory
+from threadloom.langgraph.migration.sources.postgres import ENV as POSTGRES_ENV
 from threadloom.langgraph.migration.urls import redact
-from threadloom.langgraph.saver import Saver
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+    from threadloom.langgraph.saver import Saver
 
 __all__ = [
     "KINDS",
+    "POSTGRES_ENV",
     "MigrationReport",
     "Source",
     "StoreReport",
@@ -45,18 +58,6 @@ __all__ = [
     "migrate",
     "open_source",
 ]
-
-#: The kinds of source `migrate` reads (`nats` is the CLI's, see `threadloom migrate`).
-KINDS = ("sqlite", "postgres", "naas-sqlite")
-#: Where a PostgreSQL source's URL is read from when none is given.
-POSTGRES_ENV = "POSTGRES_URL"
-_FILE_KINDS = {Found.SQLITE_SAVER: "sqlite", Found.NAAS_DOCUMENTS: "naas-sqlite"}
-_WANTED = {
-    "sqlite": DESCRIPTIONS[Found.SQLITE_SAVER],
-    "naas-sqlite": DESCRIPTIONS[Found.NAAS_DOCUMENTS],
-    "postgres": "a PostgreSQL URL",
-    "nats": "a NATS URL",
-}
 
 Progress = Callable[[int, int], None]
 
@@ -72,28 +73,32 @@ def detect_kind(source: str | None, kind: str | None = None) -> str:
         MigrationError: the source is missing, unreadable, of no kind threadloom migrates
             from, or of another kind than `kind` (the message names what it looks like).
     """
-    if kind is not None and kind not in (*KINDS, "nats"):
-        raise MigrationError(f"unknown source kind {kind!r}; give one of {', '.join(KINDS)}, nats")
+    chosen = sources.by_name(kind)
+    if kind is not None and chosen is None:
+        names = ", ".join(known.name for known in sources.REGISTERED)
+        raise MigrationError(f"unknown source kind {kind!r}; give one of {names}")
     if source is None or source == "":
-        if kind == "postgres":
-            return kind
+        if chosen is not None and chosen.env:
+            return chosen.name
         raise MigrationError(
             "give the source: a SqliteSaver or naas document file, or --source-url "
             f"postgresql://... (or set {POSTGRES_ENV}) with --from postgres"
         )
     if _is_url(source):
-        scheme = source.split("://", 1)[0].lower()
-        found = {"postgres": "postgres", "postgresql": "postgres", "nats": "nats"}.get(scheme)
+        found = sources.by_scheme(source.split("://", 1)[0])
         if found is None:
-            raise MigrationError(
-                f"{redact(source)} is a URL threadloom cannot read from; give a postgresql:// "
-                "or nats:// URL, or the path of a file"
+            schemes = " or ".join(
+                f"{known.schemes[0]}://" for known in sources.REGISTERED if known.schemes
             )
-        if kind is not None and kind != found:
             raise MigrationError(
-                f"{redact(source)} is {_WANTED[found]}, not {_WANTED[kind]}; use --from {found}"
+                f"{redact(source)} is a URL threadloom cannot read from; give a {schemes} "
+                "URL, or the path of a file"
             )
-        return found
+        if chosen is not None and chosen is not found:
+            raise MigrationError(
+                f"{redact(source)} is {found.wanted}, not {chosen.wanted}; use --from {found.name}"
+            )
+        return found.name
     path = source
     if not os.path.exists(path):
         raise MigrationError(
@@ -105,15 +110,15 @@ def detect_kind(source: str | None, kind: str | None = None) -> str:
         raise MigrationError(str(exc).replace("nor a threadloom file", "nor a source")) from None
     except Exception as exc:  # a directory, permissions
         raise MigrationError(str(exc)) from None
-    found_kind = _FILE_KINDS.get(identity.found)
+    found_kind = sources.by_found(identity.found)
     if found_kind is None:
         raise MigrationError(_refusal(path, identity.found, identity.description))
-    if kind is not None and kind != found_kind:
+    if chosen is not None and chosen is not found_kind:
         raise MigrationError(
-            f"{path!r} looks like {identity.description}, not {_WANTED[kind]}; it was left "
-            f"untouched: use --from {found_kind}"
+            f"{path!r} looks like {identity.description}, not {chosen.wanted}; it was left "
+            f"untouched: use --from {found_kind.name}"
         )
-    return found_kind
+    return found_kind.name
 
 
 def _refusal(path: str, found: Found, description: str) -> str:
@@ -143,22 +148,14 @@ def open_source(
     serde: SerializerProtocol | None = None,
 ) -> Source:
     """Open a source for reading (see `detect_kind` for what it accepts and refuses)."""
-    if kind == "postgres" and not source:
-        source = os.environ.get(POSTGRES_ENV)
+    chosen = sources.by_name(kind)
+    if chosen is not None and chosen.env and not source:
+        source = os.environ.get(chosen.env)
         if not source:
-            raise MigrationError(f"give the PostgreSQL URL with --source-url or set {POSTGRES_ENV}")
-    found = detect_kind(source, kind)
-    assert source is not None
-    if found == "sqlite":
-        return SqliteSaverSource(source, serde)
-    if found == "postgres":
-        return PostgresSaverSource(source, serde)
-    if found == "naas-sqlite":
-        return NaasSqliteSource(source, namespace, agent_id, serde)
-    raise MigrationError(
-        "a NATS source is read by the command line (`threadloom migrate --from nats`) or "
-        "threadloom.nats.transfer.import_threads"
-    )
+            raise MigrationError(chosen.unset)
+    found = sources.by_name(detect_kind(source, kind))
+    assert source is not None and found is not None
+    return found.opens(source, Options(namespace, agent_id, serde))
 
 
 def migrate(
@@ -202,6 +199,11 @@ def migrate(
     Raises:
         MigrationError: the source is missing, unreadable, of another kind, or failed mid-run.
     """
+    # Loaded here, not with the package: they import LangGraph (see the module docstring).
+    from threadloom.langgraph.migration.copier import Copier
+    from threadloom.langgraph.migration.stores import StoreSource, copy_store
+    from threadloom.langgraph.saver import Saver
+
     if isinstance(threads, (str, bytes)):
         raise InvalidArgumentError(f"threads must be a list of ids, not one string: [{threads!r}]")
     opened = open_source(source, kind, namespace=namespace, agent_id=agent_id, serde=serde)

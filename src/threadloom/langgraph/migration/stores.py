@@ -6,21 +6,23 @@ is opened read-only besides). Each item keeps its namespace, key, value, `create
 and `updated_at`; the target embeds and text-indexes it with its own index config
 (`Store.import_items`). Items whose key the target holds are `present` and left alone,
 so a rerun copies nothing; each page is one transaction. TTLs are not copied: the public
-API does not return them.
+API does not return them. The source opens through the source kinds' registry
+(`sources/`): the kind of its URL's scheme, or the file kind with a Store.
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
 from langgraph.store.base import BaseStore, GetOp, Item
 
-from threadloom.engine.format import Found, identify, uri
+from threadloom.engine.format import Found, identify
 from threadloom.errors import MigrationError, NotOurFileError
+from threadloom.langgraph.migration import sources
 from threadloom.langgraph.migration.report import StoreReport
+from threadloom.langgraph.migration.sources import OpenedStore
 from threadloom.langgraph.migration.urls import redact, scrub
 from threadloom.langgraph.store import Store
 
@@ -76,13 +78,15 @@ def copy_store(source: StoreSource, target: str, *, apply: bool, index: Any = No
     return report
 
 
-def _open(source: str) -> tuple[BaseStore, Any, dict[str, Any]]:
-    """The source store, how to close it, and how the report names it."""
+def _open(source: str) -> OpenedStore:
+    """The source store, how to close it, and how the report names it: opened by the kind
+    whose URLs have the source's scheme, or for a file by the file kind with a Store."""
     scheme = source.split("://", 1)[0].lower() if "://" in source else ""
-    if scheme in ("postgres", "postgresql"):
-        return _postgres(source)
     if scheme:
-        raise MigrationError(f"{redact(source)} is no Store threadloom can read")
+        kind = sources.by_scheme(scheme)
+        if kind is None or kind.store is None:
+            raise MigrationError(f"{redact(source)} is no Store threadloom can read")
+        return kind.store(source)
     if not os.path.exists(source):
         raise MigrationError(f"no such file: {source!r}; give the SqliteStore file")
     try:
@@ -96,30 +100,9 @@ def _open(source: str) -> tuple[BaseStore, Any, dict[str, Any]]:
             "tables; give the Store's file or URL with --store-source"
             + (" (a naas document file has no Store)" if naas else "")
         )
-    from langgraph.store.sqlite import SqliteStore
-
-    immutable = not os.path.exists(source + "-wal")
-    conn = sqlite3.connect(
-        uri(source, readonly=True, immutable=immutable), uri=True, check_same_thread=False
-    )
-    return SqliteStore(conn), conn.close, {"kind": "sqlite", "path": source}
-
-
-def _postgres(url: str) -> tuple[BaseStore, Any, dict[str, Any]]:
-    import psycopg
-    from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
-
-    try:
-        conn = psycopg.Connection.connect(
-            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        )
-    except Exception as exc:  # psycopg's errors: connection, authentication, database
-        raise MigrationError(
-            f"cannot read the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
-            "check the URL and that the server runs"
-        ) from None
-    return PostgresStore(conn), conn.close, {"kind": "postgres", "url": redact(url)}
+    opens = sources.file_store().store
+    assert opens is not None  # file_store() is a kind with a Store
+    return opens(source)
 
 
 def _pages(store: BaseStore, source: str) -> Iterator[list[Item]]:

@@ -1,0 +1,143 @@
+"""The `postgres` source: a LangGraph PostgresSaver database, given by its URL.
+
+Adapter layer. Read with `PostgresSaver(conn).list(config)` as
+`PostgresSaver.from_conn_string(url)` connects, the task paths with the saver's own
+`SELECT_SQL` (`base.SaverSource`); the URL's password never appears in a message.
+Recognized by its URL's scheme (`postgresql://`, `postgres://`), or read from
+`$POSTGRES_URL` when none is given; its Store source is the PostgresStore of the same
+kind of URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from threadloom.errors import MigrationError
+from threadloom.langgraph.migration.readers.foreign import (
+    POSTGRES_CHECKPOINT_WHERE,
+    POSTGRES_SAVER_TABLES,
+    POSTGRES_SAVER_THREADS,
+)
+from threadloom.langgraph.migration.sources.base import (
+    OpenedStore,
+    SaverSource,
+    SourceKind,
+    TaskPaths,
+    paths_if_same,
+)
+from threadloom.langgraph.migration.urls import redact, scrub
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.base import CheckpointTuple
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+
+#: Where a PostgreSQL source's URL is read from when none is given.
+ENV = "POSTGRES_URL"
+
+
+class PostgresSaverSource(SaverSource):
+    """A LangGraph PostgresSaver database (its URL's password never appears in a message)."""
+
+    kind = "postgres"
+
+    def __init__(self, url: str, serde: SerializerProtocol | None = None) -> None:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+
+        self.url = url
+        self.conn: Any = None
+        try:
+            # As PostgresSaver.from_conn_string connects (and naas's migration does).
+            self.conn = psycopg.Connection.connect(
+                url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            )
+            self.saver = PostgresSaver(self.conn, serde=serde)
+            row = self.conn.execute(POSTGRES_SAVER_TABLES).fetchone()
+        except Exception as exc:  # psycopg's errors: connection, authentication, database
+            self._close_quietly()
+            raise MigrationError(
+                f"cannot read the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
+                "check the URL (--source-url or POSTGRES_URL) and that the server runs"
+            ) from None
+        if not row or int(row["n"]) < 3:
+            self._close_quietly()
+            raise MigrationError(
+                f"the PostgreSQL database {redact(url)} holds no LangGraph PostgresSaver "
+                "tables (checkpoints, checkpoint_writes, checkpoint_blobs); give the database "
+                "the application's PostgresSaver writes to"
+            )
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": self.kind, "url": redact(self.url)}
+
+    def _failed(self, what: str, exc: Exception) -> MigrationError:
+        return MigrationError(
+            f"{what} of {redact(self.url)} failed ({scrub(str(exc), self.url)}); the target "
+            "keeps every checkpoint copied before it: rerun once the database answers"
+        )
+
+    def thread_ids(self) -> list[str]:
+        try:
+            rows = self.conn.execute(POSTGRES_SAVER_THREADS).fetchall()
+        except Exception as exc:
+            raise self._failed("listing the threads", exc) from None
+        return [str(row["thread_id"]) for row in rows]
+
+    def _read(self, thread_id: str) -> list[CheckpointTuple]:
+        try:
+            return list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+        except Exception as exc:
+            raise self._failed(f"reading thread {thread_id!r}", exc) from None
+
+    def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
+        try:
+            row = self.conn.execute(
+                self.saver.SELECT_SQL + POSTGRES_CHECKPOINT_WHERE, (thread_id, *key)
+            ).fetchone()
+            # The saver's pending_writes column: [task_id, channel, type, blob, task_path, idx].
+            rows = [
+                (bytes(w[0]).decode(), bytes(w[1]).decode(), bytes(w[4]).decode(), int(w[5]))
+                for w in (row or {}).get("pending_writes") or []
+            ]
+        except Exception:  # another layout than this LangGraph's: keep no path
+            return {}
+        return paths_if_same(item.pending_writes or [], rows)
+
+    def _close_quietly(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):  # a failed connection: nothing to free
+                self.conn.close()
+
+    def close(self) -> None:
+        self._close_quietly()
+
+
+def open_store(url: str) -> OpenedStore:
+    """The PostgresStore of the database at `url`."""
+    import psycopg
+    from langgraph.store.postgres import PostgresStore
+    from psycopg.rows import dict_row
+
+    try:
+        conn = psycopg.Connection.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+    except Exception as exc:  # psycopg's errors: connection, authentication, database
+        raise MigrationError(
+            f"cannot read the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
+            "check the URL and that the server runs"
+        ) from None
+    return PostgresStore(conn), conn.close, {"kind": "postgres", "url": redact(url)}
+
+
+KIND = SourceKind(
+    name=PostgresSaverSource.kind,
+    wanted="a PostgreSQL URL",
+    opens=lambda url, options: PostgresSaverSource(url, options.serde),
+    schemes=("postgresql", "postgres"),
+    env=ENV,
+    unset=f"give the PostgreSQL URL with --source-url or set {ENV}",
+    store=open_store,
+)
