@@ -118,7 +118,7 @@ def test_a_tail_reads_a_bounded_number_of_values(
             return original(self, conn, thread, refs)
 
         monkeypatch.setattr(Values, "values", counting)
-        saver.store.scope.cache.clear()
+        saver.checkpoints.scope.cache.clear()
         page = saver.messages("t", limit=20)
         assert ids(page)[-1] == "a1000" and page.total == 2000
         assert sum(asked) <= 1 + 2 + 20, asked  # the list blob, two chunks, 20 elements
@@ -184,7 +184,7 @@ def test_a_list_cut_otherwise_by_another_writer_is_placed_by_counting(tmp_path: 
     moved.append((BLOBS, {**blob, "chunks": [f"c-cut{i}" for i in range(4)]}))
     moved += [(c, d) for c, d in docs if c == CHECKPOINTS]
     with Saver.from_conn_string(str(tmp_path / "b.db")) as target:
-        target.store.import_documents(moved)
+        target.checkpoints.view.import_documents(moved)
         for before in (70, 60, 106, 40, 15, None):
             end = 106 if before is None else before
             page = target.messages("t", limit=20, before=before)

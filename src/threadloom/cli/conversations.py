@@ -304,7 +304,9 @@ def run_show(args: argparse.Namespace, path: str, thread_id: str) -> int:
         page = transcript_json(
             thread_id, tail.checkpoint_id, tail.total, tail.start, plain_elements(tail)
         )
-        waiting = store.interrupts(thread_id, tail.checkpoint_id) if tail.checkpoint_id else []
+        waiting = (
+            store.histories.interrupts(thread_id, tail.checkpoint_id) if tail.checkpoint_id else []
+        )
     page["interrupts"] = [found.as_json() for found in waiting]
     if args.json:
         _print_json(page)
@@ -321,7 +323,7 @@ def run_show(args: argparse.Namespace, path: str, thread_id: str) -> int:
 def run_history(args: argparse.Namespace, path: str, thread_id: str) -> int:
     """`history`: a page of the thread's checkpoints, newest first."""
     with _opened(args, path) as store:
-        page = store.history(thread_id, ns=args.ns, limit=args.limit, before=args.before)
+        page = store.histories.history(thread_id, ns=args.ns, limit=args.limit, before=args.before)
     if not page.found:
         raise _missing(thread_id, args, path)
     if args.json:
@@ -403,7 +405,7 @@ def run_delete(args: argparse.Namespace, path: str, thread_ids: Sequence[str]) -
             try:
                 for number, info in enumerate(found, 1):
                     progress.show(f"deleting {number}/{len(found)}: {info.thread_id}")
-                    store.delete_thread(info.thread_id)
+                    store.maintenance.delete_thread(info.thread_id)
             finally:
                 progress.done()
     if args.json:
