@@ -219,3 +219,22 @@ def test_a_negative_position_is_refused(tmp_path: Path) -> None:
         conversation(saver, "t", 5)
         with pytest.raises(InvalidArgumentError, match="position"):
             saver.messages("t", before=-1)
+
+
+def test_a_page_found_by_message_id_decodes_each_message_once(tmp_path: Path) -> None:
+    """Paging to a message id decodes the elements it reads once, not again for the page."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class Counting(JsonPlusSerializer):
+        loaded = 0
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            Counting.loaded += 1
+            return super().loads_typed(data)
+
+    with Saver.from_conn_string(str(tmp_path / "m.db"), serde=Counting()) as saver:
+        conversation(saver, "t", 2)
+        Counting.loaded = 0
+        page = saver.messages("t", before="a2")
+        assert ids(page) == ["h1", "a1", "h2"] and page.total == 4
+        assert Counting.loaded <= page.total

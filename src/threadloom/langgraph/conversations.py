@@ -297,7 +297,7 @@ class Conversations:
                 before it.
             channel: the list channel (default: the saver's `messages_channel`).
         """
-        loads = self.checkpoints.scope.planner.loads
+        loads = _Loads(self.checkpoints.scope.planner.loads)
         tail = self.checkpoints.tail(
             thread_id,
             limit=limit,
@@ -449,9 +449,29 @@ def _message_id(message: Any) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _transcript(loads: Callable[[Any], Any], thread_id: str, tail: Tail) -> Transcript:
+class _Loads:
+    """The serializer's `loads` for one page, remembering each element it read: the tail
+    decodes elements to find a `before` message id, and the page's elements among them
+    are then not decoded a second time."""
+
+    def __init__(self, loads: Callable[[Any], Any]) -> None:
+        self._loads = loads
+        self._read: dict[int, tuple[Any, Any]] = {}  # id(typed) -> (typed, its value)
+
+    def __call__(self, typed: Any) -> Any:
+        value = self._loads(typed)
+        self._read[id(typed)] = (typed, value)  # holding `typed` keeps its id unique
+        return value
+
+    def once(self, typed: Any) -> Any:
+        """The value of `typed`: the one read before for this very element, else read now."""
+        found = self._read.get(id(typed))
+        return found[1] if found is not None and found[0] is typed else self._loads(typed)
+
+
+def _transcript(loads: _Loads, thread_id: str, tail: Tail) -> Transcript:
     if tail.elements is not None:
-        items = [loads(typed) for typed in tail.elements]
+        items = [loads.once(typed) for typed in tail.elements]
     else:
         items = list(tail.values or [])
     return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, tail)
