@@ -558,7 +558,7 @@ def measure_transcripts(
                     spent[name] += time.perf_counter() - started
             built[tid] = spent
             h.note(f"transcript: {tid} written ({len(lists)} checkpoints)")
-        scope = tl.store.scope
+        scope = tl.checkpoints.scope
 
         def cold() -> None:
             scope.cache.clear()
@@ -633,7 +633,7 @@ def transcript_report(measured: dict[str, Any], sizes: Sequence[int]) -> tuple[s
         "One file per saver holding every thread below. `m<N>`: one checkpoint of N messages "
         "(`_workload.history`: user message, tool call, ~1 KB tool result, answer per turn); "
         "`turns<N>`: the same kind of conversation with a root checkpoint after every turn. "
-        "Cold: `saver.store.scope.cache` and `.closures` cleared before each call (SQLite's "
+        "Cold: `saver.checkpoints.scope.cache` and `.closures` cleared before each call (SQLite's "
         "page cache and the OS's stay warm); warm: right after the same call. SqliteSaver: "
         "`get_tuple(config)` then `channel_values['messages'][-20:]`, its only way. "
         "ms, p50 / p95 (n).",

@@ -79,24 +79,24 @@ async def run(url: str, secret: str, threads: int, turns: int, work: Path) -> li
     h.note(f"{len(docs)} documents, {size / h.MiB:.2f} MiB logical")
     credentials = Credentials(secret=secret)
     async with await DocumentClient.connect(url, NAMESPACE, credentials) as client:
-        await timed("export, dry run", export_threads(source.store, client), results, (0, 0))
+        await timed("export, dry run", export_threads(source.checkpoints, client), results, (0, 0))
         await timed(
             "export --apply",
-            export_threads(source.store, client, apply=True),
+            export_threads(source.checkpoints, client, apply=True),
             results,
             (len(docs), size),
             threads,
         )
         await timed(
             "export --apply again (no-op)",
-            export_threads(source.store, client, apply=True),
+            export_threads(source.checkpoints, client, apply=True),
             results,
             (0, 0),
         )
         target = Saver(work / "copy.db", namespace=NAMESPACE)
         await timed(
             "import --apply",
-            import_threads(target.store, client, apply=True),
+            import_threads(target.checkpoints, client, apply=True),
             results,
             (len(docs), size),
         )

@@ -111,11 +111,13 @@ def threadloom_run(wd: Path, threads: int, steps: int, keep: int) -> dict[str, A
         compacted = compact(saver.db)
         out["compact"] = time.perf_counter() - start
         out["compacted"] = compacted
-        thread_ids = saver.store.thread_ids()
+        thread_ids = saver.checkpoints.scope.thread_ids()
         fresh = wd / "threadloom-fresh.db"
         with Saver.from_conn_string(str(fresh)) as copy:
             for thread_id in thread_ids:
-                copy.store.import_documents((c, d) for c, _, d in saver.documents(thread_id))
+                copy.checkpoints.view.import_documents(
+                    (c, d) for c, _, d in saver.documents(thread_id)
+                )
         out["kept"] = sum(1 for _ in saver.list(None))
     out["after"] = size(path)
     out["fresh"] = size(fresh)

@@ -52,7 +52,7 @@ def fill(path: Path, size: int) -> list[str]:
     try:
         store = CheckpointStore(db, namespace="ns", agent_id="a")
         docs = [blob(f"t{n // PER_THREAD}", n) for n in range(size)]
-        store.import_documents((BLOBS, d) for d in docs)
+        store.view.import_documents((BLOBS, d) for d in docs)
         return [key_of(BLOBS, d) for d in docs]
     finally:
         db.close()
@@ -94,7 +94,7 @@ async def over_nats(url: str, path: Path, ids: list[str], requests: int) -> dict
                 for n in range(requests + 1):
                     key = f"{n:064x}" if kind != "hit" else ids[n * 7919 % len(ids)]
                     if kind == "miss after write":
-                        store.import_documents([(BLOBS, blob("elsewhere", 10**6 + n))])
+                        store.view.import_documents([(BLOBS, blob("elsewhere", 10**6 + n))])
                     start = time.perf_counter()
                     with contextlib.suppress(DocumentNotFoundError):
                         await client.get(BLOBS, key)

@@ -15,7 +15,7 @@ def expected(saver: Saver, thread_id: str) -> dict[str, Any]:
     latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     messages = latest.checkpoint["channel_values"].get("messages") if latest else None
     with saver.db.read() as conn:
-        row = saver.store.scope.thread(conn, thread_id)
+        row = saver.checkpoints.scope.thread(conn, thread_id)
         size = threadfacts.stored_bytes(conn, saver.db.content, row) if row else 0
     return {
         "checkpoints": len(listed),
@@ -41,5 +41,5 @@ def kept(saver: Saver, thread_id: str) -> dict[str, Any]:
 
 def check_all(saver: Saver) -> None:
     """Every thread of the saver's scope: the index says what the rows say."""
-    for thread_id in saver.store.thread_ids():
+    for thread_id in saver.checkpoints.scope.thread_ids():
         assert kept(saver, thread_id) == expected(saver, thread_id), thread_id

@@ -152,7 +152,7 @@ def test_set_thread_keeps_what_the_application_sets(tmp_path: Path) -> None:
             with pytest.raises(InvalidArgumentError):
                 saver.set_thread("t", **bad)
         with pytest.raises(InvalidArgumentError, match="sets title"):
-            saver.store.set_thread("t", name="x")
+            saver.checkpoints.set_thread("t", name="x")
 
 
 def test_subgraph_checkpoints_count_but_root_messages_are_the_index(tmp_path: Path) -> None:
@@ -170,7 +170,7 @@ def test_subgraph_checkpoints_count_but_root_messages_are_the_index(tmp_path: Pa
 
 def test_delete_prune_copy_and_delete_for_runs_keep_the_index_right(tmp_path: Path) -> None:
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
-        saver.store.grace = 0
+        saver.checkpoints.grace = 0
         for i in range(3):
             chat(saver, "a", f"question {i}", user_id="ada")
             chat(saver, "b", f"question {i}", user_id="bob", run_id=f"run-{i}")
@@ -196,7 +196,7 @@ def test_documents_imported_into_another_file_are_indexed(tmp_path: Path) -> Non
         chat(source, "t", "what is six times two", user_id="ada")
         documents = [(c, d) for c, _, d in source.documents("t")]
     with Saver.from_conn_string(str(tmp_path / "b.db")) as target:
-        target.store.import_documents(documents)
+        target.checkpoints.view.import_documents(documents)
         info = target.thread("t")
         assert info is not None
         assert (info.owner, info.title, info.messages) == ("ada", "what is six times two", 4)

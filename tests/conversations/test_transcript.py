@@ -118,7 +118,7 @@ def test_a_tail_reads_a_bounded_number_of_values(
             return original(self, conn, thread, refs)
 
         monkeypatch.setattr(Values, "values", counting)
-        saver.store.scope.cache.clear()
+        saver.checkpoints.scope.cache.clear()
         page = saver.messages("t", limit=20)
         assert ids(page)[-1] == "a1000" and page.total == 2000
         assert sum(asked) <= 1 + 2 + 20, asked  # the list blob, two chunks, 20 elements
@@ -184,7 +184,7 @@ def test_a_list_cut_otherwise_by_another_writer_is_placed_by_counting(tmp_path: 
     moved.append((BLOBS, {**blob, "chunks": [f"c-cut{i}" for i in range(4)]}))
     moved += [(c, d) for c, d in docs if c == CHECKPOINTS]
     with Saver.from_conn_string(str(tmp_path / "b.db")) as target:
-        target.store.import_documents(moved)
+        target.checkpoints.view.import_documents(moved)
         for before in (70, 60, 106, 40, 15, None):
             end = 106 if before is None else before
             page = target.messages("t", limit=20, before=before)
@@ -219,3 +219,22 @@ def test_a_negative_position_is_refused(tmp_path: Path) -> None:
         conversation(saver, "t", 5)
         with pytest.raises(InvalidArgumentError, match="position"):
             saver.messages("t", before=-1)
+
+
+def test_a_page_found_by_message_id_decodes_each_message_once(tmp_path: Path) -> None:
+    """Paging to a message id decodes the elements it reads once, not again for the page."""
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    class Counting(JsonPlusSerializer):
+        loaded = 0
+
+        def loads_typed(self, data: tuple[str, bytes]) -> Any:
+            Counting.loaded += 1
+            return super().loads_typed(data)
+
+    with Saver.from_conn_string(str(tmp_path / "m.db"), serde=Counting()) as saver:
+        conversation(saver, "t", 2)
+        Counting.loaded = 0
+        page = saver.messages("t", before="a2")
+        assert ids(page) == ["h1", "a1", "h2"] and page.total == 4
+        assert Counting.loaded <= page.total

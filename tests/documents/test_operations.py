@@ -144,14 +144,14 @@ def _rows_read(documents: FileDocuments) -> list[int]:
     """From now on, the rows each read of the default agent's store returns."""
     store = documents._store(NS, DEFAULT_AGENT_ID)
     read: list[int] = []
-    original = store.find_documents
+    original = store.view.find
 
     def counting(collection: str, **fields: Any) -> list[StoredDocument]:
         found = original(collection, **fields)
         read.append(len(found))
         return found
 
-    store.find_documents = counting  # type: ignore[method-assign]
+    store.view.find = counting  # type: ignore[method-assign]
     return read
 
 

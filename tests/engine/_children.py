@@ -98,7 +98,7 @@ def share_steps(path: str, prefix: str, steps: int, size: int, go: str | None) -
         while not Path(go).exists():
             time.sleep(0.005)
     with Saver.from_conn_string(path) as saver:
-        saver.store.grace = 0.0
+        saver.checkpoints.grace = 0.0
         parents: dict[str, Any] = {}
         for step in range(steps):
             thread_id = f"{prefix}-{step % 4}"

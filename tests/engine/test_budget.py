@@ -59,7 +59,7 @@ def test_every_cache_stays_within_its_capacity_and_the_budget(
     monkeypatch.setattr(scope_module, "MEMORY_REFS", 300)
     budget = MemoryBudget(1024 * 1024)
     with Saver.from_conn_string(str(db_path), memory_budget=budget) as saver:
-        scope = saver.store.scope
+        scope = saver.checkpoints.scope
         scope.cache._lru.capacity = 128 * 1024
         _conversations(saver, threads=40, turns=6)
         caches = _caches(scope)
@@ -85,7 +85,7 @@ def test_savers_of_one_process_share_one_budget(db_path: Path, tmp_path: Path) -
         for saver in savers:
             _conversations(saver, threads=3, turns=5)
             assert budget.used <= budget.capacity
-        held = [sum(c.cost for c in _caches(s.store.scope).values()) for s in savers]
+        held = [sum(c.cost for c in _caches(s.checkpoints.scope).values()) for s in savers]
         assert sum(held) == budget.used and held[-1] > held[0]
         savers[-1].close()
         assert budget.used == sum(held[:-1])
@@ -98,10 +98,10 @@ def test_savers_of_one_process_share_one_budget(db_path: Path, tmp_path: Path) -
 def test_the_process_budget_is_the_default_and_a_saver_may_have_its_own(db_path: Path) -> None:
     """Without `memory_budget` a saver draws on the process's budget; an int gives it its own."""
     with Saver.from_conn_string(str(db_path)) as shared:
-        assert shared.store.scope.budget is memory_budget()
+        assert shared.checkpoints.scope.budget is memory_budget()
     with Saver.from_conn_string(str(db_path), memory_budget=1 << 20) as own:
-        assert own.store.scope.budget is not memory_budget()
-        assert own.store.scope.budget.capacity == 1 << 20
+        assert own.checkpoints.scope.budget is not memory_budget()
+        assert own.checkpoints.scope.budget.capacity == 1 << 20
     with pytest.raises(InvalidArgumentError, match="memory_budget"):
         Saver(db_path, memory_budget="lots")  # type: ignore[arg-type]
 
@@ -113,7 +113,7 @@ def test_accounted_bytes_are_not_far_below_what_the_caches_hold(db_path: Path) -
     tracemalloc.start()
     try:
         with Saver.from_conn_string(str(db_path), memory_budget=64 << 20) as saver:
-            scope = saver.store.scope
+            scope = saver.checkpoints.scope
             _conversations(saver, threads=30, turns=8, size=2000)
             accounted = scope.budget.used
             costs = {name: cache.cost for name, cache in _caches(scope).items()}

@@ -30,12 +30,12 @@ def test_the_data_version_moves_on_commits_of_this_and_other_processes(tmp_path:
     try:
         store = CheckpointStore(shared, namespace="ns", agent_id="a")
         first = changes.version()
-        store.keys()
+        store.view.keys()
         assert changes.version() == first
-        store.import_documents([(BLOBS, _blob("t", 1))])
+        store.view.import_documents([(BLOBS, _blob("t", 1))])
         second = changes.version()
         assert second != first
-        CheckpointStore(other, namespace="ns", agent_id="a").import_documents(
+        CheckpointStore(other, namespace="ns", agent_id="a").view.import_documents(
             [(BLOBS, _blob("t", 2))]
         )
         assert changes.version() != second
@@ -51,18 +51,18 @@ def test_thread_seqs_move_on_every_insert_also_a_copy_onto_a_thread_ahead(tmp_pa
     db = File(tmp_path / "f.db")
     try:
         store = CheckpointStore(db, namespace="ns", agent_id="a")
-        store.import_documents([(BLOBS, _blob("behind", 1))])
-        store.import_documents([(BLOBS, _blob("ahead", n)) for n in range(2, 8)])
+        store.view.import_documents([(BLOBS, _blob("behind", 1))])
+        store.view.import_documents([(BLOBS, _blob("ahead", n)) for n in range(2, 8)])
         before = {t.thread_id: t for t in thread_seqs(db, "ns")}
         assert before["ahead"].seq > before["behind"].seq
-        store.import_documents([(BLOBS, _blob("behind", 9))])
+        store.view.import_documents([(BLOBS, _blob("behind", 9))])
         after = {t.thread_id: t for t in thread_seqs(db, "ns")}
         assert after["behind"].seq > before["behind"].seq
         assert after["ahead"].seq == before["ahead"].seq
-        store.copy_thread("behind", "ahead")
+        store.maintenance.copy_thread("behind", "ahead")
         copied = {t.thread_id: t for t in thread_seqs(db, "ns")}
         assert copied["ahead"].seq > after["ahead"].seq
-        assert len(store.keys("behind")) == 2 and len(store.keys("ahead")) == 8
+        assert len(store.view.keys("behind")) == 2 and len(store.view.keys("ahead")) == 8
         assert thread_seqs(db, "elsewhere") == []
 
     finally:

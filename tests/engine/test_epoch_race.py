@@ -34,11 +34,11 @@ def test_values_deleted_between_a_plan_and_its_write(tmp_path: Path, who: str) -
     path = str(tmp_path / "m.db")
     config = {"configurable": {"thread_id": "t"}}
     with Saver.from_conn_string(path) as saver, Saver.from_conn_string(path) as other:
-        saver.store.grace = other.store.grace = 0.0
+        saver.checkpoints.grace = other.checkpoints.grace = 0.0
         app = graph.compile(checkpointer=saver)
         app.invoke({"x": first}, config, durability="sync")
         app.invoke({"x": second}, config, durability="sync")
-        planner = saver.store.scope.planner
+        planner = saver.checkpoints.scope.planner
         plan = planner.plan_checkpoint
         deleted: list[int] = []
 

@@ -336,7 +336,7 @@ def test_processes_creating_one_file_at_once_all_succeed(tmp_path: Path) -> None
             worker.join(60)
         assert [w.exitcode for w in workers] == [0, 0, 0, 0]
         with Saver.from_conn_string(path) as saver:
-            assert sorted(saver.store.thread_ids()) == ["t0", "t1", "t2", "t3"]
+            assert sorted(saver.checkpoints.scope.thread_ids()) == ["t0", "t1", "t2", "t3"]
 
 
 def test_a_read_only_open_leaves_a_wal_it_found_as_it_was(tmp_path: Path) -> None:

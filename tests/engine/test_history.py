@@ -54,7 +54,7 @@ def test_history_lists_what_langgraph_lists_with_nodes_and_forks(tmp_path: Path)
         fork_point = past.config["configurable"]["checkpoint_id"]
     file, store = _store(path)
     try:
-        page = store.history("t", ns="", limit=100)
+        page = store.histories.history("t", ns="", limit=100)
     finally:
         file.close()
     assert [(s.checkpoint_id, s.parent_id, s.step, s.source) for s in page.steps] == expected
@@ -79,7 +79,7 @@ def test_push_tasks_are_named_by_the_sends_they_ran(tmp_path: Path) -> None:
         graph.invoke({"topics": ["a", "b"], "results": [], "summary": ""}, thread())
     file, store = _store(path)
     try:
-        steps = store.history("t").steps
+        steps = store.histories.history("t").steps
     finally:
         file.close()
     assert [(s.step, s.source, s.nodes) for s in steps] == [
@@ -102,18 +102,18 @@ def test_pages_cover_every_namespace_once(tmp_path: Path) -> None:
         graph.invoke(Command(resume="yes"), thread())
     file, store = _store(path)
     try:
-        whole = store.history("t", limit=1000)
+        whole = store.histories.history("t", limit=1000)
         paged, cursor = [], None
         while True:
-            page = store.history("t", limit=1, before=cursor)
+            page = store.histories.history("t", limit=1, before=cursor)
             paged += page.steps
             cursor = page.next
             if cursor is None:
                 break
-        roots = store.history("t", ns="").steps
+        roots = store.histories.history("t", ns="").steps
         with pytest.raises(InvalidArgumentError):
-            store.history("t", limit=0)
-        missing = store.history("nope")
+            store.histories.history("t", limit=0)
+        missing = store.histories.history("nope")
     finally:
         file.close()
     assert paged == whole.steps
@@ -137,7 +137,7 @@ def test_interrupts_of_the_head_are_read_class_free(tmp_path: Path) -> None:
             info = saver.thread("t")
             assert info is not None and info.head is not None
             asked = out["__interrupt__"][0] if "__interrupt__" in out else None
-            seen.append((asked, saver.store.interrupts("t", info.head)))
+            seen.append((asked, saver.checkpoints.histories.interrupts("t", info.head)))
             if resume is not None:
                 out = graph.invoke(Command(resume=resume), thread())
     for asked, found in seen[:2]:

@@ -63,7 +63,7 @@ def test_a_put_after_another_saver_pruned_reuses_only_live_values(db_path: Path)
                 "checkpoint_id": _checkpoint(2, []).get("id"),
             }
         }
-        other.store.grace = 0.0  # collect at once instead of after 60 s
+        other.checkpoints.grace = 0.0  # collect at once instead of after 60 s
         other.prune(["t"], strategy="keep_latest")
         # same channel version as the pruned parent: memory alone would reuse its list blob
         same = ["turn 1 " * 200, "turn 2 " * 200]

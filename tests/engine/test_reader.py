@@ -34,7 +34,7 @@ def chain(saver: Any, thread_id: str, metadatas: list[dict[str, Any]], start: in
 def counting_loads(saver: Saver) -> list[int]:
     """Record how many checkpoint rows each `Reader.load` call restores."""
     seen: list[int] = []
-    reader = saver.store.reader
+    reader = saver.checkpoints.reader
     original = reader.load
 
     def load(conn: apsw.Connection, rows: Any) -> Any:

@@ -56,7 +56,7 @@ def copies(saver: Saver, needle: str) -> int:
 
 @pytest.fixture
 def quick(saver: Saver) -> Iterator[Saver]:
-    saver.store.grace = 0.0  # collect at once instead of after 60 s
+    saver.checkpoints.grace = 0.0  # collect at once instead of after 60 s
     yield saver
 
 
@@ -147,7 +147,7 @@ def test_released_blocks_wait_for_the_grace_period(saver: Saver, db_path: Path) 
     saver.delete_thread("t")
     rows = table(db_path, "SELECT refs, released IS NOT NULL FROM blocks")
     assert rows and all(refs == 0 and released for refs, released in rows)
-    saver.store.grace = 0.0
+    saver.checkpoints.grace = 0.0
     put(saver, {"x": 1}, thread_id="other")
     saver.delete_thread("other")  # any collection sweeps what is past its grace
     assert table(db_path, "SELECT count(*) FROM blocks")[0][0] == 0
@@ -344,7 +344,9 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
             late = CheckpointStore(
                 second, namespace=first.namespace, agent_id="late", serialization=serialization()
             )
-            late.put(config("v"), put_checkpoint(), {"source": "loop", "step": 1, "parents": {}})
+            late.writer.put(
+                config("v"), put_checkpoint(), {"source": "loop", "step": 1, "parents": {}}
+            )
         finally:
             second.close()
     rows = table(db_path, "SELECT body FROM vals") + table(db_path, "SELECT body FROM checkpoints")
@@ -476,7 +478,7 @@ def test_three_processes_sharing_blocks_keep_the_counts_exact(
         assert report["problems"] == []
         assert report["leaks"] == []
         assert report["blocks"] > 0
-        for thread in saver.store.thread_ids():
+        for thread in saver.checkpoints.scope.thread_ids():
             assert saver.get_tuple(config(thread)) is not None
 
 

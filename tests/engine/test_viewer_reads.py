@@ -42,7 +42,7 @@ def test_the_tree_is_langgraph_history_with_steps_sources_nodes_and_forks(tmp_pa
     path = tmp_path / "m.db"
     states = forked(path)
     store = readonly(path)
-    tree = store.history("t", ns="", limit=100)
+    tree = store.histories.history("t", ns="", limit=100)
     assert tree.found and tree.next is None and tree.total == len(states) == len(tree.steps)
     assert tree.head == tree.steps[0].checkpoint_id
     by_id = {n.checkpoint_id: n for n in tree.steps}
@@ -59,7 +59,7 @@ def test_the_tree_is_langgraph_history_with_steps_sources_nodes_and_forks(tmp_pa
     assert all(n.nodes == () for n in tree.steps if n.source != "loop")
     forks = [n for n in tree.steps if n.forks == 2]
     assert len(forks) == 1 and forks[0].step == 1
-    store.db.close()
+    store.file.close()
 
 
 def test_the_tree_pages_by_id_and_reads_child_namespaces(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_the_tree_pages_by_id_and_reads_child_namespaces(tmp_path: Path) -> None
     seen: list[str] = []
     before = None
     while True:
-        page = store.history("t", ns="", limit=3, before=before)
+        page = store.histories.history("t", ns="", limit=3, before=before)
         seen += [n.checkpoint_id for n in page.steps]
         if page.next is None:
             break
@@ -85,13 +85,13 @@ def test_the_tree_pages_by_id_and_reads_child_namespaces(tmp_path: Path) -> None
     info = store.thread("s")
     assert info is not None
     child = next(ns for ns in info.namespaces if ns)
-    sub = store.history("s", ns=child)
+    sub = store.histories.history("s", ns=child)
     assert sub.total == len(sub.steps) > 0 and all(n.checkpoint_ns == child for n in sub.steps)
     assert {"research"} <= {name for n in sub.steps for name in n.nodes}
-    assert not store.history("nope").found
+    assert not store.histories.history("nope").found
     with pytest.raises(InvalidArgumentError):
-        store.history("t", limit=0)
-    store.db.close()
+        store.histories.history("t", limit=0)
+    store.file.close()
 
 
 def test_thread_search_matches_ids_and_titles_and_pages(tmp_path: Path) -> None:
@@ -102,10 +102,10 @@ def test_thread_search_matches_ids_and_titles_and_pages(tmp_path: Path) -> None:
         for i in range(7):
             saver.set_thread(f"t-{i}", title=f"Trip {i} to Lisbon", owner="ada" if i % 2 else "bob")
         saver.set_thread("x_1", title="100% done")
-        store = saver.store
+        store = saver.checkpoints
         scope = store.scope.id
         assert scope is not None
-        with store.db.read() as conn:
+        with store.file.read() as conn:
             found = threadindex.matching(conn, scope, "lisbon")
             assert len(found) == 7
             assert [t.thread_id for t in threadindex.matching(conn, scope, "T-3")] == ["t-3"]

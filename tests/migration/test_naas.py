@@ -105,7 +105,7 @@ def test_schema_1_threads_are_written_as_schema_2(tmp_path: Path, naas_files: Fi
     assert report["copied"] == report["checkpoints"] > 30
     with Saver.from_conn_string(target) as saver:
         for name in _graphs.SCENARIOS:
-            assert {h.schema for h in saver.store.heads(name)} == {2}
+            assert {h.schema for h in saver.checkpoints.view.heads(name)} == {2}
             assert not any(c.endswith("_v1") for c, _, _ in saver.documents(name))
             same(saver, seen["before"][name], name)
         for name in _graphs.SCENARIOS:
@@ -282,7 +282,7 @@ def test_schema_1_documents_over_nats_come_as_schema_2(
         Saver.from_conn_string(str(from_file), namespace=document_namespace) as other,
     ):
         for name in names:
-            assert {h.schema for h in one.store.heads(name)} == {2}
+            assert {h.schema for h in one.checkpoints.view.heads(name)} == {2}
             assert {(c, k): d for c, k, d in one.documents(name)} == {
                 (c, k): d for c, k, d in other.documents(name)
             }

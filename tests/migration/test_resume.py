@@ -61,7 +61,7 @@ def test_a_killed_migration_resumes_and_completes(tmp_path: Path) -> None:
         for t in range(THREADS)
     }
     with Saver.from_conn_string(str(target), readonly=True) as saver:
-        for thread_id in saver.store.thread_ids():
+        for thread_id in saver.checkpoints.scope.thread_ids():
             held = ids(saver, thread_id)
             assert held == all_ids[thread_id][: len(held)]
     done = migrate(str(source), str(target), apply=True).as_dict()

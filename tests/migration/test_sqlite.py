@@ -201,7 +201,7 @@ def test_threads_given_are_the_only_ones_copied(
     report = migrate(str(source), target, apply=True, threads=["send", "nobody"]).as_dict()
     assert report["threads"] == 1 and report["not_found"] == ["nobody"]
     with Saver.from_conn_string(target) as saver:
-        assert saver.store.thread_ids() == ["send"]
+        assert saver.checkpoints.scope.thread_ids() == ["send"]
 
 
 def test_the_json_report_has_naas_shape(

@@ -117,22 +117,22 @@ def test_the_index_follows_other_processes(db: File, tmp_path: Path) -> None:
         store = CheckpointStore(other, namespace="ns", agent_id="a")
         with pytest.raises(ServiceError):
             call(served, "get", collection=BLOBS, id=key_of(BLOBS, blob("t", 2)))
-        store.import_documents([(BLOBS, blob("t", 2)), (BLOBS, blob("u", 3))])
+        store.view.import_documents([(BLOBS, blob("t", 2)), (BLOBS, blob("u", 3))])
         for data in (blob("t", 2), blob("u", 3)):
             assert call(served, "get", collection=BLOBS, id=key_of(BLOBS, data)).document
-        store.delete_document(BLOBS, blob("t", 1))
+        store.view.delete(BLOBS, blob("t", 1))
         with pytest.raises(ServiceError) as gone:
             call(served, "get", collection=BLOBS, id=mine)
         assert code(gone) == "DOCUMENT_NOT_FOUND"
-        store.import_documents([(BLOBS, blob("t", 1))])
+        store.view.import_documents([(BLOBS, blob("t", 1))])
         assert call(served, "get", collection=BLOBS, id=mine).document.id == mine
-        store.import_documents([(BLOBS, blob("v", n)) for n in range(10, 20)])
+        store.view.import_documents([(BLOBS, blob("v", n)) for n in range(10, 20)])
         copied = key_of(BLOBS, blob("v", 1))
         with pytest.raises(ServiceError):
             call(served, "get", collection=BLOBS, id=copied)
-        store.copy_thread("t", "v")  # v is ahead of t
+        store.maintenance.copy_thread("t", "v")  # v is ahead of t
         assert call(served, "get", collection=BLOBS, id=copied).document.id == copied
-        store.delete_thread("u")
+        store.maintenance.delete_thread("u")
         with pytest.raises(ServiceError):
             call(served, "get", collection=BLOBS, id=key_of(BLOBS, blob("u", 3)))
     finally:

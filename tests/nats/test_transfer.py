@@ -105,7 +105,7 @@ def transfer(
 ) -> dict[str, Any]:
     async def body() -> dict[str, Any]:
         async with await client_of(service, namespace) as client:
-            return (await move(saver.store, client, **options)).as_dict()
+            return (await move(saver.checkpoints, client, **options)).as_dict()
 
     return asyncio.run(body())
 

@@ -119,7 +119,7 @@ def test_a_clock_ahead_never_moves_the_grace(tmp_path: Path) -> None:
         assert first.checkpoints > 0 and first.values == 0 and first.waiting > 0
         assert value_documents(saver, "t")[0] == stored
         kept_unchanged(before, snapshots(graph, thread()), 1)
-        saver.store.grace = 0.5
+        saver.checkpoints.grace = 0.5
         time.sleep(0.6)
         second = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=0))
         assert second.values == first.waiting and second.waiting == 0
@@ -132,7 +132,7 @@ def test_values_younger_than_the_grace_survive_a_prune(tmp_path: Path) -> None:
     values the earlier turn orphaned (past the grace) and keeps those the last turn
     orphaned (younger), also with min_age 0 and now an hour ahead."""
     with Saver.from_conn_string(str(tmp_path / "grace.db")) as saver:
-        saver.store.grace = 0.5
+        saver.checkpoints.grace = 0.5
         graph = agent_graph().compile(checkpointer=saver)
         graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread())
         first_turn, _ = value_documents(saver, "t")

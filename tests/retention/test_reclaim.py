@@ -184,18 +184,18 @@ def test_one_helper_bumps_the_gc_epoch(tmp_path: Path, monkeypatch: pytest.Monke
         with saver.db.write() as conn:
             conn.execute("DELETE FROM meta WHERE key = 'gc_epoch'")
             assert blocks.bump_gc_epoch(conn) == 1
-            assert blocks.bump_gc_epoch(conn) == 2 == saver.store.scope.read_epoch(conn)
+            assert blocks.bump_gc_epoch(conn) == 2 == saver.checkpoints.scope.read_epoch(conn)
         tool_chat(saver)
         saver.apply_retention(RetentionPolicy(keep_last=1))  # every value is young
         age(saver)
         with saver.db.read() as conn:
-            before = saver.store.scope.read_epoch(conn)
+            before = saver.checkpoints.scope.read_epoch(conn)
         monkeypatch.setattr(reclaim, "bump_gc_epoch", counted("reclaim"))
         monkeypatch.setattr(training, "bump_gc_epoch", counted("training"))
         assert compact(saver.db).values > 0
         assert sorted(calls) == ["reclaim", "training"]
         with saver.db.read() as conn:
-            assert saver.store.scope.read_epoch(conn) == before + 2
+            assert saver.checkpoints.scope.read_epoch(conn) == before + 2
     engine = Path(blocks.__file__).parent
     writers = sorted(
         path.name

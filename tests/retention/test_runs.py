@@ -213,7 +213,7 @@ def test_a_thread_written_within_the_grace_is_never_idle(tmp_path: Path) -> None
         day = RetentionPolicy(keep_last=None, max_age=86400)
         assert saver.apply_retention(day, now=time.time() + 7 * 86400).expired == []
         assert saver.thread("a") is not None and len(saver.documents("a")) == documents
-        saver.store.grace = 0.5
+        saver.checkpoints.grace = 0.5
         assert [e.thread_id for e in saver.apply_retention(short).expired] == ["a"]
         assert saver.thread("a") is None and saver.documents("a") == []
 
@@ -286,7 +286,9 @@ def test_threads_holding_only_values_lose_them(tmp_path: Path) -> None:
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         chat(saver, "a", turns=1)
         documents = [(c, d) for c, _, d in saver.documents("a") if "ref" in d]
-        saver.store.import_documents((c, {**d, "thread_id": "halfway"}) for c, d in documents)
+        saver.checkpoints.view.import_documents(
+            (c, {**d, "thread_id": "halfway"}) for c, d in documents
+        )
         assert saver.documents("halfway")
         age(saver)
         report = saver.apply_retention(RetentionPolicy(keep_last=5))

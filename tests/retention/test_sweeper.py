@@ -62,7 +62,7 @@ def test_a_failed_run_is_logged_and_the_next_one_runs(
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         graph = agent_graph().compile(checkpointer=saver)
         graph.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h")]}, thread())
-        real = saver.store.retain
+        real = saver.checkpoints.retention.run
         calls = []
 
         def flaky(**options: Any) -> Any:
@@ -71,7 +71,7 @@ def test_a_failed_run_is_logged_and_the_next_one_runs(
                 raise OSError("disk on fire")
             return real(**options)
 
-        monkeypatch.setattr(saver.store, "retain", flaky)
+        monkeypatch.setattr(saver.checkpoints.retention, "run", flaky)
         with caplog.at_level(logging.ERROR, logger="threadloom.langgraph.retention"):
             saver.start_retention(RetentionPolicy(keep_last=1), every=0.05)
             assert wait_for(lambda: len(list(saver.list(thread()))) == 1)

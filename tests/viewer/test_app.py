@@ -602,13 +602,13 @@ def test_split_values_are_read_only_when_asked(tmp_path: Path) -> None:
         saver.put_writes(done, [("doc", "y" * 300_000)], task_id="task-1")
     source = Source(path)
     asked: list[str] = []
-    find = source.store.find_documents
+    find = source.store.view.find
 
     def recorded(collection: str, **options: Any) -> Any:
         asked.append(collection)
         return find(collection, **options)
 
-    source.store.find_documents = recorded  # type: ignore[method-assign]
+    source.store.view.find = recorded  # type: ignore[method-assign]
     with TestClient(create_app(source, allowed_hosts=["testserver"])) as client:
         head = head_of(client, "t")
         base = f"/threads/t/checkpoints/{head}"

@@ -139,13 +139,13 @@ class IdIndex:
             self.threads_read += len(threads)
             store = self._store(namespace, agent_id)
             if len(threads) > BATCH_THREADS:
-                every = store.keys()
+                every = store.view.keys()
                 by_thread: dict[str, dict[str, tuple[str, dict[str, Any]]]] = defaultdict(dict)
                 for key, (collection, fields) in every.items():
                     by_thread[fields["thread_id"]][key] = (collection, fields)
                 found = {t.thread: by_thread.get(t.thread_id, {}) for t in threads}
             else:
-                found = {t.thread: store.keys(t.thread_id) for t in threads}
+                found = {t.thread: store.view.keys(t.thread_id) for t in threads}
             for thread in threads:
                 old = index.threads.get(thread.thread)
                 keys = found[thread.thread]

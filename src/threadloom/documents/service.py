@@ -186,7 +186,7 @@ class FileDocuments:
                 if if_version:
                     raise ServiceError("VERSION_CONFLICT")
                 try:
-                    store.import_documents([(collection, data)])
+                    store.view.import_documents([(collection, data)])
                 except CheckpointConflictError:
                     raise ServiceError("VERSION_CONFLICT") from None
                 except (ProtocolError, KeyError, TypeError, ValueError) as exc:
@@ -200,7 +200,7 @@ class FileDocuments:
             if if_version == 0 or (if_version is not None and if_version != existing.version):
                 raise ServiceError("VERSION_CONFLICT")
             if collection == WRITES:
-                version = store.replace_write(data)
+                version = store.view.replace_write(data)
                 return StoredDocument(collection, key, dict(data), existing.created_at, version)
             if existing.data != data:
                 raise ServiceError(
@@ -237,7 +237,7 @@ class FileDocuments:
             if if_version is not None and if_version != found.version:
                 raise ServiceError("VERSION_CONFLICT")
             store = self._store(namespace, found.data["agent_id"])
-            store.delete_document(collection, found.data)
+            store.view.delete(collection, found.data)
             self.ids.forget(namespace, id)
 
     def find(
@@ -330,11 +330,9 @@ class FileDocuments:
     ) -> StoredDocument | None:
         key = key_of(collection, data)
         if collection in (BLOBS, ITEMS, PARTS):
-            found = store.find_documents(
-                collection, thread_id=data["thread_id"], refs=[data["ref"]]
-            )
+            found = store.view.find(collection, thread_id=data["thread_id"], refs=[data["ref"]])
         else:
-            found = store.find_documents(
+            found = store.view.find(
                 collection,
                 thread_id=data["thread_id"],
                 checkpoint_ns=data["checkpoint_ns"],
@@ -387,7 +385,7 @@ class FileDocuments:
                 if some is not None:
                     found.extend(some)
                     continue
-            for item in store.find_documents(collection, **narrow):
+            for item in store.view.find(collection, **narrow):
                 if query.matches_all(item.data, where):
                     found.append(item)
         return found
@@ -403,12 +401,12 @@ class FileDocuments:
         below = dict(narrow)
         if after is not None:
             below["before"] = min(after, narrow.get("before", after))
-        some = store.find_documents(CHECKPOINTS, **below, newest=newest)
+        some = store.view.find(CHECKPOINTS, **below, newest=newest)
         cut = [d.data["checkpoint_id"] for d in some[-2:]]
         if len(some) == newest and cut[0] == cut[-1]:
             return None
         if after is not None and ("before" not in narrow or after < narrow["before"]):
-            some += store.find_documents(CHECKPOINTS, **narrow, checkpoint_ids=[after])
+            some += store.view.find(CHECKPOINTS, **narrow, checkpoint_ids=[after])
         return some
 
 

@@ -219,7 +219,7 @@ class Lease:
 class Conversations:
     """The conversation API of `Saver` and `AsyncSaver` (mixed into both)."""
 
-    store: CheckpointStore
+    checkpoints: CheckpointStore
 
     # -- the thread index ------------------------------------------------------------------
 
@@ -235,11 +235,11 @@ class Conversations:
         write, or "created"), optionally only `owner`'s. Pass the last thread's `cursor`
         as `before` for the next page. Reads the index only: time proportional to the page.
         """
-        return self.store.threads(owner=owner, limit=limit, before=before, order=order)
+        return self.checkpoints.threads(owner=owner, limit=limit, before=before, order=order)
 
     def thread(self, thread_id: str) -> ThreadInfo | None:
         """The index row of one thread, or None."""
-        return self.store.thread(thread_id)
+        return self.checkpoints.thread(thread_id)
 
     def set_thread(
         self,
@@ -252,7 +252,7 @@ class Conversations:
     ) -> ThreadInfo:
         """Set what the application knows of a thread (created in the index if new); None
         clears a field (a cleared title is taken from the first human message again)."""
-        return self.store.set_thread(
+        return self.checkpoints.set_thread(
             thread_id, title=title, summary=summary, tags=tags, owner=owner
         )
 
@@ -297,8 +297,8 @@ class Conversations:
                 before it.
             channel: the list channel (default: the saver's `messages_channel`).
         """
-        loads = self.store.scope.planner.loads
-        tail = self.store.tail(
+        loads = _Loads(self.checkpoints.scope.planner.loads)
+        tail = self.checkpoints.tail(
             thread_id,
             limit=limit,
             before=before,
@@ -330,7 +330,7 @@ class Conversations:
     def lease(self, thread_id: str, *, ttl: float = 60.0, renew: bool = True) -> Lease:
         """The one run allowed on `thread_id`, across threads and processes on the file:
         `with saver.lease(tid):` (or `async with`). See `Lease`."""
-        return Lease(self.store.leases, thread_id, ttl, renew)
+        return Lease(self.checkpoints.leases, thread_id, ttl, renew)
 
     def run(
         self,
@@ -391,7 +391,7 @@ class Conversations:
             else tuple(label if part is OWNER else part for part in prefix)
             for prefix in ([(OWNER,)] if store is None else store)
         ]
-        return self.store.erase(owner, prefixes, apply=apply, force=force)
+        return self.checkpoints.erase(owner, prefixes, apply=apply, force=force)
 
     async def aerase(
         self,
@@ -412,7 +412,7 @@ class Conversations:
         """Read the index facts of threads (default: every thread of the scope) again from
         their rows, with this saver's `owner_keys` and `messages_channel` (after opening
         a file indexed with other settings); return how many were read."""
-        return self.store.reindex(thread_ids)
+        return self.checkpoints.reindex(thread_ids)
 
 
 def _renew_loop(lease: weakref.ref[Lease], stop: threading.Event, every: float) -> None:
@@ -449,9 +449,29 @@ def _message_id(message: Any) -> str | None:
     return found if isinstance(found, str) else None
 
 
-def _transcript(loads: Callable[[Any], Any], thread_id: str, tail: Tail) -> Transcript:
+class _Loads:
+    """The serializer's `loads` for one page, remembering each element it read: the tail
+    decodes elements to find a `before` message id, and the page's elements among them
+    are then not decoded a second time."""
+
+    def __init__(self, loads: Callable[[Any], Any]) -> None:
+        self._loads = loads
+        self._read: dict[int, tuple[Any, Any]] = {}  # id(typed) -> (typed, its value)
+
+    def __call__(self, typed: Any) -> Any:
+        value = self._loads(typed)
+        self._read[id(typed)] = (typed, value)  # holding `typed` keeps its id unique
+        return value
+
+    def once(self, typed: Any) -> Any:
+        """The value of `typed`: the one read before for this very element, else read now."""
+        found = self._read.get(id(typed))
+        return found[1] if found is not None and found[0] is typed else self._loads(typed)
+
+
+def _transcript(loads: _Loads, thread_id: str, tail: Tail) -> Transcript:
     if tail.elements is not None:
-        items = [loads(typed) for typed in tail.elements]
+        items = [loads.once(typed) for typed in tail.elements]
     else:
         items = list(tail.values or [])
     return Transcript(thread_id, tail.checkpoint_id, tail.total, tail.start, items, tail)

@@ -153,7 +153,7 @@ def _threads(threads: Sequence[str] | None) -> list[str] | None:
 class Retention:
     """Retention on `Saver` and `AsyncSaver` (mixed into both)."""
 
-    store: CheckpointStore
+    checkpoints: CheckpointStore
     _retention_thread: threading.Thread | None = None
     _retention_stop: threading.Event | None = None
     _retention_every: tuple[RetentionPolicy, float] | None = None
@@ -180,7 +180,7 @@ class Retention:
             progress: called as `progress(done, total)` after each thread.
         """
         checked = _policy(policy)
-        return self.store.retain(
+        return self.checkpoints.retention.run(
             keep_last=checked.keep_last,
             max_age=checked.max_age,
             min_age=checked.min_age,
@@ -259,7 +259,7 @@ class Retention:
     def _retain_logged(self, policy: RetentionPolicy) -> None:
         stop = self._retention_stop
         try:
-            report = self.store.retain(
+            report = self.checkpoints.retention.run(
                 keep_last=policy.keep_last,
                 max_age=policy.max_age,
                 min_age=policy.min_age,
@@ -268,13 +268,13 @@ class Retention:
         except _Stopped:
             return
         except Exception:
-            log.exception("%s: the retention run failed", self.store.db.path)
+            log.exception("%s: the retention run failed", self.checkpoints.file.path)
             return
         self.last_retention = report
         log.info(
             "%s: retention deleted %d checkpoints, %d writes, %d values (%d bytes), "
             "%d idle threads",
-            self.store.db.path,
+            self.checkpoints.file.path,
             report.checkpoints,
             report.writes,
             report.values,

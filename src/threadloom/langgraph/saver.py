@@ -62,6 +62,11 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
     Every saver (and every other threadloom object) on one path in a process shares one
     open file: one connection pool, one write lock, one content store.
 
+    Attributes:
+        db: the open file (`engine.File`).
+        checkpoints: the engine's checkpoints of this saver's scope
+            (`engine.CheckpointStore`); the methods here call its parts directly.
+
     Raises:
         NotOurFileError: the path holds another application's file (left untouched).
         FormatError: the file was written by a newer threadloom.
@@ -89,7 +94,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         self.db = File.open(path, readonly=readonly, synchronous=synchronous)
         self._closed = False
         try:
-            self.store = CheckpointStore(
+            self.checkpoints = CheckpointStore(
                 self.db,
                 namespace=namespace,
                 agent_id=agent_id,
@@ -105,12 +110,12 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
     @property
     def namespace(self) -> str:
         """The document namespace of this saver's scope."""
-        return self.store.namespace
+        return self.checkpoints.namespace
 
     @property
     def agent_id(self) -> str:
         """The agent id of this saver's scope."""
-        return self.store.agent_id
+        return self.checkpoints.agent_id
 
     @property
     def readonly(self) -> bool:
@@ -122,16 +127,16 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         if not self._closed:
             self._closed = True
             self.stop_retention(5)
-            store = getattr(self, "store", None)
-            if store is not None:
-                store.close()
+            checkpoints = getattr(self, "checkpoints", None)
+            if checkpoints is not None:
+                checkpoints.close()
             self.db.close()
 
     # -- sync ----------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Return the checkpoint `config` names, or the latest of its thread."""
-        found = self.store.get(config)
+        found = self.checkpoints.reader.get(config)
         return checkpoint_tuple(found) if found is not None else None
 
     def list(
@@ -143,7 +148,9 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """List checkpoints newest first, filtered by metadata equality."""
-        for found in self.store.list(config, filter=filter, before=before, limit=limit):
+        for found in self.checkpoints.reader.list(
+            config, filter=filter, before=before, limit=limit
+        ):
             yield checkpoint_tuple(found)
 
     def put(
@@ -154,7 +161,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; only the values it introduces are written."""
-        return self.store.put(config, checkpoint, metadata)  # type: ignore[return-value]
+        return self.checkpoints.writer.put(config, checkpoint, metadata)  # type: ignore[return-value]
 
     def put_writes(
         self,
@@ -164,29 +171,29 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         """Store pending writes of a task (first write wins; special writes replace)."""
-        self.store.put_writes(config, writes, task_id, task_path)
+        self.checkpoints.writer.put_writes(config, writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint, write and value of a thread."""
-        self.store.delete_thread(thread_id)
+        self.checkpoints.maintenance.delete_thread(thread_id)
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints written by the given runs (metadata `run_id`)."""
-        self.store.delete_for_runs(_ids(run_ids, "run_ids"))
+        self.checkpoints.maintenance.delete_for_runs(_ids(run_ids, "run_ids"))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread's checkpoints, writes and values to another thread id."""
-        self.store.copy_thread(source_thread_id, target_thread_id)
+        self.checkpoints.maintenance.copy_thread(source_thread_id, target_thread_id)
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune threads (`keep_latest`, DeltaChannel-safe, or `delete`)."""
-        self.store.prune(_ids(thread_ids, "thread_ids"), strategy)
+        self.checkpoints.maintenance.prune(_ids(thread_ids, "thread_ids"), strategy)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         """Walk the parent chain from storage for DeltaChannel reconstruction."""
-        return self.store.delta_history(config, channels)  # type: ignore[return-value]
+        return self.checkpoints.reader.delta_history(config, channels)  # type: ignore[return-value]
 
     def get_next_version(self, current: Any, channel: None = None) -> Any:
         """Return the next channel version as the shared engine does (SPEC §5.5)."""
@@ -196,7 +203,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         self, thread_id: str | None = None
     ) -> builtins.list[tuple[str, str, dict[str, Any]]]:
         """Return the logical documents of one thread (or all), in put order."""
-        return list(self.store.documents(thread_id))
+        return list(self.checkpoints.view.documents(thread_id))
 
     # -- async ---------------------------------------------------------------------------
 

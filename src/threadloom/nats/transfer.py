@@ -161,15 +161,15 @@ async def export_threads(
     target_agent = agent_id or store.agent_id
     report = Report(
         "applied" if apply else "dry-run",
-        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.db.path},
+        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.file.path},
         {"namespace": client.namespace, "agent_id": target_agent, "schema": 2},
     )
-    names = list(threads) if threads is not None else store.thread_ids()
+    names = list(threads) if threads is not None else store.scope.thread_ids()
     if apply:
         await prepare(client)
     plans: list[tuple[ThreadReport, list[list[Document]], dict[str, Mapping[str, Any]]]] = []
     for thread_id in names:
-        docs = [(c, d) for c, _, d in store.documents(thread_id)]
+        docs = [(c, d) for c, _, d in store.view.documents(thread_id)]
         if target_agent != store.agent_id:
             docs = rekey(docs, target_agent)
         entry = ThreadReport(thread_id)
@@ -315,7 +315,7 @@ async def import_threads(
     report = Report(
         "applied" if apply else "dry-run",
         {"namespace": client.namespace, "agent_id": source_agent, "schema": 2},
-        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.db.path},
+        {"namespace": store.namespace, "agent_id": store.agent_id, "file": store.file.path},
     )
     names = list(threads) if threads is not None else await target_threads(client, source_agent)
     for done, thread_id in enumerate(names, start=1):
@@ -326,14 +326,14 @@ async def import_threads(
         )
         if source_agent != store.agent_id:
             theirs = rekey(theirs, store.agent_id)
-        local = [found.data for found in store.find_documents(CHECKPOINTS, thread_id=thread_id)]
+        local = [found.data for found in store.view.find(CHECKPOINTS, thread_id=thread_id)]
         _tally(entry, theirs, local)
         if entry.diverged and not include_diverged:
             entry.skipped = apply
             continue
         if apply:
             try:
-                counted = store.import_documents(_put_order(theirs))
+                counted = store.view.import_documents(_put_order(theirs))
             except CheckpointConflictError as conflict:  # the thread's transaction rolled back
                 entry.conflicts.append(f"{thread_id}: {conflict}")
             else:

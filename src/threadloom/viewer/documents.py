@@ -1,7 +1,7 @@
 """The checkpoint pages' data: a checkpoint's channel values and what changed from its
 parent, and the raw protocol documents behind it.
 
-Outer layer. Documents come from `CheckpointStore.find_documents`, the reads `serve`
+Outer layer. Documents come from `CheckpointStore.view.find`, the reads `serve`
 answers the document service's `find` with: what a page shows is what the engine's
 service would send, byte for byte, here in tagged JSON (`values.tagged`) beside their
 class-free decoding (`protocol.plain`). A page reads the checkpoint, its parent, the
@@ -45,7 +45,7 @@ def _values(source: Source, thread_id: str, refs: Iterable[str]) -> dict[str, di
 
 
 def _checkpoint(source: Source, thread_id: str, ns: str, checkpoint_id: str) -> StoredDocument:
-    found = source.store.find_documents(
+    found = source.store.view.find(
         CHECKPOINTS, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[checkpoint_id]
     )
     if not found:
@@ -119,7 +119,7 @@ def checkpoint(
     parent_id = doc.get("parent_id")
     parent: dict[str, Any] | None = None
     if parent_id:
-        found = source.store.find_documents(
+        found = source.store.view.find(
             CHECKPOINTS, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[parent_id]
         )
         parent = found[0].data if found else None
@@ -213,7 +213,7 @@ def raw(
     ns = params.get("ns", "")
     whole = flag(params, "whole")
     doc = _checkpoint(source, thread_id, ns, checkpoint_id)
-    writes = source.store.find_documents(
+    writes = source.store.view.find(
         WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[checkpoint_id]
     )
     refs = [ref for d in (doc, *writes) for ref, _ in references(d.data) if ref[:2] != "p-"]
@@ -243,7 +243,7 @@ def _stored(source: Source, thread_id: str, refs: list[str]) -> list[StoredDocum
             by_collection.setdefault(found, []).append(ref)
     out: list[StoredDocument] = []
     for collection, wanted in by_collection.items():
-        out += source.store.find_documents(collection, thread_id=thread_id, refs=wanted)
+        out += source.store.view.find(collection, thread_id=thread_id, refs=wanted)
     return out
 
 

@@ -204,15 +204,12 @@ def pending(
     if checkpoint_id is None:
         return None
     store = source.store
-    docs = store.find_documents(
+    docs = store.view.find(
         WRITES, thread_id=thread_id, checkpoint_ns=ns, checkpoint_ids=[checkpoint_id]
     )
     parts = [ref for doc in docs for ref in split(doc.data["value"])] if whole else []
     fetched = (
-        {
-            d.data["ref"]: d.data
-            for d in store.find_documents(PARTS, thread_id=thread_id, refs=parts)
-        }
+        {d.data["ref"]: d.data for d in store.view.find(PARTS, thread_id=thread_id, refs=parts)}
         if parts
         else {}
     )
@@ -253,7 +250,9 @@ def history(source: Source, thread_id: str, params: Mapping[str, str]) -> dict[s
     info = thread_info(source, thread_id)
     ns = params.get("ns", "")
     limit = number(params, "limit", 50, 1, 500)
-    found = source.store.history(thread_id, ns=ns, limit=limit, before=text(params, "before"))
+    found = source.store.histories.history(
+        thread_id, ns=ns, limit=limit, before=text(params, "before")
+    )
     shown: dict[str, Any] = {
         "thread_id": thread_id,
         "checkpoint_ns": ns,

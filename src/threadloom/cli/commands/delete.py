@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 for number, info in enumerate(found, 1):
                     progress.show(f"deleting {number}/{len(found)}: {info.thread_id}")
-                    store.delete_thread(info.thread_id)
+                    store.maintenance.delete_thread(info.thread_id)
             finally:
                 progress.done()
     if args.json:

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     """Print a page of the thread's checkpoints, newest first."""
     path, (thread_id,) = operands(args, 1)
     with opened(args, path) as store:
-        page = store.history(thread_id, ns=args.ns, limit=args.limit, before=args.before)
+        page = store.histories.history(thread_id, ns=args.ns, limit=args.limit, before=args.before)
     if not page.found:
         raise missing_thread(thread_id, args, path)
     if args.json:

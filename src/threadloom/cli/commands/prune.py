@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         store = CheckpointStore(database, namespace=args.namespace, agent_id=args.agent_id)
         try:
             progress = _Progress() if sys.stderr.isatty() else None
-            report = store.retain(
+            report = store.retention.run(
                 keep_last=policy.keep_last,
                 max_age=policy.max_age,
                 min_age=policy.min_age,

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
         page = transcript_json(
             thread_id, tail.checkpoint_id, tail.total, tail.start, plain_elements(tail)
         )
-        waiting = store.interrupts(thread_id, tail.checkpoint_id) if tail.checkpoint_id else []
+        waiting = (
+            store.histories.interrupts(thread_id, tail.checkpoint_id) if tail.checkpoint_id else []
+        )
     page["interrupts"] = [found.as_json() for found in waiting]
     if args.json:
         print_json(page)

@@ -56,8 +56,8 @@ class Copier:
     def copy(self, history: ThreadHistory) -> ThreadReport:
         """Count, and when applying copy, one thread; return its report."""
         entry = ThreadReport(history.thread_id)
-        store = self.saver.store if self.saver is not None else None
-        heads = store.heads(history.thread_id) if store is not None else []
+        checkpoints = self.saver.checkpoints if self.saver is not None else None
+        heads = checkpoints.view.heads(history.thread_id) if checkpoints is not None else []
         held = {(h.checkpoint_ns, h.checkpoint_id) for h in heads}
         ours = [_ident(item) for item in history.checkpoints]
         ours += [
@@ -77,7 +77,7 @@ class Copier:
             return entry
         if not self.apply or self.saver is None:
             return entry
-        written = self.saver.store.write_keys(history.thread_id)
+        written = self.saver.checkpoints.view.write_keys(history.thread_id)
         try:
             for item in history.checkpoints:
                 self._put(item, held, written, history.task_paths, entry)
@@ -106,7 +106,7 @@ class Copier:
             # The owner the thread index records comes from the put's configurable; the
             # source recorded it in the metadata (get_checkpoint_metadata), so it is
             # given back from there (and, being there already, changes no metadata).
-            for key in self.saver.store.scope.owner_keys:
+            for key in self.saver.checkpoints.scope.owner_keys:
                 value = item.metadata.get(key) if isinstance(item.metadata, Mapping) else None
                 if isinstance(value, str) and value:
                     target[key] = value
@@ -167,7 +167,7 @@ class Copier:
         )
         if not lacking_checkpoints and not lacking_writes:
             return  # the thread's import committed whole before: its values are there too
-        self.saver.store.import_documents(put_order(documents))
+        self.saver.checkpoints.view.import_documents(put_order(documents))
         entry.copied += lacking_checkpoints
         entry.writes_copied += lacking_writes
 
