@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from threadloom.cli._transcript import cut, markdown, transcript
 from threadloom.errors import EngineError, InvalidArgumentError
-from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, MAX_PAGE
 from threadloom.protocol.labels import encode_label
 
 if TYPE_CHECKING:
@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 COMMANDS = ("threads", "show", "history", "delete", "erase")
 #: Characters of a title in the `threads` table.
 TITLE = 40
-#: Most rows of a page (the engine's limit).
-MAX_PAGE = 1000
 
 
 def add_parsers(commands: Any) -> None:
