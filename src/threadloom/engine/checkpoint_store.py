@@ -27,7 +27,7 @@ from threadloom.engine.checkpoints.writer import Writer
 from threadloom.engine.conversations.erasure import Erased, erase
 from threadloom.engine.conversations.history import Histories, History, Interrupt
 from threadloom.engine.conversations.leases import Leases
-from threadloom.engine.conversations.retention import Progress, Retention, RetentionReport
+from threadloom.engine.conversations.retention import Progress, Retainer, RetentionReport
 from threadloom.engine.conversations.transcript import Tail, Transcripts
 from threadloom.engine.file import File
 from threadloom.engine.threads import threadindex
@@ -81,7 +81,7 @@ class CheckpointStore:
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
         self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
-        self.retention = Retention(self.scope, self.maintenance, self.leases)
+        self.retention = Retainer(self.scope, self.maintenance, self.leases)
         self.transcripts = Transcripts(self.reader, values)
         self.histories = Histories(self.reader, values)
 
