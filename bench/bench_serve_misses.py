@@ -36,9 +36,8 @@ from tests.nats._peers import nats_server_binary, run_nats_server  # noqa: E402
 from tests.nats._service import SECRET, blob, request  # noqa: E402
 from threadloom.engine.checkpoint_store import CheckpointStore  # noqa: E402
 from threadloom.engine.file import File  # noqa: E402
-from threadloom.errors import DocumentNotFoundError  # noqa: E402
+from threadloom.errors import DocumentNotFoundError, DocumentServiceError  # noqa: E402
 from threadloom.nats import Credentials, DocumentClient  # noqa: E402
-from threadloom.nats.codes import ServiceError  # noqa: E402
 from threadloom.nats.serve import FileDocumentService, serve  # noqa: E402
 from threadloom.protocol import BLOBS  # noqa: E402
 from threadloom.protocol.refs import key_of  # noqa: E402
@@ -73,7 +72,7 @@ def in_process(path: Path, ids: list[str], requests: int) -> dict[str, list[floa
             for n in range(requests + 1):
                 key = f"{n:064x}" if kind == "miss" else ids[n * 7919 % len(ids)]
                 start = time.perf_counter()
-                with contextlib.suppress(ServiceError):
+                with contextlib.suppress(DocumentServiceError):
                     service.dispatch("get", request("get", collection=BLOBS, id=key), "api")
                 if n:  # the first builds the index
                     out[kind].append(time.perf_counter() - start)

@@ -12,7 +12,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from threadloom.protocol import CHECKPOINTS, Put, Resolution
+from tests.protocol._resolution import Resolution
+from threadloom.protocol import CHECKPOINTS, Put
 
 VECTORS = Path(__file__).parent / "data" / "vectors"
 

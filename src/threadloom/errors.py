@@ -56,16 +56,25 @@ class FormatError(EngineError):
 
 
 class DocumentServiceError(ThreadloomError):
-    """The document service (naas, over NATS) refused or failed a request.
+    """A document service refused or failed a request, with its code (SPEC §7.9).
+
+    Both sides of the service raise it. The NATS client (`threadloom.nats.client`) raises
+    the subclass of the code a service answered with. The document operations over a file
+    (`threadloom.documents`) raise it for their refusals, and their two front ends turn it
+    into what their callers expect: `threadloom serve` into a reply's error (`code` and
+    `detail`), the naas adapter into naas's exceptions (`VersionConflict`,
+    `DocumentNotFound`, `CollectionNotFound`, `ValueError`, `DocumentStorageError` for
+    the other codes) carrying `detail`.
 
     Attributes:
         code: the service's error code (`VERSION_CONFLICT`, `UNAUTHENTICATED`, ...).
-        detail: the service's message.
+        detail: the service's message: the exception text for INVALID_ARGUMENT, the code
+            itself or a fixed text otherwise (the code when none is given).
     """
 
-    def __init__(self, code: str, detail: str) -> None:
+    def __init__(self, code: str, detail: str | None = None) -> None:
         self.code = code
-        self.detail = detail
+        self.detail = detail = detail or code
         super().__init__(detail if detail.startswith(code) else f"{code}: {detail}")
 
 

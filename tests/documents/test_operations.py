@@ -19,9 +19,9 @@ import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
 from threadloom import Saver
-from threadloom.documents import FileDocuments, ServiceError, query
+from threadloom.documents import FileDocuments, query
 from threadloom.engine.checkpoint_store import StoredDocument
-from threadloom.errors import ProtocolError
+from threadloom.errors import DocumentServiceError, ProtocolError
 from threadloom.protocol import BLOBS, CHECKPOINTS, DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, WRITES
 from threadloom.protocol.refs import key_of
 
@@ -171,28 +171,28 @@ def test_the_newest_first_read_does_not_read_the_history(documents: FileDocument
 
 def test_writes_and_refusals_carry_the_service_codes(documents: FileDocuments) -> None:
     """Unknown collections and namespaces, bad queries and ids: the §7.9 codes."""
-    with pytest.raises(ServiceError) as missing:
+    with pytest.raises(DocumentServiceError) as missing:
         documents.find("nobody", CHECKPOINTS)
     assert missing.value.code == "COLLECTION_NOT_FOUND"
-    with pytest.raises(ServiceError) as other:
+    with pytest.raises(DocumentServiceError) as other:
         documents.find(NS, "jobs")
     assert other.value.code == "COLLECTION_NOT_FOUND"
-    with pytest.raises(ServiceError) as bad:
+    with pytest.raises(DocumentServiceError) as bad:
         documents.find(NS, WRITES, [("thread_id", "like", "a")])
     assert bad.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(ServiceError) as page:
+    with pytest.raises(DocumentServiceError) as page:
         documents.find(NS, WRITES, [], None, 1001)
     assert page.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(ServiceError) as cursor:
+    with pytest.raises(DocumentServiceError) as cursor:
         documents.find(NS, WRITES, [], None, 1, "garbled")
     assert cursor.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(ServiceError) as first:  # arguments before the collection, as naas
+    with pytest.raises(DocumentServiceError) as first:  # arguments before the collection, as naas
         documents.find("nobody", CHECKPOINTS, [], None, 0)
     assert first.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(ServiceError) as version:
+    with pytest.raises(DocumentServiceError) as version:
         documents.delete("nobody", WRITES, "0" * 64, -1)
     assert version.value.code == "INVALID_ARGUMENT"
-    with pytest.raises(ServiceError) as gone:
+    with pytest.raises(DocumentServiceError) as gone:
         documents.get(NS, WRITES, "0" * 64)
     assert gone.value.code == "DOCUMENT_NOT_FOUND"
     assert documents.count(NS, WRITES, [("thread_id", "eq", "a")]) == 12 + 4 + 4 + 4
@@ -236,11 +236,11 @@ def test_documents_no_saver_writes_are_refused_before_anything_is_stored(
             key = key_of(collection, data)
         except ProtocolError:
             key = "0" * 64
-        with pytest.raises(ServiceError) as refused:
+        with pytest.raises(DocumentServiceError) as refused:
             documents.put(NS, collection, key, data)
             pytest.fail(f"{name}: stored")
         assert refused.value.code == "INVALID_ARGUMENT", name
-        assert "is not the key" not in refused.value.message, name
+        assert "is not the key" not in refused.value.detail, name
     assert documents.count(NS, CHECKPOINTS) + documents.count(NS, WRITES) == before
     found = documents.find(NS, CHECKPOINTS, [("thread_id", "eq", "b")], None, 100)[0]
     assert len(found) == 4
@@ -304,7 +304,7 @@ def test_hand_made_cursors_and_nul_in_predicates_are_answered_not_crashed(
     bound = query.fingerprint(NS, CHECKPOINTS, where, order)
     for key in (("a", "b", "c"), (3, True, "00"), (3, 0.0)):
         forged = query.write_cursor((key, "x"), bound)  # type: ignore[arg-type]
-        with pytest.raises(ServiceError) as refused:
+        with pytest.raises(DocumentServiceError) as refused:
             documents.find(NS, CHECKPOINTS, where, order, 2, forged)
         assert refused.value.code == "INVALID_ARGUMENT", key
     at_nul = query.write_cursor(((3, 0.0, b"1f0005\x00".hex()), "x"), bound)

@@ -60,7 +60,7 @@ def request(op: str, namespace: str = "ns", **fields: Any) -> Any:
 def call(
     service: FileDocumentService, op: str, identity: str = "api", ns: str = "ns", **fields: Any
 ) -> Any:
-    """Answer `op` as the service does for `identity` (raises its ServiceError)."""
+    """Answer `op` as the service does for `identity` (raises its DocumentServiceError)."""
     return service.dispatch(op, request(op, ns, **fields), identity)
 
 

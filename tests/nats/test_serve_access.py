@@ -11,10 +11,9 @@ import pytest
 
 from tests.nats._service import SECRET, blob, call
 from threadloom.engine.file import File
-from threadloom.errors import InvalidArgumentError
+from threadloom.errors import DocumentServiceError, InvalidArgumentError
 from threadloom.nats import issue_token
 from threadloom.nats.access import MAX_TOKEN_LIFETIME, Grants, authenticate
-from threadloom.nats.codes import ServiceError
 from threadloom.nats.serve import FileDocumentService
 from threadloom.protocol import BLOBS
 from threadloom.protocol.refs import key_of
@@ -46,15 +45,15 @@ def test_every_operation_outside_the_grant_is_permission_denied(db: File, op: st
     for ns in ("ns-a", "ns-b"):
         call(served, "ensure_collection", identity=ns[-1], ns=ns)
         put_blob_as(served, ns[-1], ns, blob("t", 1))
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(DocumentServiceError) as refused:
         call(served, op, identity="b", ns="ns-a", **OPERATIONS[op])
     assert refused.value.code == "PERMISSION_DENIED"
-    with pytest.raises(ServiceError) as unknown:
+    with pytest.raises(DocumentServiceError) as unknown:
         call(served, op, identity="b", ns="ns-nowhere", **OPERATIONS[op])
     assert unknown.value.code == "PERMISSION_DENIED"
     try:
         call(served, op, identity="b", ns="ns-b", **OPERATIONS[op])
-    except ServiceError as exc:
+    except DocumentServiceError as exc:
         assert op == "drop_collection" and exc.code == "INVALID_ARGUMENT"
     # a's document is still there, unchanged
     got = call(served, "get", identity="a", ns="ns-a", **OPERATIONS["get"])
@@ -76,7 +75,7 @@ def test_namespaces_lists_only_granted_ones(db: File) -> None:
         call(served, "ensure_collection", identity="m", ns=ns)
     assert list(call(served, "namespaces").namespaces) == ["solo", "team-1", "team-2"]
     for identity in ("m", "engine"):
-        with pytest.raises(ServiceError) as refused:
+        with pytest.raises(DocumentServiceError) as refused:
             call(served, "namespaces", identity=identity)
         assert refused.value.code == "PERMISSION_DENIED"
     served.close()
@@ -88,7 +87,7 @@ def test_without_grants_only_the_engines_identities_are_served(db: File) -> None
     default = service(db)
     for identity in ("api", "engine", "dagster"):
         call(default, "ensure_collection", identity=identity, ns=f"ns-{identity}")
-    with pytest.raises(ServiceError) as refused:
+    with pytest.raises(DocumentServiceError) as refused:
         call(default, "ensure_collection", identity="a-module", ns="ns")
     assert refused.value.code == "PERMISSION_DENIED"
     default.close()
@@ -137,12 +136,12 @@ def test_tokens_living_longer_than_the_maximum_are_refused() -> None:
         _token({"sub": "api", "iat": now, "exp": now + MAX_TOKEN_LIFETIME + 1}),
     ]
     for token in refused:
-        with pytest.raises(ServiceError) as error:
+        with pytest.raises(DocumentServiceError) as error:
             authenticate(token, SECRET)
         assert error.value.code == "UNAUTHENTICATED"
-        assert error.value.message == "missing or invalid auth token"
+        assert error.value.detail == "missing or invalid auth token"
     assert authenticate(issue_token(SECRET, "api"), SECRET) == "api"
     at_limit = _token({"sub": "api", "iat": now, "exp": now + MAX_TOKEN_LIFETIME})
     assert authenticate(at_limit, SECRET) == "api"
-    with pytest.raises(ServiceError):
+    with pytest.raises(DocumentServiceError):
         authenticate(issue_token(SECRET, "api", ttl=600), SECRET, max_lifetime=300)

@@ -11,8 +11,8 @@ import pytest
 from tests.nats._service import SECRET, blob, call, put_blob
 from threadloom.engine.checkpoint_store import CheckpointStore
 from threadloom.engine.file import File
+from threadloom.errors import DocumentServiceError
 from threadloom.nats.access import Grants
-from threadloom.nats.codes import ServiceError
 from threadloom.nats.serve import FileDocumentService, Limits
 from threadloom.protocol import BLOBS
 from threadloom.protocol.refs import key_of
@@ -27,7 +27,7 @@ def served(db: File) -> Iterator[FileDocumentService]:
         found.close()
 
 
-def code(error: pytest.ExceptionInfo[ServiceError]) -> str:
+def code(error: pytest.ExceptionInfo[DocumentServiceError]) -> str:
     return error.value.code
 
 
@@ -38,7 +38,7 @@ def test_namespace_names_are_at_most_255_bytes(served: FileDocumentService) -> N
     call(served, "ensure_collection", ns="é" * 127)  # 254 bytes
     for ns in ("n" * 256, "é" * 128, "n" * (1024 * 1024)):
         for op, fields in [("ensure_collection", {}), ("count", {"collection": BLOBS})]:
-            with pytest.raises(ServiceError, match="at most 255 bytes") as refused:
+            with pytest.raises(DocumentServiceError, match="at most 255 bytes") as refused:
                 call(served, op, ns=ns, **fields)
             assert code(refused) == "INVALID_ARGUMENT"
     assert max(len(n.encode()) for n in served.documents._ensured) == 255
@@ -53,7 +53,7 @@ def test_many_long_empty_namespaces_are_bounded_in_count(db: File) -> None:
     for name in names:
         try:
             call(served, "ensure_collection", ns=name)
-        except ServiceError as exc:
+        except DocumentServiceError as exc:
             assert exc.code == "INVALID_ARGUMENT" and "hold no document" in str(exc)
             refused += 1
     assert refused == 1900 and len(served.documents._ensured) == 100
@@ -90,18 +90,18 @@ def test_misses_do_not_read_the_namespace_again(served: FileDocumentService) -> 
     call(served, "ensure_collection")
     for i in range(200):
         put_blob(served, blob(f"t{i % 20}", i))
-    with pytest.raises(ServiceError):
+    with pytest.raises(DocumentServiceError):
         call(served, "get", collection=BLOBS, id="0" * 64)
     first = served.documents.ids.threads_read
     assert first == 20
     for n in range(100):
-        with pytest.raises(ServiceError) as missing:
+        with pytest.raises(DocumentServiceError) as missing:
             call(served, "get", collection=BLOBS, id=f"{n:064x}")
         assert code(missing) == "DOCUMENT_NOT_FOUND"
         call(served, "delete", collection=BLOBS, id=f"{n:064x}")
     assert served.documents.ids.threads_read == first
     put_blob(served, blob("t3", 1000))
-    with pytest.raises(ServiceError):
+    with pytest.raises(DocumentServiceError):
         call(served, "get", collection=BLOBS, id="0" * 64)
     assert served.documents.ids.threads_read == first + 1
 
@@ -115,25 +115,25 @@ def test_the_index_follows_other_processes(db: File, tmp_path: Path) -> None:
     other = File(tmp_path / "served.db")
     try:
         store = CheckpointStore(other, namespace="ns", agent_id="a")
-        with pytest.raises(ServiceError):
+        with pytest.raises(DocumentServiceError):
             call(served, "get", collection=BLOBS, id=key_of(BLOBS, blob("t", 2)))
         store.view.import_documents([(BLOBS, blob("t", 2)), (BLOBS, blob("u", 3))])
         for data in (blob("t", 2), blob("u", 3)):
             assert call(served, "get", collection=BLOBS, id=key_of(BLOBS, data)).document
         store.view.delete(BLOBS, blob("t", 1))
-        with pytest.raises(ServiceError) as gone:
+        with pytest.raises(DocumentServiceError) as gone:
             call(served, "get", collection=BLOBS, id=mine)
         assert code(gone) == "DOCUMENT_NOT_FOUND"
         store.view.import_documents([(BLOBS, blob("t", 1))])
         assert call(served, "get", collection=BLOBS, id=mine).document.id == mine
         store.view.import_documents([(BLOBS, blob("v", n)) for n in range(10, 20)])
         copied = key_of(BLOBS, blob("v", 1))
-        with pytest.raises(ServiceError):
+        with pytest.raises(DocumentServiceError):
             call(served, "get", collection=BLOBS, id=copied)
         store.maintenance.copy_thread("t", "v")  # v is ahead of t
         assert call(served, "get", collection=BLOBS, id=copied).document.id == copied
         store.maintenance.delete_thread("u")
-        with pytest.raises(ServiceError):
+        with pytest.raises(DocumentServiceError):
             call(served, "get", collection=BLOBS, id=key_of(BLOBS, blob("u", 3)))
     finally:
         other.close()

@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import SecretBytes, SecretStr
 
 from tests.helpers import DictStore
+from tests.protocol._resolution import batches
 from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import (
     PART_SIZE,
@@ -31,7 +32,6 @@ from threadloom.protocol import (
     Planner,
     Put,
     Retained,
-    batches,
     kept_checkpoints,
     next_version,
     read_entries,

@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pydantic import BaseModel, ConfigDict, SecretBytes, SecretStr
 
 from tests.helpers import DictStore, inputs
+from tests.protocol._resolution import batches
 from threadloom.errors import MissingDocumentsError, ProtocolError
 from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import (
@@ -38,7 +39,6 @@ from threadloom.protocol import (
     Put,
     RedactingSerializer,
     Retained,
-    batches,
     kept_checkpoints,
     next_version,
     raw_value,

@@ -18,13 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from threadloom.errors import EngineError
-from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, MAX_PAGE
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
-
-#: Most rows of a page (the engine's limit).
-MAX_PAGE = 1000
 
 
 def scope_arguments(

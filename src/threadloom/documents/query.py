@@ -22,11 +22,10 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from threadloom.errors import InvalidArgumentError
+from threadloom.protocol import MAX_IN_VALUES, MAX_PAGE
 
 OPERATORS = frozenset({"eq", "ne", "lt", "lte", "gt", "gte", "in", "nin", "contains", "exists"})
-MAX_PAGE = 1000
 DEFAULT_PAGE = 100
-MAX_IN_VALUES = 500
 #: Per-item overhead of the page budget estimate (the SQL backend's DOCUMENT_OVERHEAD).
 ITEM_OVERHEAD = 64
 

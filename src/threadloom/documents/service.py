@@ -6,7 +6,7 @@ answer the document service's operations for the LangGraph collections with this
 `ensure_collection`, `collections`, `collection_fields`, `namespaces`, `put`, `get`,
 `delete`, `find` (every operator of SPEC §7.7, ordering, pages, cursors, a byte budget)
 and `count`, with the versions of §7.8. Values are the decoded Python values of §7.5;
-refusals are `ServiceError`s with the codes of §7.9.
+refusals are `DocumentServiceError`s with the codes of §7.9.
 
 Where it differs from the engine's service, on purpose (the file's invariants):
 
@@ -32,11 +32,10 @@ from typing import Any
 
 from threadloom.core.lru import Lru
 from threadloom.documents import query
-from threadloom.documents.errors import ServiceError
 from threadloom.documents.ids import IdIndex
 from threadloom.engine import CheckpointStore, File
 from threadloom.engine.checkpoints import StoredDocument, agent_ids, namespaces
-from threadloom.errors import CheckpointConflictError, ProtocolError
+from threadloom.errors import CheckpointConflictError, DocumentServiceError, ProtocolError
 from threadloom.protocol import BLOBS, CHECKPOINTS, COLLECTIONS, ITEMS, PARTS, WRITES
 from threadloom.protocol.refs import collection_of, key_of
 
@@ -89,11 +88,11 @@ class FileDocuments:
     def check_namespace(self, namespace: str) -> None:
         """Refuse a namespace name no operation takes (INVALID_ARGUMENT)."""
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT", "Names must be nonempty strings without NUL characters"
             )
         if len(namespace.encode()) > self.limits.namespace_bytes:
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT",
                 f"namespace names are at most {self.limits.namespace_bytes} bytes (UTF-8)",
             )
@@ -112,13 +111,13 @@ class FileDocuments:
         and every declared field is a string field."""
         self.check_namespace(namespace)
         if name not in COLLECTIONS:
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT",
                 f"a threadloom file holds only the LangGraph collections, not {name!r}",
             )
         for field, kind in fields:
             if kind and kind != "string":
-                raise ServiceError(
+                raise DocumentServiceError(
                     "INVALID_ARGUMENT", f"field {field!r} of {name} is a string field"
                 )
         with self._lock:
@@ -129,7 +128,7 @@ class FileDocuments:
                 for held in [n for n in self._ensured if self._in_file(n)]:
                     del self._ensured[held]
             if len(self._ensured) >= self.limits.empty_namespaces:
-                raise ServiceError(
+                raise DocumentServiceError(
                     "INVALID_ARGUMENT",
                     f"{self.limits.empty_namespaces} namespaces are ensured but hold no "
                     "document yet; put documents into them first (or restart the service)",
@@ -138,7 +137,7 @@ class FileDocuments:
 
     def drop_collection(self, namespace: str, name: str) -> None:
         """Refused: a thread's documents go with the thread (delete or prune it)."""
-        raise ServiceError(
+        raise DocumentServiceError(
             "INVALID_ARGUMENT",
             "a threadloom file does not drop collections; delete or prune threads instead",
         )
@@ -169,14 +168,14 @@ class FileDocuments:
         compare-and-swap on version n (VERSION_CONFLICT when it does not hold)."""
         self.check_namespace(namespace)
         if if_version is not None and if_version < 0:
-            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
+            raise DocumentServiceError("INVALID_ARGUMENT", "if_version must not be negative")
         with self._lock:
             collection = self._collection(namespace, collection)
             _check_fields(collection, data)
             key = key_of(collection, data)
             agent_id = data["agent_id"]
             if id != key:
-                raise ServiceError(
+                raise DocumentServiceError(
                     "INVALID_ARGUMENT",
                     f"document id {id!r} is not the key its fields define ({key}, SPEC §3.3)",
                 )
@@ -184,26 +183,26 @@ class FileDocuments:
             existing = self._find_one(store, collection, data)
             if existing is None:
                 if if_version:
-                    raise ServiceError("VERSION_CONFLICT")
+                    raise DocumentServiceError("VERSION_CONFLICT")
                 try:
                     store.view.import_documents([(collection, data)])
                 except CheckpointConflictError:
-                    raise ServiceError("VERSION_CONFLICT") from None
+                    raise DocumentServiceError("VERSION_CONFLICT") from None
                 except (ProtocolError, KeyError, TypeError, ValueError) as exc:
                     # The body is not one a saver writes (rolled back, nothing stored).
-                    raise ServiceError(
+                    raise DocumentServiceError(
                         "INVALID_ARGUMENT", f"not a {collection} document: {exc}"
                     ) from None
                 self.ids.remember(namespace, key, agent_id, collection, data)
                 # What was just stored, without reading it back.
                 return StoredDocument(collection, key, dict(data), time.time(), 1)
             if if_version == 0 or (if_version is not None and if_version != existing.version):
-                raise ServiceError("VERSION_CONFLICT")
+                raise DocumentServiceError("VERSION_CONFLICT")
             if collection == WRITES:
                 version = store.view.replace_write(data)
                 return StoredDocument(collection, key, dict(data), existing.created_at, version)
             if existing.data != data:
-                raise ServiceError(
+                raise DocumentServiceError(
                     "INVALID_ARGUMENT",
                     f"{collection} documents are create-only in a threadloom file; "
                     "this one exists with other content",
@@ -217,7 +216,7 @@ class FileDocuments:
             self._collection(namespace, collection)
             found = self._by_id(namespace, collection, id)
         if found is None:
-            raise ServiceError("DOCUMENT_NOT_FOUND")
+            raise DocumentServiceError("DOCUMENT_NOT_FOUND")
         return found
 
     def delete(
@@ -226,16 +225,16 @@ class FileDocuments:
         """Delete the document `id` (a missing one is fine unless `if_version` is given)."""
         self.check_namespace(namespace)
         if if_version is not None and if_version < 0:
-            raise ServiceError("INVALID_ARGUMENT", "if_version must not be negative")
+            raise DocumentServiceError("INVALID_ARGUMENT", "if_version must not be negative")
         with self._lock:
             self._collection(namespace, collection)
             found = self._by_id(namespace, collection, id)
             if found is None:
                 if if_version is not None:
-                    raise ServiceError("VERSION_CONFLICT")
+                    raise DocumentServiceError("VERSION_CONFLICT")
                 return
             if if_version is not None and if_version != found.version:
-                raise ServiceError("VERSION_CONFLICT")
+                raise DocumentServiceError("VERSION_CONFLICT")
             store = self._store(namespace, found.data["agent_id"])
             store.view.delete(collection, found.data)
             self.ids.forget(namespace, id)
@@ -278,7 +277,7 @@ class FileDocuments:
                     cursor=cursor,
                 )
             except query.QueryError as exc:
-                raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+                raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def count(
         self, namespace: str, collection: str, where: Iterable[tuple[str, str, Any]] = ()
@@ -297,14 +296,14 @@ class FileDocuments:
         try:
             return query.predicates(where)
         except query.QueryError as exc:
-            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     @staticmethod
     def _page_size(limit: int | None) -> int:
         try:
             return query.page_size(limit)
         except query.QueryError as exc:
-            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _in_file(self, namespace: str) -> bool:
         return bool(agent_ids(self.db, namespace))
@@ -314,7 +313,7 @@ class FileDocuments:
 
     def _collection(self, namespace: str, name: str) -> str:
         if name not in COLLECTIONS or not self._exists(namespace):
-            raise ServiceError("COLLECTION_NOT_FOUND")
+            raise DocumentServiceError("COLLECTION_NOT_FOUND")
         return name
 
     def _store(self, namespace: str, agent_id: str) -> CheckpointStore:
@@ -459,22 +458,26 @@ def _check_fields(collection: str, data: Mapping[str, Any]) -> None:
     missing, of another type, empty ids, schema other than 2, a ref of another collection."""
     for field, types in _FIELDS[collection]:
         if field not in data:
-            raise ServiceError("INVALID_ARGUMENT", f"a {collection} document needs {field!r}")
+            raise DocumentServiceError(
+                "INVALID_ARGUMENT", f"a {collection} document needs {field!r}"
+            )
         value = data[field]
         if isinstance(value, bool) or not isinstance(value, types):
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT",
                 f"{field!r} of a {collection} document must be "
                 + " or ".join("null" if t is type(None) else t.__name__ for t in types),
             )
         if field in _NONEMPTY and not value:
-            raise ServiceError("INVALID_ARGUMENT", f"{field!r} of a {collection} document is empty")
+            raise DocumentServiceError(
+                "INVALID_ARGUMENT", f"{field!r} of a {collection} document is empty"
+            )
         if isinstance(value, str) and "\0" in value:
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT", f"{field!r} of a {collection} document holds a NUL"
             )
     if data.get("_schema") != 2:
-        raise ServiceError(
+        raise DocumentServiceError(
             "INVALID_ARGUMENT", f"{collection} holds schema-2 documents (_schema: 2)"
         )
     if "ref" in data:
@@ -483,7 +486,7 @@ def _check_fields(collection: str, data: Mapping[str, Any]) -> None:
         except ProtocolError:
             belongs = False
         if not belongs:
-            raise ServiceError(
+            raise DocumentServiceError(
                 "INVALID_ARGUMENT", f"ref {data['ref']!r} is not one of {collection}"
             )
 

@@ -30,7 +30,7 @@ from threadloom.engine.checkpoints.writer import Writer
 from threadloom.engine.conversations.erasure import Erased, erase
 from threadloom.engine.conversations.history import Histories
 from threadloom.engine.conversations.leases import Leases
-from threadloom.engine.conversations.retention import Retention
+from threadloom.engine.conversations.retention import Retainer
 from threadloom.engine.conversations.transcript import Tail, Transcripts
 from threadloom.engine.file import File
 from threadloom.engine.threads import threadindex
@@ -62,7 +62,7 @@ class CheckpointStore:
         view: the scope as logical documents (`Documents`).
         maintenance: deletes, copies and prunes threads (`Maintenance`).
         leases: the run leases of the scope's threads (`Leases`).
-        retention: applies a retention policy (`Retention`).
+        retention: applies a retention policy (`Retainer`).
         transcripts: reads the tail of a thread's messages (`Transcripts`; see `tail`).
         histories: a thread's checkpoint history and interrupts (`Histories`).
     """
@@ -95,7 +95,7 @@ class CheckpointStore:
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
         self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
-        self.retention = Retention(self.scope, self.maintenance, self.leases)
+        self.retention = Retainer(self.scope, self.maintenance, self.leases)
         self.transcripts = Transcripts(self.reader, values)
         self.histories = Histories(self.reader, values)
 

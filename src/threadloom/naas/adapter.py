@@ -40,10 +40,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from threadloom.documents import FileDocuments, ServiceError, query
+from threadloom.documents import FileDocuments, query
 from threadloom.engine import File
 from threadloom.engine.checkpoints import StoredDocument, agent_ids
-from threadloom.errors import NaasMemoryWarning, ThreadloomError
+from threadloom.errors import DocumentServiceError, NaasMemoryWarning, ThreadloomError
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS
 
@@ -325,7 +325,7 @@ class DocumentAdapter:
         for namespace in self.fallback.namespaces():
             try:
                 self.documents.check_namespace(namespace)
-            except ServiceError:
+            except DocumentServiceError:
                 continue  # a name the file takes no document under
             held = set(self.fallback.collections(namespace))
             for collection in (CHECKPOINTS, CHECKPOINTS_V1):
@@ -350,11 +350,11 @@ def _answers() -> Iterator[None]:
     """Raise what naas's callers catch for the operations' refusals and storage errors."""
     try:
         yield
-    except ServiceError as exc:
+    except DocumentServiceError as exc:
         raised = _RAISED.get(exc.code)
         if raised is None:
-            raise DocumentStorageError(exc.message) from None
-        raise raised(exc.message) from None
+            raise DocumentStorageError(exc.detail) from None
+        raise raised(exc.detail) from None
     except query.QueryError as exc:
         raise ValueError(str(exc)) from None
     except ThreadloomError as exc:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import jwt
 
-from threadloom.errors import InvalidArgumentError
-from threadloom.nats.codes import UNAUTHENTICATED, ServiceError
+from threadloom.errors import DocumentServiceError, InvalidArgumentError
+from threadloom.nats.codes import UNAUTHENTICATED
 
 log = logging.getLogger("threadloom.nats")
 
@@ -49,18 +49,18 @@ def authenticate(token: str | None, secret: str, max_lifetime: int = MAX_TOKEN_L
         max_lifetime: most seconds between the token's `iat` and `exp`.
 
     Raises:
-        ServiceError: UNAUTHENTICATED for anything else (SPEC §7.3), also a token that
+        DocumentServiceError: UNAUTHENTICATED for anything else (SPEC §7.3), also a token that
             lives longer than `max_lifetime` or lacks `iat` or `exp`.
     """
     if not token:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
+        raise DocumentServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
     try:
         header = jwt.get_unverified_header(token)
         key = secret
         if header.get("kid") == "module":
             claimed = jwt.decode(token, options={"verify_signature": False}).get("sub")
             if not isinstance(claimed, str) or not claimed or claimed in FIRST_PARTY:
-                raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
+                raise DocumentServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
             digest = hmac.new(
                 secret.encode(), f"abi.module-key.v1:{claimed}".encode(), hashlib.sha256
             ).digest()
@@ -72,9 +72,9 @@ def authenticate(token: str | None, secret: str, max_lifetime: int = MAX_TOKEN_L
             options={"require": ["sub", "exp", "iat"], "verify_aud": False},
         )
     except jwt.PyJWTError:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED) from None
+        raise DocumentServiceError("UNAUTHENTICATED", UNAUTHENTICATED) from None
     if "aud" in claims or not isinstance(claims.get("sub"), str) or not claims["sub"]:
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
+        raise DocumentServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
     lifetime = claims["exp"] - claims["iat"]  # both integers (PyJWT checked them)
     if lifetime > max_lifetime:
         log.info(
@@ -83,7 +83,7 @@ def authenticate(token: str | None, secret: str, max_lifetime: int = MAX_TOKEN_L
             lifetime,
             max_lifetime,
         )
-        raise ServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
+        raise DocumentServiceError("UNAUTHENTICATED", UNAUTHENTICATED)
     return str(claims["sub"])
 
 

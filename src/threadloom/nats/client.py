@@ -35,6 +35,7 @@ from threadloom.errors import (
     VersionConflictError,
 )
 from threadloom.nats.auth import Credentials
+from threadloom.protocol import MAX_PAGE
 
 try:
     from naas_abi_proto.document.v1 import document_pb2 as pb
@@ -49,10 +50,6 @@ SUBJECT = "abi.svc.document.v1."
 TIMEOUT = 10.0
 #: How long a request is retried while no service answers (the SDK's choice, SPEC §7.2).
 NO_RESPONDERS_SECONDS = 5.0
-#: Most values in one `in` predicate (the server's MAX_IN_VALUES).
-MAX_IN_VALUES = 500
-#: Largest `limit` of one find page.
-MAX_PAGE = 1000
 #: Bytes a header block adds to a request at most (token, names, framing).
 _HEADER_ALLOWANCE = 2048
 

@@ -1,12 +1,10 @@
 """The error replies of the document service (SPEC §7.9).
 
 Outer layer (nats): the fixed texts of the refusals only `threadloom serve` makes. The
-error itself, `ServiceError`, is the document operations' (`threadloom.documents.errors`).
+error itself is `threadloom.errors.DocumentServiceError`.
 """
 
 from __future__ import annotations
-
-from threadloom.documents.errors import ServiceError
 
 #: The fixed text of UNAUTHENTICATED (SPEC §7.3).
 UNAUTHENTICATED = "missing or invalid auth token"
@@ -16,4 +14,4 @@ NOT_PLATFORM = "namespaces needs a platform service identity"
 NOT_GRANTED = "this identity is not granted this namespace (threadloom serve --grant)"
 
 
-__all__ = ["NOT_GRANTED", "NOT_PLATFORM", "UNAUTHENTICATED", "ServiceError"]
+__all__ = ["NOT_GRANTED", "NOT_PLATFORM", "UNAUTHENTICATED"]

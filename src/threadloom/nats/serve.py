@@ -29,10 +29,10 @@ from threadloom.documents import query
 from threadloom.documents.service import FileDocuments, Limits
 from threadloom.engine import File
 from threadloom.engine.checkpoints import StoredDocument
-from threadloom.errors import ThreadloomError
+from threadloom.errors import DocumentServiceError, ThreadloomError
 from threadloom.nats.access import MAX_TOKEN_LIFETIME, PLATFORM, Grants, authenticate
 from threadloom.nats.client import SUBJECT
-from threadloom.nats.codes import NOT_GRANTED, NOT_PLATFORM, ServiceError
+from threadloom.nats.codes import NOT_GRANTED, NOT_PLATFORM
 
 try:
     from naas_abi_proto.document.v1 import document_pb2 as pb
@@ -89,9 +89,11 @@ class FileDocumentService:
         limits: Limits | None = None,
     ) -> None:
         if not secret:
-            raise ServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
+            raise DocumentServiceError("INVALID_ARGUMENT", "the JWT secret is empty")
         if max_token_lifetime <= 0:
-            raise ServiceError("INVALID_ARGUMENT", "the maximum token lifetime must be positive")
+            raise DocumentServiceError(
+                "INVALID_ARGUMENT", "the maximum token lifetime must be positive"
+            )
         self.secret = secret
         self.grants = grants if grants is not None else Grants.platform()
         self.max_token_lifetime = max_token_lifetime
@@ -137,14 +139,16 @@ class FileDocumentService:
                 try:
                     request.ParseFromString(message.data)
                 except Exception as exc:  # protobuf's DecodeError
-                    raise ServiceError("INVALID_ARGUMENT", f"bad {op} request: {exc}") from None
+                    raise DocumentServiceError(
+                        "INVALID_ARGUMENT", f"bad {op} request: {exc}"
+                    ) from None
                 reply = await asyncio.to_thread(self.dispatch, op, request, identity)
                 body = reply.SerializeToString()
                 if len(body) + 512 > self.max_payload:
-                    raise ServiceError("PAYLOAD_TOO_LARGE")
+                    raise DocumentServiceError("PAYLOAD_TOO_LARGE")
                 await connection.publish(message.reply, body)
-            except ServiceError as exc:
-                await self._error(connection, message.reply, response_type, exc.code, exc.message)
+            except DocumentServiceError as exc:
+                await self._error(connection, message.reply, response_type, exc.code, exc.detail)
             except ThreadloomError:
                 await self._error(
                     connection, message.reply, response_type, "STORAGE_ERROR", "STORAGE_ERROR"
@@ -172,23 +176,23 @@ class FileDocumentService:
         """Answer one decoded request of an authenticated `identity` (on a worker thread).
 
         Raises:
-            ServiceError: PERMISSION_DENIED outside the identity's grants, INVALID_ARGUMENT
+            DocumentServiceError: PERMISSION_DENIED outside the identity's grants, INVALID_ARGUMENT
                 for a bad name or query, and the codes of each operation.
         """
         if op == "namespaces":
             if identity not in PLATFORM:
-                raise ServiceError("PERMISSION_DENIED", NOT_PLATFORM)
+                raise DocumentServiceError("PERMISSION_DENIED", NOT_PLATFORM)
             if not self.grants.holds(identity):
-                raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
+                raise DocumentServiceError("PERMISSION_DENIED", NOT_GRANTED)
             found = [n for n in self.documents.namespaces() if self.grants.allows(identity, n)]
             return pb.NamespacesResponse(namespaces=found)
         self.documents.check_namespace(request.namespace)
         if not self.grants.allows(identity, request.namespace):
-            raise ServiceError("PERMISSION_DENIED", NOT_GRANTED)
+            raise DocumentServiceError("PERMISSION_DENIED", NOT_GRANTED)
         try:
             return getattr(self, "_" + op)(request.namespace, request)
         except query.QueryError as exc:
-            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _ensure_collection(self, namespace: str, request: Any) -> Any:
         fields = [(spec.name, spec.type) for spec in request.spec.fields]
@@ -213,7 +217,7 @@ class FileDocumentService:
         try:
             data = decode_data(request.data)
         except ValueError as exc:
-            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
         stored = self.documents.put(
             namespace, request.collection, request.id, data, _version(request)
         )
@@ -276,7 +280,7 @@ def _predicates(where: Sequence[Any]) -> list[tuple[str, str, Any]]:
         try:
             value = decode_value(predicate.value)
         except ValueError as exc:
-            raise ServiceError("INVALID_ARGUMENT", str(exc)) from None
+            raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
         decoded.append((predicate.field, predicate.operator, value))
     return decoded
 

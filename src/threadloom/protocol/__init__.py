@@ -14,6 +14,8 @@ from threadloom.protocol.constants import (
     DEFAULT_AGENT_ID,
     DEFAULT_NAMESPACE,
     ITEMS,
+    MAX_IN_VALUES,
+    MAX_PAGE,
     PART_SIZE,
     PARTS,
     WRITES,
@@ -23,7 +25,7 @@ from threadloom.protocol.constants import (
 from threadloom.protocol.memory import KnownReferences, read_entries
 from threadloom.protocol.plain import message, plain, title
 from threadloom.protocol.plan import Planner
-from threadloom.protocol.read import Batch, Resolution, batches, references
+from threadloom.protocol.read import references
 from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
 from threadloom.protocol.refs import collection_of, document_key
 from threadloom.protocol.restore import Restored, raw_value, restore
@@ -47,26 +49,25 @@ __all__ = [
     "DEFAULT_AGENT_ID",
     "DEFAULT_NAMESPACE",
     "ITEMS",
+    "MAX_IN_VALUES",
+    "MAX_PAGE",
     "NOTHING_KNOWN",
     "PARTS",
     "PART_SIZE",
     "WRITES",
     "WRITES_IDX_MAP",
     "WRITES_V1",
-    "Batch",
     "CheckpointPlan",
     "Known",
     "KnownReferences",
     "Planner",
     "Put",
     "RedactingSerializer",
-    "Resolution",
     "Restored",
     "Serialization",
     "Serializer",
     "Retained",
     "WritePlan",
-    "batches",
     "collection_of",
     "configurable",
     "created_before",

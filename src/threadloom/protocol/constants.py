@@ -13,7 +13,11 @@ PART_SIZE: Final = 262_144
 INLINE_LIMIT: Final = 1024
 CHUNK_SIZE: Final = 32
 READ_BUDGET: Final = 2_097_152
+#: Most values in one `in` or `nin` predicate (the service's MAX_IN_VALUES).
 MAX_IN_VALUES: Final = 500
+#: Largest `limit` of one page: the service's find limit (naas MAX_PAGE_SIZE), and the bound
+#: every page threadloom reads itself (threads, checkpoints, messages, items) shares.
+MAX_PAGE: Final = 1000
 DOCUMENT_OVERHEAD: Final = 4096
 CHECKPOINT_PAGE: Final = READ_BUDGET // (2 * PART_SIZE + 16 * DOCUMENT_OVERHEAD)
 WRITE_PAGE: Final = READ_BUDGET // (PART_SIZE + DOCUMENT_OVERHEAD)

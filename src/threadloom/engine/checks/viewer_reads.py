@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import apsw
 
 from threadloom.engine.items.rows import ITEM_COLUMNS, Items, Stored, namespace_name
 from threadloom.engine.sql import fetchall
-
-#: Most namespaces or items one page returns.
-MAX_PAGE: Final = 1000
+from threadloom.protocol import MAX_PAGE
 
 
 @dataclass(frozen=True)

@@ -35,11 +35,9 @@ from threadloom.engine.format.tables import (
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.threads.threadindex import iso
 from threadloom.errors import InvalidArgumentError, ProtocolError
-from threadloom.protocol import raw_value
+from threadloom.protocol import MAX_PAGE, raw_value
 from threadloom.protocol.plain import plain
 
-#: Most checkpoints one page returns.
-MAX_PAGE: Final = 1000
 #: LangGraph's task path prefixes (`pregel._algo.task_path_str` of PULL and PUSH paths).
 PULL: Final = "~__pregel_pull, "
 PUSH: Final = "~__pregel_push"

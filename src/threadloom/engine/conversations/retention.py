@@ -195,8 +195,9 @@ class _Simulated:
     swept: set[bytes] = field(default_factory=set)
 
 
-class Retention:
-    """Retention runs over the threads of one scope.
+class Retainer:
+    """Runs retention over the threads of one scope (the saver's `Retention` mixin and
+    the CLI's `prune` reach it through `CheckpointStore.retain`).
 
     Args:
         scope: the scope.

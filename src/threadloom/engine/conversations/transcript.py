@@ -26,12 +26,9 @@ from threadloom.engine.format import heads
 from threadloom.engine.format.tables import CHECKPOINT_COLUMNS, CHECKPOINT_FROM, CheckpointRow
 from threadloom.engine.sql import fetch
 from threadloom.errors import InvalidArgumentError, MissingDocumentsError, ProtocolError
-from threadloom.protocol import raw_value
+from threadloom.protocol import MAX_PAGE, raw_value
 from threadloom.protocol.constants import CHUNK_SIZE
 from threadloom.protocol.plain import message, plain
-
-#: Most messages one page returns.
-MAX_LIMIT = 1000
 
 Typed = tuple[str, bytes]
 
@@ -114,8 +111,8 @@ class Transcripts:
         Raises:
             InvalidArgumentError: a bad limit or cursor, or a message id not in the list.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_LIMIT}, not {limit!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+            raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
         if before is not None and (
             isinstance(before, bool)
             or not isinstance(before, (int, str))

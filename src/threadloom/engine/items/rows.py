@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import apsw
 
@@ -31,7 +31,7 @@ from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.items import fieldkeys
 from threadloom.engine.items.jsontext import encode_value
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -43,23 +43,77 @@ MINUTE: Final = 60_000_000
 
 _NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
 _CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
-#: An item about to be replaced or deleted: id, namespace name, key, body, digest, blocks.
-_OLD: Final = "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks"
+
+
+class OldRow(NamedTuple):
+    """An item about to be replaced or deleted (`_OLD`); `digest` is as stored (sealed)."""
+
+    id: int
+    name: str
+    key: str
+    body: bytes
+    digest: bytes
+    blocks: int
+    created_at: int
+
+
+#: The columns of an `OldRow`; `?1` is its namespace's name.
+_OLD: Final = "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks, x.created_at"
 _OLD_WHERE: Final = (
     " FROM store_items x WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) "
     "AND x.key = ?2"
 )
-_OLD_NAMED: Final = (
-    "SELECT x.id, n.name, x.key, x.body, x.digest, x.blocks FROM store_items x" + _NAMED
-)
+_OLD_NAMED: Final = _OLD.replace("?1", "n.name") + " FROM store_items x" + _NAMED
 #: How many identity digests `Items` keeps (about 100 bytes each).
 _IDENTITIES: Final = 4096
-#: The columns of a `Stored` item (x = store_items, n = store_namespaces).
-#: The digest is read as stored (sealed): `decode` unseals it with the row's name and key.
-_COLUMNS: Final = (
-    "x.id, {name}, x.key, x.body, x.digest, x.created_at, x.updated_at, x.expires_at, x.ttl"
-)
+
+
+class ItemRow(NamedTuple):
+    """A row of ITEM_COLUMNS: a `Stored` item as read, before its body is decoded.
+
+    A search that ranks selects its score after these columns. The digest is read as
+    stored (sealed): `Items.decode` unseals it with the row's name and key.
+    """
+
+    id: int
+    name: str
+    key: str
+    body: bytes
+    digest: bytes
+    created_at: int
+    updated_at: int
+    expires_at: int | None
+    ttl: float | None
+
+
+#: The SQL of each `ItemRow` field (x = store_items; `{name}`: the namespace's name).
+_SOURCES: Final = {
+    "id": "x.id",
+    "name": "{name}",
+    "key": "x.key",
+    "body": "x.body",
+    "digest": "x.digest",
+    "created_at": "x.created_at",
+    "updated_at": "x.updated_at",
+    "expires_at": "x.expires_at",
+    "ttl": "x.ttl",
+}
+_COLUMNS: Final = ", ".join(_SOURCES[name] for name in ItemRow._fields)
 ITEM_COLUMNS: Final = _COLUMNS.format(name="n.name")
+# Where each field sits in a row of ITEM_COLUMNS. `decode` reads rows by these names
+# rather than building an `ItemRow` per row: it is the hot read path, and other modules'
+# queries (searches, verify) hand it plain rows with columns of their own after these.
+_ID: Final = ItemRow._fields.index("id")
+_NAME: Final = ItemRow._fields.index("name")
+_KEY: Final = ItemRow._fields.index("key")
+_BODY: Final = ItemRow._fields.index("body")
+_DIGEST: Final = ItemRow._fields.index("digest")
+_CREATED: Final = ItemRow._fields.index("created_at")
+_UPDATED: Final = ItemRow._fields.index("updated_at")
+_EXPIRES: Final = ItemRow._fields.index("expires_at")
+_TTL: Final = ItemRow._fields.index("ttl")
+#: The score a ranking search selects after the ITEM_COLUMNS.
+_SCORE: Final = len(ItemRow._fields)
 #: An item of one namespace named by `?1` (a subquery: SQLite plans it faster than a join).
 _IN_NAMESPACE: Final = (
     f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
@@ -252,21 +306,22 @@ class Items:
 
     def _present(
         self, conn: apsw.Connection, puts: Sequence[Write]
-    ) -> dict[tuple[str, str], Sequence[Any]]:
-        """The stored rows (`_OLD` + created_at) of the items `puts` replace, by (namespace
-        name, key): one query per namespace of the batch."""
+    ) -> dict[tuple[str, str], OldRow]:
+        """The stored rows of the items `puts` replace, by (namespace name, key): one query
+        per namespace of the batch."""
         keys: dict[str, list[str]] = {}
         for w in puts:
             keys.setdefault(namespace_name(w.namespace), []).append(w.key)
-        found: dict[tuple[str, str], Sequence[Any]] = {}
+        found: dict[tuple[str, str], OldRow] = {}
         for name, wanted in keys.items():
-            rows = fetchall(
+            rows: list[OldRow] = fetch(
                 conn,
-                _OLD + ", x.created_at FROM store_items x WHERE x.ns = "
+                OldRow,
+                _OLD + " FROM store_items x WHERE x.ns = "
                 "(SELECT id FROM store_namespaces WHERE name = ?1) AND x.key IN carray(?2)",
                 (name, ids(wanted)),
             )
-            found.update(((name, str(row[2])), row) for row in rows)
+            found.update(((name, str(row.key)), row) for row in rows)
         return found
 
     def _put(
@@ -277,7 +332,7 @@ class Items:
         packed: Packed,
         now: int,
         known: dict[str, int],
-        stored: Sequence[Any] | None,
+        stored: OldRow | None,
         fields: list[tuple[int, bytes, int]],
         texts: list[tuple[int, str]],
     ) -> int:
@@ -292,10 +347,10 @@ class Items:
         if w.texts is not None:
             terms = len({t for text in w.texts for t in self.tokens(text)})
         old = [stored] if stored is not None else []
-        if old:
-            item, body, blocks, created = old[0][0], old[0][3], old[0][5], old[0][6]
-            if blocks:
-                self.file.content.unlink(conn, [body], now / 1e6)
+        if stored is not None:
+            item, created = stored.id, stored.created_at
+            if stored.blocks:
+                self.file.content.unlink(conn, [stored.body], now / 1e6)
             self._unindex(conn, old)
             conn.execute(
                 "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
@@ -347,7 +402,7 @@ class Items:
         return int(item)
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
-        rows = fetchall(conn, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
+        rows = fetch(conn, OldRow, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
         self._drop(conn, rows, now)
 
     def _paths(self, conn: apsw.Connection, paths: Iterable[str]) -> dict[str, int]:
@@ -387,14 +442,17 @@ class Items:
         if fresh:
             self._path_ids.update(fresh)
 
-    def _unindex(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> None:
+    def _unindex(self, conn: apsw.Connection, rows: Sequence[OldRow]) -> None:
         """Delete the filter index rows of items given as `_OLD` rows, found from their
         values (a value that cannot be decoded: by a scan of the index)."""
         doomed: list[tuple[int, bytes, int]] = []
         for row in rows:
-            item = int(row[0])
+            item = int(row.id)
             try:
-                (stored,) = self.decode(conn, [(*row[:5], 0, 0, None, None)])
+                (stored,) = self.decode(
+                    conn,
+                    [ItemRow(row.id, row.name, row.key, row.body, row.digest, 0, 0, None, None)],
+                )
             except CorruptionError:
                 conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
                 continue
@@ -405,15 +463,15 @@ class Items:
             "DELETE FROM store_fields WHERE path = ? AND value = ? AND item = ?", doomed
         )
 
-    def _drop(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]], now: int) -> None:
+    def _drop(self, conn: apsw.Connection, rows: Sequence[OldRow], now: int) -> None:
         """Delete items given as `_OLD` rows, with everything that indexes them."""
         if not rows:
             return
         self._unindex(conn, rows)
-        chunked = [r[3] for r in rows if r[5]]
+        chunked = [r.body for r in rows if r.blocks]
         if chunked:
             self.file.content.unlink(conn, chunked, now / 1e6)
-        items = [int(r[0]) for r in rows]
+        items = [int(r.id) for r in rows]
         if self.vectors is not None:
             self.vectors.remove(conn, items)
         conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
@@ -431,7 +489,7 @@ class Items:
     def purge_in(self, conn: apsw.Connection, prefix: Sequence[str], now: int) -> int:
         """`purge` inside the caller's write transaction."""
         clause, args = prefix_clause(prefix)
-        rows = fetchall(conn, _OLD_NAMED + f" WHERE {clause}", args)
+        rows = fetch(conn, OldRow, _OLD_NAMED + f" WHERE {clause}", args)
         self._drop(conn, rows, now)
         return len(rows)
 
@@ -440,7 +498,7 @@ class Items:
         moment = now_us() if now is None else now
         self.begin()
         with self.file.write() as conn:
-            rows = fetchall(conn, _OLD_NAMED + " WHERE x.expires_at <= ?", (moment,))
+            rows = fetch(conn, OldRow, _OLD_NAMED + " WHERE x.expires_at <= ?", (moment,))
             self._drop(conn, rows, moment)
         self.committed()
         return len(rows)
@@ -457,7 +515,7 @@ class Items:
 
     def _unsealed(self, row: Sequence[Any]) -> bytes:
         """The body digest a row's seal leaves for its own name and key (b"" if damaged)."""
-        digest, name, key = row[4], row[1], row[2]
+        digest, name, key = row[_DIGEST], row[_NAME], row[_KEY]
         if not isinstance(digest, bytes) or not isinstance(name, str) or not isinstance(key, str):
             return b""
         bound = self._identities.get((name, key))
@@ -473,11 +531,12 @@ class Items:
         return seal.xor(digest, bound) if len(digest) == len(bound) else b""
 
     def decode(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> list[Stored]:
-        """Items from rows of ITEM_COLUMNS (+ an optional score), each body checked."""
+        """Items from rows of ITEM_COLUMNS (`ItemRow`s, or plain rows of those columns and
+        an optional score after them), each body checked."""
         if not rows:
             return []
         content = self.file.content
-        checks = [(r[3], self._unsealed(r), f"store item {r[1]}/{r[2]}") for r in rows]
+        checks = [(r[_BODY], self._unsealed(r), f"store item {r[_NAME]}/{r[_KEY]}") for r in rows]
         if len(rows) == 1 and checks[0][0][:1] not in _CHUNKED:
             # The common get: one inline body, decoded without the batch machinery.
             body, expected, name = checks[0]
@@ -491,15 +550,15 @@ class Items:
             value = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
             out.append(
                 Stored(
-                    int(row[0]),
-                    tuple(str(row[1]).split(".")),
-                    str(row[2]),
+                    int(row[_ID]),
+                    tuple(str(row[_NAME]).split(".")),
+                    str(row[_KEY]),
                     value,
-                    int(row[5]),
-                    int(row[6]),
-                    None if row[7] is None else int(row[7]),
-                    None if row[8] is None else float(row[8]),
-                    None if len(row) < 10 or row[9] is None else float(row[9]),
+                    int(row[_CREATED]),
+                    int(row[_UPDATED]),
+                    None if row[_EXPIRES] is None else int(row[_EXPIRES]),
+                    None if row[_TTL] is None else float(row[_TTL]),
+                    None if len(row) <= _SCORE or row[_SCORE] is None else float(row[_SCORE]),
                 )
             )
         return out

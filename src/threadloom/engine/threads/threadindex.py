@@ -31,6 +31,7 @@ import apsw
 
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError
+from threadloom.protocol import MAX_PAGE
 from threadloom.protocol.plain import title
 
 #: The `configurable` keys a thread's owner is taken from, first present wins.
@@ -42,8 +43,6 @@ MESSAGES: Final = "messages"
 TITLE_CHARS: Final = 80
 #: The orders a page of threads can be read in.
 ORDERS: Final = ("updated", "created")
-#: Most threads one page returns.
-MAX_PAGE: Final = 1000
 #: Elements of a messages list read to find the first human message.
 TITLE_SCAN: Final = 16
 
