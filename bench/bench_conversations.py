@@ -796,7 +796,7 @@ def chat_round(kinds: Sequence[str], chat: Chat, wd: Path, tag: str) -> dict[str
                     continue
                 saver = stack.enter_context(threadloom.Saver.from_conn_string(str(path)))
                 if kind in ("without", "indexes dropped"):
-                    with saver.db.write() as conn:
+                    with saver.file.write() as conn:
                         for name in INDEXES:
                             conn.execute(f"DROP INDEX {name}")
                 stubbed = kind in ("without", "functions stubbed")
@@ -812,7 +812,7 @@ def chat_round(kinds: Sequence[str], chat: Chat, wd: Path, tag: str) -> dict[str
 
 def check_without(saver: Any) -> None:
     """The "without" file kept no index: no thread row holds what the index keeps."""
-    with saver.db.read() as conn:
+    with saver.file.read() as conn:
         kept = conn.execute(
             "SELECT count(*) FROM threads WHERE messages > 0 OR title IS NOT NULL "
             "OR owner IS NOT NULL OR bytes > 0"
@@ -935,7 +935,7 @@ def puts_report(measured: dict[str, Any], threads: int, turns: int) -> tuple[str
         "turn-major across the threads. Each round opens fresh files, one per kind, and "
         "runs every step on each of them in turn (the first one rotating per step), so "
         'load from elsewhere falls on both alike. "with": a normal file. "without": the '
-        f"same saver after `DROP INDEX {', '.join(INDEXES)}` (SQL over `saver.db.write()`) "
+        f"same saver after `DROP INDEX {', '.join(INDEXES)}` (SQL over `saver.file.write()`) "
         "and, around its calls only, `threadloom.engine.threads.threadindex`'s `note_checkpoint` a "
         "no-op, `held` returning 0 (also in the dictionary retraining) and `derived_title`/"
         "`owner_of` returning None (the title and owner work of a put); checked after the "

@@ -91,7 +91,7 @@ def threadloom_run(wd: Path, threads: int, steps: int, keep: int) -> dict[str, A
     out["fill"] = time.perf_counter() - start
     out["before"] = size(path)
     policy = RetentionPolicy(keep_last=keep)
-    with Saver.from_conn_string(str(path)) as saver, saver.db.write() as conn:  # an hour ago
+    with Saver.from_conn_string(str(path)) as saver, saver.file.write() as conn:  # an hour ago
         conn.execute("UPDATE vals SET created_at = created_at - 3600")
         conn.execute("UPDATE threads SET updated_at = updated_at - 3600")
     with Saver.from_conn_string(str(path)) as saver:
@@ -105,10 +105,10 @@ def threadloom_run(wd: Path, threads: int, steps: int, keep: int) -> dict[str, A
         out["prune_cpu"] = time.process_time() - cpu
         assert dry.checkpoints == report.checkpoints
         out["report"] = report
-        saver.db.checkpoint_wal()
+        saver.file.checkpoint_wal()
         out["pruned"] = size(path)
         start = time.perf_counter()
-        compacted = compact(saver.db)
+        compacted = compact(saver.file)
         out["compact"] = time.perf_counter() - start
         out["compacted"] = compacted
         thread_ids = saver.checkpoints.scope.thread_ids()

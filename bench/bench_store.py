@@ -84,7 +84,7 @@ def physical(subject: h.Subject) -> int | None:
     """threadloom only: compressed bytes of the physical store (blocks + inline bodies)."""
     if subject.kind != "threadloom":
         return None
-    stats = subject.saver.db.content.stats()
+    stats = subject.saver.file.content.stats()
     return int(stats.block_stored + stats.inline_stored)
 
 

@@ -53,7 +53,7 @@ def prompt_copies(subject: h.Subject) -> list[int] | None:
     windows = prompt_windows()
     if subject.kind == "threadloom":
         counts = [0] * len(windows)
-        for payload in subject.saver.db.content.payloads():
+        for payload in subject.saver.file.content.payloads():
             for i, window in enumerate(windows):
                 if window in payload:
                     counts[i] += 1

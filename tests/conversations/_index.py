@@ -14,9 +14,9 @@ def expected(saver: Saver, thread_id: str) -> dict[str, Any]:
     listed = list(saver.list(config))
     latest = saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
     messages = latest.checkpoint["channel_values"].get("messages") if latest else None
-    with saver.db.read() as conn:
+    with saver.file.read() as conn:
         row = saver.checkpoints.scope.thread(conn, thread_id)
-        size = threadfacts.stored_bytes(conn, saver.db.content, row) if row else 0
+        size = threadfacts.stored_bytes(conn, saver.file.content, row) if row else 0
     return {
         "checkpoints": len(listed),
         "messages": len(messages) if isinstance(messages, list) else 0,

@@ -48,10 +48,10 @@ def test_erase_removes_every_thread_and_namespace_of_the_owner_only(tmp_path: Pa
         assert saver.documents("b1") == bobs
         assert [i.key for i in store.search(("bob",))] == ["f1"]
         assert [t.thread_id for t in saver.threads()] == ["b1"]
-        with saver.db.read() as conn:
+        with saver.file.read() as conn:
             assert conn.execute("SELECT count(*) FROM leases").fetchall() == [(0,)]
         check_all(saver)
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
         again = saver.erase("ada")
         assert (again.threads, again.items) == ([], 0)
 
@@ -129,13 +129,13 @@ def test_compact_after_an_erase_leaves_no_block_of_the_owner(tmp_path: Path) -> 
             {"messages": [HumanMessage(content=secret)]},
             {"configurable": {"thread_id": "s", "user_id": "ada"}},
         )
-        with saver.db.read() as conn:
+        with saver.file.read() as conn:
             before = conn.execute("SELECT count(*) FROM blocks").fetchall()[0][0]
         assert before > 0
         saver.erase("ada")
-        with saver.db.read() as conn:  # released, waiting for the grace
+        with saver.file.read() as conn:  # released, waiting for the grace
             assert conn.execute("SELECT count(*) FROM blocks WHERE refs > 0").fetchall() == [(0,)]
-        saver.db.content.compact()
-        with saver.db.read() as conn:
+        saver.file.content.compact()
+        with saver.file.read() as conn:
             assert conn.execute("SELECT count(*) FROM blocks").fetchall() == [(0,)]
             assert conn.execute("SELECT count(*) FROM extents").fetchall() == [(0,)]

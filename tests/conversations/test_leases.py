@@ -213,7 +213,7 @@ def test_a_request_cancelled_while_taking_the_lease_gives_it_back(tmp_path: Path
         gate = threading.Event()
 
         def hold_the_write_lock() -> None:
-            with saver.db.write():
+            with saver.file.write():
                 gate.set()
                 time.sleep(0.5)
 

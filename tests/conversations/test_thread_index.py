@@ -114,7 +114,7 @@ def test_a_page_is_read_through_an_index_not_a_scan(tmp_path: Path) -> None:
 
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         chat(saver, "t", "hi", user_id="ada")
-        with saver.db.read() as conn:
+        with saver.file.read() as conn:
             for owner, order, index in (
                 (None, "updated", "threads_by_updated"),
                 ("ada", "updated", "threads_by_owner"),
@@ -207,7 +207,7 @@ def test_a_dictionary_training_keeps_the_bytes_right(tmp_path: Path) -> None:
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         for i in range(40):
             chat(saver, f"t{i}", f"question {i} " * 30)
-        saver.db.content.compact()
+        saver.file.content.compact()
         check_all(saver)
 
 
@@ -291,10 +291,10 @@ def test_verify_reports_a_thread_whose_bytes_the_index_got_wrong(tmp_path: Path)
 
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         chat(saver, "t", "hello", user_id="ada")
-        assert verify(saver.db).sound
-        with saver.db.write() as conn:
+        assert verify(saver.file).sound
+        with saver.file.write() as conn:
             conn.execute("UPDATE threads SET bytes = bytes + 1")
-        found = [p for p in verify(saver.db).problems if p.check == "index"]
+        found = [p for p in verify(saver.file).problems if p.check == "index"]
         assert len(found) == 1 and found[0].thread == "t" and "bytes" in found[0].detail
 
 

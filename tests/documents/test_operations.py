@@ -69,7 +69,7 @@ def documents(tmp_path: Path) -> Iterator[FileDocuments]:
         for n in range(4):
             _checkpoint(saver, "b", "", f"1f1{n:03}", None)
             _checkpoint(other, "a", "", f"1f2{n:03}", None)
-        opened = FileDocuments(saver.db)
+        opened = FileDocuments(saver.file)
         try:
             yield opened
         finally:
@@ -245,7 +245,7 @@ def test_documents_no_saver_writes_are_refused_before_anything_is_stored(
     found = documents.find(NS, CHECKPOINTS, [("thread_id", "eq", "b")], None, 100)[0]
     assert len(found) == 4
     done = subprocess.run(
-        [sys.executable, "-m", "threadloom", "verify", "--db", str(documents.db.path), "--json"],
+        [sys.executable, "-m", "threadloom", "verify", "--db", str(documents.file.path), "--json"],
         capture_output=True,
         text=True,
         check=False,

@@ -66,7 +66,7 @@ def test_values_deleted_between_a_plan_and_its_write(tmp_path: Path, who: str) -
         planner.plan_checkpoint = plan_then_prune  # type: ignore[method-assign]
         app.invoke({"x": first}, config, durability="sync")
         assert deleted and deleted[0] > 0  # the blob of `first` went
-        report = verify(saver.db)
+        report = verify(saver.file)
         assert report.sound, [p.detail for p in report.problems]
         assert app.get_state(config).values == {"x": first}
         assert all(s.values for s in app.get_state_history(config))  # every one loads

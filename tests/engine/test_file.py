@@ -153,7 +153,7 @@ def test_savers_on_one_path_share_one_file(db_path: Path) -> None:
     file stays open until the last one closes."""
     first = Saver(db_path)
     second = Saver(str(db_path.parent / "." / db_path.name))
-    assert first.db is second.db
+    assert first.file is second.file
     put(first, "t", 1)
     first.close()
     first.close()  # idempotent: does not give back the second saver's use
@@ -162,7 +162,7 @@ def test_savers_on_one_path_share_one_file(db_path: Path) -> None:
     with pytest.raises(EngineError, match="closed"):
         second.get_tuple({"configurable": {"thread_id": "t"}})
     third = Saver(db_path)
-    assert third.db is not first.db
+    assert third.file is not first.file
     third.close()
 
 
@@ -178,7 +178,7 @@ def test_a_file_at_rest_has_no_wal(db_path: Path) -> None:
 
 def test_the_wal_is_bounded_while_running(db_path: Path) -> None:
     """Connections cap the WAL with journal_size_limit, so a running file's -wal stays small."""
-    with Saver.from_conn_string(str(db_path)) as saver, saver.db.connection() as conn:
+    with Saver.from_conn_string(str(db_path)) as saver, saver.file.connection() as conn:
         limit = conn.execute("PRAGMA journal_size_limit").fetchall()[0][0]
     assert 0 < limit <= 16 * 1024 * 1024
 

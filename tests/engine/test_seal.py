@@ -70,7 +70,7 @@ def test_a_format_3_file_upgrades_reads_back_equal_and_verifies_sound(tmp_path: 
         assert {w[1] for w in head.pending_writes} == {"messages", "__error__", "__interrupt__"}
         assert [w[2] for w in head.pending_writes if w[1] == "__error__"] == ["boom again"]
         assert len(list(saver.list(ALPHA, filter={"user": "ada"}))) == 12
-        report = verify(saver.db)
+        report = verify(saver.file)
         assert report.problems == [] and report.sound
         assert report.checks == ["sqlite", "owners", "heads", "rows", "index", "store", "blocks"]
         assert report.threads == 2 and report.rows > 50
@@ -208,7 +208,7 @@ def test_a_checkpoint_moved_away_from_its_id_is_not_read_as_absent(
             assert saver.get_tuple(ALPHA) is not None
         with pytest.raises(CorruptionError):
             list(saver.list(ALPHA))
-        checks = {p.check for p in verify(saver.db).problems}
+        checks = {p.check for p in verify(saver.file).problems}
     assert checks == ({"heads", "rows"} if newest else {"heads", "rows"})
 
 
@@ -220,7 +220,7 @@ def test_a_missing_checkpoint_id_reads_as_absent_on_a_sound_file(tmp_path: Path)
         assert saver.get_tuple({"configurable": {"thread_id": "nobody"}}) is None
         saver.delete_thread("beta")
         saver.prune(["alpha"])
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
         assert len(list(saver.list(ALPHA))) == 1
 
 
@@ -244,11 +244,11 @@ def test_retraining_compacting_copying_and_pruning_keep_the_file_sound(tmp_path:
         assert head is not None
         saver.put_writes(head.config, [("__error__", "third time")], "task-err")
         saver.copy_thread("alpha", "gamma")
-        saver.db.content.compact()
-        assert verify(saver.db).sound
+        saver.file.content.compact()
+        assert verify(saver.file).sound
         saver.prune(["gamma"])
         saver.delete_thread("beta")
-        report = verify(saver.db)
+        report = verify(saver.file)
         assert report.sound, [str(p) for p in report.problems]
         copied = saver.get_tuple({"configurable": {"thread_id": "gamma"}})
         assert copied is not None and copied.checkpoint == head.checkpoint
@@ -279,7 +279,7 @@ def test_a_metadata_key_row_changed_to_match_a_filter_raises(tmp_path: Path) -> 
     with Saver.from_conn_string(str(path)) as saver:
         with pytest.raises(CorruptionError, match="matched filter"):
             list(saver.list(None, filter={"user": "bob"}))
-        assert {p.check for p in verify(saver.db).problems} == {"keys"}
+        assert {p.check for p in verify(saver.file).problems} == {"keys"}
 
 
 def test_an_identity_from_a_shared_prefix_is_the_same_identity() -> None:

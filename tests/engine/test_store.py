@@ -51,7 +51,7 @@ def live_blocks(path: Path) -> int:
 def copies(saver: Saver, needle: str) -> int:
     """How many physical payloads hold `needle` (a stored copy of it)."""
     raw = needle.encode()
-    return sum(raw in payload for payload in saver.db.content.payloads())
+    return sum(raw in payload for payload in saver.file.content.payloads())
 
 
 @pytest.fixture
@@ -70,7 +70,7 @@ def test_a_prompt_in_many_threads_is_stored_once(saver: Saver) -> None:
         human = HumanMessage(content=f"question {n}", id=f"h{n}")
         put(saver, {"messages": [prompt, human]}, thread_id=f"t{n}")
     assert copies(saver, prompt.content[1000:1200]) == 1
-    stats = saver.db.content.stats()
+    stats = saver.file.content.stats()
     assert stats.block_bytes < 3 * 4096  # not 20 copies
     assert stats.block_refs >= 20
 
@@ -87,7 +87,7 @@ def test_tool_message_in_a_write_and_in_messages_is_stored_once(saver: Saver) ->
         parent=first["configurable"]["checkpoint_id"],
     )
     assert copies(saver, result.content[150_000:150_400]) == 1
-    stored = saver.db.content.stats()
+    stored = saver.file.content.stats()
     assert stored.block_bytes < 1.1 * 300_000
     got = saver.get_tuple(config())
     assert got is not None and got.checkpoint["channel_values"]["messages"][1] == result
@@ -102,7 +102,7 @@ def test_a_large_text_edited_a_little_writes_only_what_changed(saver: Saver) -> 
         body = body[:at] + f"<edit {step}>" + body[at + 10 :]
         stored = put(saver, {"file": body}, number=step, parent=parent)
         parent = stored["configurable"]["checkpoint_id"]
-        stats = saver.db.content.stats()
+        stats = saver.file.content.stats()
         if step == 1:
             first = stats.block_bytes
         else:
@@ -258,12 +258,12 @@ def test_writers_holding_a_retired_dictionary_pack_again(db_path: Path) -> None:
     another process has.)"""
     with Saver.from_conn_string(str(db_path)) as first:
         chat(first, "t", 4)
-        assert first.db.content.train(force=True) is not None
+        assert first.file.content.train(force=True) is not None
         with Saver.from_conn_string(str(db_path)) as second:
-            held = second.db.content.current
+            held = second.file.content.current
             assert held is not None
-            assert first.db.content.train(force=True) != held.ident
-            assert list(first.db.content._dicts) == [first.db.content.current.ident]
+            assert first.file.content.train(force=True) != held.ident
+            assert list(first.file.content._dicts) == [first.file.content.current.ident]
             chat(second, "u", 3)
     held_id = held.ident
     rows = table(db_path, "SELECT body FROM vals") + table(db_path, "SELECT body FROM writes")
@@ -313,7 +313,7 @@ def test_a_format_1_file_upgrades_and_keeps_every_document(tmp_path: Path) -> No
 def test_training_thresholds_double_and_stop(db_path: Path) -> None:
     """Automatic retraining happens at doubling thresholds and stops at LAST_TRAINING."""
     with Saver.from_conn_string(str(db_path)) as saver:
-        content = saver.db.content
+        content = saver.file.content
         chat(saver, "t", 40)
         due = dict(table(db_path, "SELECT key, value FROM meta"))["dict_next"]
         written = dict(table(db_path, "SELECT key, value FROM meta"))["inline_bytes"]
@@ -333,14 +333,14 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
 
     with Saver.from_conn_string(str(db_path)) as first:
         chat(first, "t", 4)
-        first.db.content.train(force=True)
+        first.file.content.train(force=True)
         # A private File stands for another process: its own pool and content store.
         second = File(db_path)
         try:
-            assert second is not first.db
+            assert second is not first.file
             held = second.content.current
             assert held is not None
-            first.db.content.train(force=True)
+            first.file.content.train(force=True)
             late = CheckpointStore(
                 second, namespace=first.namespace, agent_id="late", serialization=serialization()
             )
@@ -428,7 +428,7 @@ def test_extents_go_with_their_last_block_and_compact_repacks_the_rest(
         f"WHERE e.id = {first}",
     )[0]
     assert 0 < live < 0.75 * stored
-    quick.db.content.compact()
+    quick.file.content.compact()
     for live, stored in table(
         db_path,
         "SELECT total(b.length), length(e.body) FROM extents e JOIN blocks b ON b.extent = e.id "
@@ -474,7 +474,7 @@ def test_three_processes_sharing_blocks_keep_the_counts_exact(
     for proc in procs:
         assert finish(proc, timeout=180).split()[-1] == str(steps - 1)
     with Saver.from_conn_string(str(db_path)) as saver:
-        report = saver.db.content.verify()
+        report = saver.file.content.verify()
         assert report["problems"] == []
         assert report["leaks"] == []
         assert report["blocks"] > 0
@@ -485,13 +485,13 @@ def test_three_processes_sharing_blocks_keep_the_counts_exact(
 def test_verify_names_what_is_wrong(quick: Saver, db_path: Path) -> None:
     """A lowered count is a problem, a raised one a leak, a damaged block a problem."""
     put(quick, {"note": text(50, 200_000)})
-    assert quick.db.content.verify()["problems"] == []
+    assert quick.file.content.verify()["problems"] == []
     conn = apsw.Connection(str(db_path))
     conn.execute("UPDATE blocks SET refs = refs - 1 WHERE id = (SELECT min(id) FROM blocks)")
     conn.execute("UPDATE blocks SET refs = refs + 1 WHERE id = (SELECT max(id) FROM blocks)")
     conn.execute("UPDATE extents SET live = live + 1")
     conn.close()
-    report = quick.db.content.verify()
+    report = quick.file.content.verify()
     assert any("counts 0 references, rows hold 1" in p for p in report["problems"])
     assert any("counts 2 references, rows hold 1" in p for p in report["leaks"])
     assert any("live blocks" in p for p in report["problems"])

@@ -114,7 +114,7 @@ def test_the_sdk_saver_runs_on_the_file(served: Served, sdk_runner: NaasScriptRu
         str(served.path), namespace="ns", agent_id="module.agent.v1"
     ) as saver:
         assert read(saver, "s") == seen
-        assert saver.db.content.verify()["problems"] == []
+        assert saver.file.content.verify()["problems"] == []
 
 
 def test_a_20_mib_value_goes_through_within_the_broker_limit(

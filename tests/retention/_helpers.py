@@ -26,7 +26,7 @@ def later() -> float:
 def age(saver: Saver | AsyncSaver, seconds: float = LATER) -> None:
     """`seconds` pass on the file: every value, thread write and released block is that
     much older, on the real clock the grace is measured on."""
-    with saver.db.write() as conn:
+    with saver.file.write() as conn:
         conn.execute("UPDATE vals SET created_at = created_at - ?", (seconds,))
         conn.execute(
             "UPDATE threads SET created_at = created_at - ?1, updated_at = updated_at - ?1",
@@ -86,7 +86,7 @@ def assert_no_orphans(saver: Saver, thread_id: str) -> None:
 
 def counts(saver: Saver) -> dict[str, int]:
     """Rows of each table of the file."""
-    with saver.db.read() as conn:
+    with saver.file.read() as conn:
         return {
             table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0])
             for table in ("checkpoints", "writes", "vals", "blocks", "extents", "threads")
@@ -95,7 +95,7 @@ def counts(saver: Saver) -> dict[str, int]:
 
 def released_blocks(saver: Saver) -> int:
     """Blocks no row lists any more, waiting for a sweep."""
-    with saver.db.read() as conn:
+    with saver.file.read() as conn:
         return int(conn.execute("SELECT count(*) FROM blocks WHERE refs <= 0").fetchall()[0][0])
 
 

@@ -46,7 +46,7 @@ def chat_file(tmp_path: Path) -> Path:
                 graph.invoke(
                     {"messages": [HumanMessage(f"what is {turn}?", id=f"h{turn}")]}, thread(name)
                 )
-        with saver.db.write() as conn:
+        with saver.file.write() as conn:
             conn.execute("UPDATE vals SET created_at = created_at - 3600")
     return path
 
@@ -254,7 +254,7 @@ def test_docs_show_the_json_the_commands_print(
     prune --json and compact --json print."""
     pruned = documented("prune")
     assert list(pruned) == REPORT_KEYS
-    with Saver.from_conn_string(str(chat_file)) as saver, saver.db.write() as conn:
+    with Saver.from_conn_string(str(chat_file)) as saver, saver.file.write() as conn:
         conn.execute("UPDATE threads SET updated_at = updated_at - 86400 WHERE thread_id = 'a'")
     found = run_json(capsys, "prune", str(chat_file), "--older-than", "1h", "--json")
     assert found["expired_threads"], "the dry run at 1 s should expire thread a"

@@ -52,7 +52,7 @@ def kept_unchanged(before: dict[str, Any], after: dict[str, Any], keep: int) -> 
 
 
 def sound(saver: Saver) -> None:
-    report = verify(saver.db)
+    report = verify(saver.file)
     assert report.sound, report.problems
     check_all(saver)
 

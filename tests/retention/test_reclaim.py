@@ -53,7 +53,7 @@ def test_blocks_of_pruned_rows_go_in_the_same_transaction(tmp_path: Path) -> Non
         assert released_blocks(saver) == 0
         assert counts(saver)["blocks"] == rows["blocks"] - report.blocks
         assert_no_orphans(saver, "t")
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
         check_all(saver)
     with Saver.from_conn_string(str(tmp_path / "stock.db")) as saver:
         tool_chat(saver)
@@ -89,7 +89,7 @@ def test_a_dry_run_counts_the_blocks_the_applied_run_frees(tmp_path: Path) -> No
         two_steps(saver, "gone", other)
         saver.delete_thread("gone")  # its blocks wait for the grace
         age(saver)
-        with saver.db.write() as conn:  # c is idle for 40 days
+        with saver.file.write() as conn:  # c is idle for 40 days
             conn.execute(
                 "UPDATE threads SET updated_at = updated_at - 40 * 86400 WHERE thread_id = 'c'"
             )
@@ -147,18 +147,18 @@ def test_compact_collects_what_earlier_deletions_left(tmp_path: Path) -> None:
         saver.delete_thread("gone")  # its blocks wait for the grace
         waiting = released_blocks(saver)
         assert waiting > 0
-        with saver.db.write() as conn:  # an hour passes
+        with saver.file.write() as conn:  # an hour passes
             conn.execute("UPDATE vals SET created_at = created_at - 3600")
             conn.execute("UPDATE blocks SET released = released - 3600")
         before = counts(saver)
-        done = compact(saver.db)
+        done = compact(saver.file)
         assert done.values == report.waiting and done.value_bytes > 0
         assert done.blocks == waiting
         assert counts(saver)["vals"] == before["vals"] - done.values
         assert done.bytes_after < done.bytes_before
         assert released_blocks(saver) == 0
         assert_no_orphans(saver, "t")
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
         check_all(saver)
 
 
@@ -181,20 +181,20 @@ def test_one_helper_bumps_the_gc_epoch(tmp_path: Path, monkeypatch: pytest.Monke
         return bump
 
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
-        with saver.db.write() as conn:
+        with saver.file.write() as conn:
             conn.execute("DELETE FROM meta WHERE key = 'gc_epoch'")
             assert blocks.bump_gc_epoch(conn) == 1
             assert blocks.bump_gc_epoch(conn) == 2 == saver.checkpoints.scope.read_epoch(conn)
         tool_chat(saver)
         saver.apply_retention(RetentionPolicy(keep_last=1))  # every value is young
         age(saver)
-        with saver.db.read() as conn:
+        with saver.file.read() as conn:
             before = saver.checkpoints.scope.read_epoch(conn)
         monkeypatch.setattr(reclaim, "bump_gc_epoch", counted("reclaim"))
         monkeypatch.setattr(training, "bump_gc_epoch", counted("training"))
-        assert compact(saver.db).values > 0
+        assert compact(saver.file).values > 0
         assert sorted(calls) == ["reclaim", "training"]
-        with saver.db.read() as conn:
+        with saver.file.read() as conn:
             assert saver.checkpoints.scope.read_epoch(conn) == before + 2
     engine = Path(blocks.__file__).parent
     writers = sorted(

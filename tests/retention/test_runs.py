@@ -128,7 +128,7 @@ def test_idle_threads_are_deleted_whole(tmp_path: Path) -> None:
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         chat(saver, "old", "new")
         idle_since = time.time() - 40 * 86400
-        with saver.db.write() as conn:  # the thread's last write, 40 days ago
+        with saver.file.write() as conn:  # the thread's last write, 40 days ago
             conn.execute("UPDATE threads SET updated_at = ? WHERE thread_id = 'old'", (idle_since,))
         rows = counts(saver)
         size = saver.thread("old").bytes
@@ -143,7 +143,7 @@ def test_idle_threads_are_deleted_whole(tmp_path: Path) -> None:
         assert [p.thread_id for p in report.pruned] == ["new"]
         assert report.checkpoints == rows["checkpoints"] - counts(saver)["checkpoints"]
         assert report.values == rows["vals"] - counts(saver)["vals"]
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
         check_all(saver)
 
 

@@ -143,11 +143,11 @@ def test_checkpoints_and_the_store_share_one_file(tmp_path: Path) -> None:
 
     graph = StateGraph(MessagesState).add_node("reply", reply).add_edge(START, "reply")
     with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
-        assert store.file is saver.db
+        assert store.file is saver.file
         app = graph.compile(checkpointer=saver, store=store)
         app.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t"}})
         store.put(("u", "1", "facts"), "f1", {"text": "likes tea"})
-        report = verify(saver.db)
+        report = verify(saver.file)
         assert report.sound and "store" in report.checks
     with Store.from_conn_string(path) as store:
         item = store.get(("u", "1", "facts"), "f1")
@@ -208,7 +208,7 @@ def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None
         )
         store.put(("ada", "facts"), "f", {"text": "likes tea"})
         assert store.search(("ada",), query="tea")[0].key == "f"
-        assert verify(saver.db).sound
+        assert verify(saver.file).sound
     conn = apsw.Connection(str(path))
     assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
 

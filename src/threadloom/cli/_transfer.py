@@ -93,8 +93,8 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
     from threadloom.nats.transfer import export_threads, import_threads
 
     given = credentials(args)
-    database = File.open(args.db)
-    store = CheckpointStore(database, namespace=args.local_namespace, agent_id=args.local_agent_id)
+    file = File.open(args.db)
+    store = CheckpointStore(file, namespace=args.local_namespace, agent_id=args.local_agent_id)
 
     async def main() -> dict[str, Any]:
         async with await DocumentClient.connect(
@@ -115,7 +115,7 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
     try:
         return asyncio.run(main())
     finally:
-        database.close()
+        file.close()
 
 
 def credentials(args: argparse.Namespace) -> Any:

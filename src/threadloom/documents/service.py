@@ -64,19 +64,19 @@ class FileDocuments:
     """The LangGraph collections of one threadloom file, as the document service has them.
 
     Args:
-        db: the open file.
+        file: the open file.
         limits: the memory bounds.
 
     Close it (`close`) before the file.
     """
 
-    def __init__(self, db: File, *, limits: Limits | None = None) -> None:
-        self.db = db
+    def __init__(self, file: File, *, limits: Limits | None = None) -> None:
+        self.file = file
         self.limits = limits or Limits()
         self._stores: Lru[tuple[str, str], CheckpointStore] = Lru(self.limits.stores)
         #: Namespaces ensured before the file held a scope of them, oldest first.
         self._ensured: dict[str, None] = {}
-        self.ids = IdIndex(db, self._store, self.limits.index_keys)
+        self.ids = IdIndex(file, self._store, self.limits.index_keys)
         self._lock = threading.RLock()
 
     def close(self) -> None:
@@ -102,7 +102,7 @@ class FileDocuments:
     def namespaces(self) -> list[str]:
         """Namespaces holding a LangGraph collection (in the file, or ensured), sorted."""
         with self._lock:
-            return sorted(set(namespaces(self.db)) | set(self._ensured))
+            return sorted(set(namespaces(self.file)) | set(self._ensured))
 
     def ensure_collection(
         self, namespace: str, name: str, fields: Iterable[tuple[str, str]] = ()
@@ -306,7 +306,7 @@ class FileDocuments:
             raise DocumentServiceError("INVALID_ARGUMENT", str(exc)) from None
 
     def _in_file(self, namespace: str) -> bool:
-        return bool(agent_ids(self.db, namespace))
+        return bool(agent_ids(self.file, namespace))
 
     def _exists(self, namespace: str) -> bool:
         return namespace in self._ensured or self._in_file(namespace)
@@ -320,7 +320,9 @@ class FileDocuments:
         store = self._stores.get((namespace, agent_id))
         if store is None:
             # The operations never read through the decoded-value cache: no cache.
-            store = CheckpointStore(self.db, namespace=namespace, agent_id=agent_id, cache_bytes=0)
+            store = CheckpointStore(
+                self.file, namespace=namespace, agent_id=agent_id, cache_bytes=0
+            )
             self._stores.put((namespace, agent_id), store)
         return store
 
@@ -372,7 +374,7 @@ class FileDocuments:
         at the cut) and those at `after`; else every match.
         """
         narrow, exact = _narrowing(collection, where)
-        agents = agent_ids(self.db, namespace)
+        agents = agent_ids(self.file, namespace)
         if "agent_id" in narrow:
             wanted = narrow.pop("agent_id")
             agents = [a for a in agents if a == wanted]

@@ -63,7 +63,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
     open file: one connection pool, one write lock, one content store.
 
     Attributes:
-        db: the open file (`engine.File`).
+        file: the open file (`engine.File`).
         checkpoints: the engine's checkpoints of this saver's scope
             (`engine.CheckpointStore`); the methods here call its parts directly.
 
@@ -91,11 +91,11 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         if not isinstance(messages_channel, str) or not messages_channel:
             raise InvalidArgumentError("messages_channel must be a channel name")
         budget = _budget(memory_budget)
-        self.db = File.open(path, readonly=readonly, synchronous=synchronous)
+        self.file = File.open(path, readonly=readonly, synchronous=synchronous)
         self._closed = False
         try:
             self.checkpoints = CheckpointStore(
-                self.db,
+                self.file,
                 namespace=namespace,
                 agent_id=agent_id,
                 serialization=serialization(self.serde),
@@ -120,7 +120,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
     @property
     def readonly(self) -> bool:
         """True when this saver's file is open read-only."""
-        return self.db.readonly
+        return self.file.readonly
 
     def close(self) -> None:
         """Give back this saver's use of the file (the last user closes it; idempotent)."""
@@ -130,7 +130,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
             checkpoints = getattr(self, "checkpoints", None)
             if checkpoints is not None:
                 checkpoints.close()
-            self.db.close()
+            self.file.close()
 
     # -- sync ----------------------------------------------------------------------------
 

@@ -70,7 +70,7 @@ class FileDocumentService:
     """The document service of one threadloom file, over NATS.
 
     Args:
-        db: the open file.
+        file: the open file.
         secret: the JWT secret tokens must be signed with (the project's `nats.jwt_secret`).
         grants: which identities may use which namespaces (default: `Grants.platform()`).
         max_token_lifetime: most seconds between a token's `iat` and `exp`.
@@ -81,7 +81,7 @@ class FileDocumentService:
 
     def __init__(
         self,
-        db: File,
+        file: File,
         secret: str,
         *,
         grants: Grants | None = None,
@@ -97,7 +97,7 @@ class FileDocumentService:
         self.secret = secret
         self.grants = grants if grants is not None else Grants.platform()
         self.max_token_lifetime = max_token_lifetime
-        self.documents = FileDocuments(db, limits=limits)
+        self.documents = FileDocuments(file, limits=limits)
         self.max_payload = 1024 * 1024
         self._subscriptions: list[Any] = []
 
@@ -304,17 +304,17 @@ async def serve(
 
     See `FileDocumentService` for `grants`, `max_token_lifetime` and `limits`.
     """
-    database = File.open(path)
+    file = File.open(path)
     try:
         service = FileDocumentService(
-            database,
+            file,
             secret,
             grants=grants,
             max_token_lifetime=max_token_lifetime,
             limits=limits,
         )
     except BaseException:
-        database.close()
+        file.close()
         raise
     connection = await nats.connect(url, allow_reconnect=True, max_reconnect_attempts=-1)
     try:
@@ -327,4 +327,4 @@ async def serve(
         with contextlib.suppress(nats.errors.Error):
             await connection.drain()
         service.close()
-        database.close()
+        file.close()

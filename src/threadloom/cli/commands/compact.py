@@ -26,11 +26,11 @@ def run(args: argparse.Namespace) -> int:
     db = args.db
     if not Path(db).is_file():
         raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
-    database = File.open(db, readonly=False)
+    file = File.open(db, readonly=False)
     try:
-        done = compact(database)
+        done = compact(file)
     finally:
-        database.close()
+        file.close()
     found = done.as_json()
     found["bytes_after"] = figures(db)["file_bytes"]  # after the last close folded the WAL
     found["reclaimed"] = found["bytes_before"] - found["bytes_after"]

@@ -92,16 +92,16 @@ def run(args: argparse.Namespace) -> int:
     except InvalidValueError as exc:  # named as the options are
         text = str(exc).replace("max_age", "--older-than").replace("min_age", "--min-age")
         raise InvalidValueError(text.replace("pass None", "leave it out")) from None
-    database = File.open(path, readonly=not args.apply)
+    file = File.open(path, readonly=not args.apply)
     try:
-        if args.agent_id not in agent_ids(database, args.namespace):
+        if args.agent_id not in agent_ids(file, args.namespace):
             # No such scope: nothing to prune, and opening one would add it to the file.
             empty = RetentionReport(
                 args.apply, args.namespace, args.agent_id, keep, min_age, policy.max_age
             )
             _print(empty.as_json(), args.json)
             return 0
-        store = CheckpointStore(database, namespace=args.namespace, agent_id=args.agent_id)
+        store = CheckpointStore(file, namespace=args.namespace, agent_id=args.agent_id)
         try:
             progress = _Progress() if sys.stderr.isatty() else None
             report = store.retention.run(
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             store.close()
     finally:
-        database.close()
+        file.close()
     _print(report.as_json(), args.json)
     if report.unreadable:
         _unreadable_hint(len(report.unreadable), policy)

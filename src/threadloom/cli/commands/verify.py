@@ -49,16 +49,16 @@ def run(args: argparse.Namespace) -> int:
 
     db, quick = args.db, args.quick
     try:
-        database = File.open(db, readonly=True)
+        file = File.open(db, readonly=True)
     except (DamagedDatabaseError, CorruptionError, apsw.Error, UnicodeDecodeError) as exc:
         # An SQLite file SQLite cannot even open: that is what verify found.
         report = Report(quick=quick, checks=["sqlite"])
         report.add(Problem("sqlite", f"the file cannot be opened: {exc}"))
     else:
         try:
-            report = verify(database, quick=quick)
+            report = verify(file, quick=quick)
         finally:
-            database.close()
+            file.close()
     if args.json:
         print(json.dumps({"file": db, **report.as_dict()}, indent=2))
     else:

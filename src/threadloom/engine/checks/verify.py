@@ -120,24 +120,24 @@ class Report:
         return found
 
 
-def verify(db: File, *, quick: bool = False) -> Report:
-    """Check `db` (open read-only or not) and return the report."""
+def verify(file: File, *, quick: bool = False) -> Report:
+    """Check `file` (open read-only or not) and return the report."""
     report = Report(quick=quick)
     checks: list[tuple[str, Callable[[apsw.Connection, Report], None]]] = [
         ("sqlite", lambda conn, rep: _structure(conn, rep, quick)),
-        ("owners", lambda conn, rep: _owners(db, conn, rep)),
+        ("owners", lambda conn, rep: _owners(file, conn, rep)),
         ("heads", _heads),
     ]
     if not quick:
-        checks.append(("rows", lambda conn, rep: _rows(db, conn, rep)))
-        checks.append(("index", lambda conn, rep: _index(db, conn, rep)))
-        checks.append(("store", lambda conn, rep: _store(db, conn, rep)))
-    checks.append(("blocks", lambda conn, rep: _blocks(db, rep)))
-    with db.connection() as conn:
+        checks.append(("rows", lambda conn, rep: _rows(file, conn, rep)))
+        checks.append(("index", lambda conn, rep: _index(file, conn, rep)))
+        checks.append(("store", lambda conn, rep: _store(file, conn, rep)))
+    checks.append(("blocks", lambda conn, rep: _blocks(file, rep)))
+    with file.connection() as conn:
         for name, check in checks:
             report.checks.append(name)
             try:
-                with db.read():
+                with file.read():
                     check(conn, report)
             except _DAMAGE as exc:
                 report.add(Problem(name, f"the check could not finish: {_said(exc)}"))
@@ -148,8 +148,8 @@ def _said(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _threaded(db: File) -> dict[str, BodyTable]:
-    return {name: table for name, table in db.body_tables.items() if table.threaded}
+def _threaded(file: File) -> dict[str, BodyTable]:
+    return {name: table for name, table in file.body_tables.items() if table.threaded}
 
 
 def _structure(conn: apsw.Connection, report: Report, quick: bool) -> None:
@@ -159,8 +159,8 @@ def _structure(conn: apsw.Connection, report: Report, quick: bool) -> None:
             report.add(Problem("sqlite", str(line)))
 
 
-def _owners(db: File, conn: apsw.Connection, report: Report) -> None:
-    for table in _threaded(db):
+def _owners(file: File, conn: apsw.Connection, report: Report) -> None:
+    for table in _threaded(file):
         for thread, count in conn.execute(
             f"SELECT x.thread, count(*) FROM {table} x WHERE NOT EXISTS "
             "(SELECT 1 FROM threads t WHERE t.id = x.thread) GROUP BY x.thread"
@@ -210,7 +210,7 @@ def _heads(conn: apsw.Connection, report: Report) -> None:
         report.add(Problem("heads", f"namespace {ns!r}: {what}", thread=str(thread_id)))
 
 
-def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
+def _rows(file: File, conn: apsw.Connection, report: Report) -> None:
     """Decode every body row, thread by thread, and check what each references."""
     threads = fetchall(
         conn,
@@ -222,8 +222,8 @@ def _rows(db: File, conn: apsw.Connection, report: Report) -> None:
         where = {"scope": f"{namespace}/{agent_id}", "thread": str(thread_id)}
         stored: set[str] = set()
         wanted: list[tuple[str, str | None, str]] = []  # (ref, checkpoint, by whom)
-        for table, described in _threaded(db).items():
-            for row, data in _decoded(db, conn, table, described, thread, report, where):
+        for table, described in _threaded(file).items():
+            for row, data in _decoded(file, conn, table, described, thread, report, where):
                 report.rows += 1
                 if data is None:
                     continue
@@ -300,7 +300,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _decoded(
-    db: File,
+    file: File,
     conn: apsw.Connection,
     table: str,
     described: BodyTable,
@@ -317,7 +317,7 @@ def _decoded(
     for *values, digest in cursor:
         row = dict(zip(names, values, strict=True))
         try:
-            data = db.content.unpack(conn, row["body"], digest, described.name_row(row))
+            data = file.content.unpack(conn, row["body"], digest, described.name_row(row))
         except _DAMAGE as exc:
             checkpoint = row.get("checkpoint_id")
             detail = str(exc) if isinstance(exc, CorruptionError) else _said(exc)
@@ -333,21 +333,21 @@ def _decoded(
         yield row, data
 
 
-def _index(db: File, conn: apsw.Connection, report: Report) -> None:
+def _index(file: File, conn: apsw.Connection, report: Report) -> None:
     """The thread index: each thread's bytes are what its rows take (threadindex.py)."""
-    for scope, thread_id, detail in threadfacts.problems(conn, db.content):
+    for scope, thread_id, detail in threadfacts.problems(conn, file.content):
         report.add(Problem("index", detail, scope or None, thread_id or None))
 
 
-def _store(db: File, conn: apsw.Connection, report: Report) -> None:
+def _store(file: File, conn: apsw.Connection, report: Report) -> None:
     """The Store's items: each body decoded against its seal, its filter index rows,
     the namespace counts, and the vector index as the file records it."""
-    for line in item_checks.problems(Items(db, stored_index(conn)), conn):
+    for line in item_checks.problems(Items(file, stored_index(conn)), conn):
         report.add(Problem("store", line))
 
 
-def _blocks(db: File, report: Report) -> None:
-    found = db.content.verify()
+def _blocks(file: File, report: Report) -> None:
+    found = file.content.verify()
     report.blocks, report.extents = found["blocks"], found["extents"]
     for line in found["problems"]:
         report.add(Problem("blocks", line))

@@ -120,13 +120,13 @@ class BlockStore:
     """Packing, reference counting and reading of the bodies of one file.
 
     Args:
-        db: the open file (format 2 or later).
+        file: the open file (format 2 or later).
         tables: the file's body-table registry (`tables.BODY_TABLES`): every table whose
             rows hold bodies; retraining, `verify` and `stats` cover exactly these.
     """
 
-    def __init__(self, db: Transactions, tables: dict[str, BodyTable]) -> None:
-        self.db = db
+    def __init__(self, file: Transactions, tables: dict[str, BodyTable]) -> None:
+        self.file = file
         self.tables = tables
         self._dicts: dict[int, Dictionary] = {}
         self._lock = threading.Lock()
@@ -136,7 +136,7 @@ class BlockStore:
         self._next_training = FIRST_TRAINING
         self._uncounted = 0
         self._due = False
-        with db.read() as conn:
+        with file.read() as conn:
             self.reload(conn)
 
     # -- state -----------------------------------------------------------------------------
@@ -218,7 +218,7 @@ class BlockStore:
         if not keys:
             return
         if conn is None:
-            with self.db.read() as reader:
+            with self.file.read() as reader:
                 stored = self._present(reader, keys)
         else:
             stored = self._present(conn, keys)

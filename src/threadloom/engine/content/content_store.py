@@ -23,7 +23,7 @@ class ContentStore(Training, Inspection):
     """Blocks and dictionaries of one file; shared by every scope and saver on it.
 
     Args:
-        db: the open file (format 2 or later).
+        file: the open file (format 2 or later).
         tables: the file's body-table registry (`tables.BODY_TABLES`): every table whose
             rows hold bodies; retraining, `verify` and `stats` cover exactly these.
     """
@@ -48,17 +48,17 @@ class ContentStore(Training, Inspection):
         Raises:
             EngineError: another connection kept the file busy during VACUUM.
         """
-        with self.db.write() as conn:
+        with self.file.write() as conn:
             swept = self.sweep(conn, grace)
         self.train(force=True)
-        with self.db.write() as conn:
+        with self.file.write() as conn:
             rewritten = self._repack(conn, time.time())
-        with self.db.connection() as conn:
+        with self.file.connection() as conn:
             try:
                 conn.execute("VACUUM")
             except apsw.BusyError as exc:
                 raise EngineError(
-                    f"cannot VACUUM {self.db.path!r} while another connection uses it ({exc}); "
+                    f"cannot VACUUM {self.file.path!r} while another connection uses it ({exc}); "
                     "stop the other processes and run compact again"
                 ) from exc
         return swept, rewritten

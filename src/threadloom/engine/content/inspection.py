@@ -42,7 +42,7 @@ class Inspection(BlockStore):
 
     def stats(self) -> Stats:
         """Count what the physical store holds (one read transaction)."""
-        with self.db.read() as conn:
+        with self.file.read() as conn:
             blocks, size, refs, released = fetchall(
                 conn,
                 "SELECT count(*), total(size), total(max(refs, 0)), total(refs <= 0) FROM blocks",
@@ -90,7 +90,7 @@ class Inspection(BlockStore):
         leaks: list[str] = []
         expected: Counter[bytes] = Counter()
         rows = 0
-        with self.db.read() as conn:
+        with self.file.read() as conn:
             stored = {bytes(k): int(r) for k, r in conn.execute("SELECT key, refs FROM blocks")}
             for table, described in self.tables.items():
                 columns = self._columns(conn, table)
@@ -166,7 +166,7 @@ class Inspection(BlockStore):
         What the file keeps, once each: a byte string found in k payloads is stored k
         times (the benchmarks count copies of a prompt this way).
         """
-        with self.db.read() as conn:
+        with self.file.read() as conn:
             for table in self.tables:
                 for (body,) in conn.execute(f"SELECT body FROM {table} WHERE blocks = 0"):
                     yield unframe(body, lambda i: self.dictionary(conn, i), table)

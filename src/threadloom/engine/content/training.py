@@ -44,7 +44,7 @@ class Training(BlockStore):
             The new dictionary's id, or None when no training was due or there were too
             few samples (the threshold then doubles).
         """
-        with self.db.write() as conn:
+        with self.file.write() as conn:
             meta = dict(conn.execute("SELECT key, value FROM meta"))
             written = int(meta.get("inline_bytes", 0))
             due = int(meta.get("dict_next", FIRST_TRAINING))

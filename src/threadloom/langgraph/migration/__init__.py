@@ -215,7 +215,7 @@ def migrate(
             items = StoreSource(store_source if store_source is not None else source)
         names = list(threads) if threads is not None else opened.thread_ids()
         if isinstance(target, Saver):
-            saver, path = target, target.db.path
+            saver, path = target, target.file.path
         else:
             path = os.fspath(target)
             _not_the_source(path, source)
