@@ -2,7 +2,7 @@
 
 Outer layer (Starlette + Jinja2). Every route is GET (HEAD): nothing the viewer serves
 can change the file, which `Source` opens read-only as well. Every page is rendered on
-the server from one JSON-ready dict (`pages`, `documents`, `memory`), and that dict is
+the server from one JSON-ready dict (`pages`, `checkpoints`, `memory`), and that dict is
 the page's JSON twin: the same URL with `.json`, or `Accept: application/json`.
 
 Markup can never run from stored data: templates autoescape everything, the pages have
@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadloom import __version__
 from threadloom.errors import ThreadloomError
-from threadloom.viewer import documents, memory, pages
+from threadloom.viewer import checkpoints, memory, pages
 from threadloom.viewer.source import BadRequest, NotFound, Source
 from threadloom.viewer.values import human_bytes, pretty, short_time, tilde, untilde
 
@@ -257,21 +257,21 @@ class Viewer:
             self.page(
                 "/threads/{thread}/checkpoints/{checkpoint}",
                 "checkpoint.html",
-                lambda r: documents.checkpoint(
+                lambda r: checkpoints.checkpoint(
                     s, self.arg(r, "thread"), self.arg(r, "checkpoint"), r.query_params
                 ),
             ),
             self.page(
                 "/threads/{thread}/checkpoints/{checkpoint}/raw",
                 "raw.html",
-                lambda r: documents.raw(
+                lambda r: checkpoints.raw(
                     s, self.arg(r, "thread"), self.arg(r, "checkpoint"), r.query_params
                 ),
             ),
             self.page(
                 "/threads/{thread}/documents/{ref}",
                 "document.html",
-                lambda r: documents.document(
+                lambda r: checkpoints.document(
                     s, self.arg(r, "thread"), self.arg(r, "ref"), r.query_params
                 ),
             ),

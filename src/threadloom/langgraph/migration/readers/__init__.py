@@ -1,5 +1,5 @@
 """Readers of other applications' files, for `threadloom.migrate`: the naas document
-service's SQLite file (`naas_documents.py`) and the statements run on LangGraph's own
+service's SQLite file (`naas_file.py`) and the statements run on LangGraph's own
 databases (`foreign.py`).
 
 The only SQL of threadloom outside `engine/` lives here, fenced: it reads what other
