@@ -234,3 +234,14 @@ def test_the_architecture_names_every_folder() -> None:
         if folder != package and f"{folder.name}/" not in house
     ]
     assert missing == []
+
+
+def test_every_module_stays_under_600_lines() -> None:
+    """A module does one job: none of `src/threadloom` grows past 600 lines (split it into a
+    room of its own instead)."""
+    long = {
+        str(path.relative_to(SRC)): lines
+        for path in (SRC / "threadloom").rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}
