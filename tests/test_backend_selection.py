@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,12 @@ def test_the_selection_finds_every_way_of_calling_the_core(tmp_path: Path) -> No
     short = found - {root / "test_nested.py", root / "test_listed.py"}
     assert left_out(short, root, ("test_listed.py",)) == ["test_listed.py", "test_nested.py"]
     assert left_out(found, root, ("test_listed.py",)) == []
+
+
+def test_the_readme_runs_the_python_pass_with_backend_only() -> None:
+    """The test command `.ci/run` takes from the README runs its pure-Python pass with
+    `--backend-only`, the selection the tests above hold."""
+    readme = (TESTS.parent / "README.md").read_text()
+    block = re.search(r"<!-- test-command -->\n```sh\n(.*?)\n```", readme, re.S)
+    assert block is not None, "no test command after <!-- test-command --> in README.md"
+    assert "THREADLOOM_BACKEND=python .venv/bin/python -m pytest --backend-only" in block[1]
