@@ -1,4 +1,6 @@
-"""Fixtures every test directory may use: the machine's PostgreSQL, started for the session.
+"""Fixtures every test directory may use: the machine's PostgreSQL, started for the session;
+and `--backend-only`, the option of the README's pure-Python pass (tests/_backend.py says
+which modules it keeps and why).
 
 Without PostgreSQL binaries a test that asks for it skips outside CI and fails in CI
 (`tests.helpers.unavailable`); binaries that are there but fail to start fail the test
@@ -7,12 +9,42 @@ everywhere, since that is a broken machine, not a missing component.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from tests import _backend
 from tests._postgres import PostgresServer
 from tests.helpers import unavailable
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--backend-only`: collect only the test modules that depend on THREADLOOM_BACKEND."""
+    parser.addoption(
+        "--backend-only",
+        action="store_true",
+        help="collect only the test modules that depend on the core's backend "
+        "(tests/_backend.py): the README's second, THREADLOOM_BACKEND=python, pass",
+    )
+
+
+@functools.cache
+def _backend_modules() -> frozenset[Path]:
+    return frozenset(_backend.selected())
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """With `--backend-only`, skip every test module `tests._backend.selected` leaves out
+    (skipped whole, so its imports and parametrization cost nothing)."""
+    if (
+        config.getoption("backend_only")
+        and _backend.is_test_module(collection_path)
+        and collection_path.resolve() not in _backend_modules()
+    ):
+        return True
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,9 @@
 Each case is a named, deterministic edit of a copy of the fixture file. Cases are
 derived from the original file (its size, its pages as SQLite's `dbstat` virtual table
 reports them, its rows), with fixed seeds, so a failure names a case that replays.
-`run` damages a copy, runs `threadloom verify` on it and reads it back; `failures` says
-which of the suite's promises the result breaks.
+`run` damages a copy, runs `threadloom verify` on it (in this process, see
+`_damage.verify`) and reads it back; `failures` says which of the suite's promises the
+result breaks, and that verify closed every file it opened.
 
 `dbstat` needs SQLite built with `SQLITE_ENABLE_DBSTAT_VTAB`; apsw's bundled SQLite is
 (`PRAGMA compile_options` lists `ENABLE_DBSTAT_VTAB`), and `btree_flips` fails loudly if not.
@@ -339,6 +340,8 @@ def failures(result: Result) -> list[str]:
         found.append(f"read {outcome}")
     if verdict.traceback:
         found.append(f"verify printed a traceback: {verdict.stderr[-600:]}")
+    if verdict.left_open:
+        found.append(f"verify left {', '.join(verdict.left_open)} open")
     if outcome.kind != IDENTICAL and verdict.codes != (3, 3):
         said = " | ".join(verdict.stderr.strip().splitlines()[-2:])
         found.append(

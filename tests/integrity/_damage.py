@@ -1,7 +1,8 @@
 """Damage harness: a fixture file, ways to damage copies of it, and judges of the result.
 
 Everything here goes through threadloom's public surface only (`Saver` and the
-`threadloom verify` command), so it measures any implementation of the engine. The one
+`threadloom verify` command, run in this process through its `main(argv)` unless asked
+for real processes), so it measures any implementation of the engine. The one
 exception is the damage itself, done with apsw or raw bytes on a copy, as a disk, a
 bug or a hand would do it.
 
@@ -13,11 +14,15 @@ caught as `wrong` rather than silently compared on less.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
 import random
 import shutil
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -28,6 +33,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.types import Interrupt
 
 from threadloom import Saver
+from threadloom.cli import main
 from threadloom.errors import ThreadloomError
 
 SEED = 20250611
@@ -339,6 +345,8 @@ class Verdict:
     json_out: str
     plain_out: str
     stderr: str
+    #: Files of this process still open on the checked path after an in-process verify.
+    left_open: tuple[str, ...] = ()
 
     @property
     def traceback(self) -> bool:
@@ -359,17 +367,77 @@ class Verdict:
             return None
 
 
-def verify(path: Path) -> Verdict:
-    """Run `python -m threadloom verify --db PATH` with `--json` and plain, side by side."""
-    base = [sys.executable, "-m", "threadloom", "verify", "--db", str(path)]
+def verify(path: Path, *, processes: bool = False) -> Verdict:
+    """Run `threadloom verify --db PATH` with `--json` and plain.
+
+    In this process by default, through the command line's own `main(argv)`: what a
+    `python -m threadloom` process adds is its start (about 0.4 s of CPU each, twice a case)
+    and the console-script line `sys.exit(main())`, which `in_process` mirrors, so the
+    outcome is the same. `processes=True` starts the two real processes side by side
+    (tests/integrity/test_damage.py compares the two ways on a sound and a damaged file).
+    """
+    base = ["verify", "--db", str(path)]
+    if processes:
+        return _verify_in_processes(base)
+    (json_code, json_out, json_err), (plain_code, plain_out, plain_err) = (
+        in_process(argv) for argv in (base + ["--json"], base)
+    )
+    return Verdict(
+        json_code, plain_code, json_out, plain_out, json_err + plain_err, open_files(path)
+    )
+
+
+def _verify_in_processes(base: list[str]) -> Verdict:
     runs = [
-        subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-m", "threadloom", *argv],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for argv in (base + ["--json"], base)
     ]
     (json_out, json_err), (plain_out, plain_err) = (run.communicate(timeout=120) for run in runs)
     return Verdict(
         runs[0].returncode, runs[1].returncode, json_out, plain_out, json_err + plain_err
     )
+
+
+def in_process(argv: list[str]) -> tuple[int, str, str]:
+    """Run `threadloom ARGV` in this process as `python -m threadloom` would run it.
+
+    Returns:
+        The exit code, stdout and stderr: `main`'s return value; a SystemExit's code
+        (argparse's usage errors); 1 and the traceback on stderr for any other exception,
+        as the interpreter does with one that escapes a script.
+    """
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+            if not isinstance(exc.code, (int, type(None))):
+                print(exc.code, file=sys.stderr)
+        except Exception:
+            traceback.print_exc()
+            code = 1
+    return code, out.getvalue(), err.getvalue()
+
+
+def open_files(path: Path) -> tuple[str, ...]:
+    """The files of this process open on `path` or its `-wal`, `-shm` or `-journal`."""
+    folder = Path("/proc/self/fd")
+    if not folder.is_dir():  # not Linux: nothing to check
+        return ()
+    names = {str(path.resolve()) + suffix for suffix in ("", "-wal", "-shm", "-journal")}
+    found = []
+    for fd in os.listdir(folder):
+        with contextlib.suppress(OSError):
+            target = os.readlink(folder / fd)
+            if target in names:
+                found.append(target)
+    return tuple(sorted(found))
 
 
 # -- the fixture, once per process -----------------------------------------------------

@@ -8,7 +8,8 @@ whose reads are identical may get 0 or 3). One outcome short of that is named, c
 by bench/damage_report.py, and allowed only when verify exits 3: a filtered list that
 differs because the metadata key rows it decides on were damaged (`filter-index`);
 docs/FORMAT.md says why.
-The counts below keep the whole suite under ~90 s on two cores (see
+verify runs in this process (`_damage.verify`); one test holds the real command to the
+same output. The counts below keep the whole suite under ~90 s on two cores (see
 bench/damage_report.py for the same cases as a table).
 """
 
@@ -53,6 +54,22 @@ def test_the_fixture_is_sound() -> None:
     assert verdict.codes == (0, 0), verdict.stderr
     assert not verdict.traceback
     assert verdict.report is not None
+    assert not verdict.left_open
+
+
+@pytest.mark.parametrize("damaged", [False, True], ids=["sound", "truncated"])
+def test_the_command_says_what_verify_in_process_says(damaged: bool, tmp_path: Path) -> None:
+    """`python -m threadloom verify` (the real entry point, two processes) prints and exits
+    as the in-process runs every case uses do, on the fixture and on a damaged copy."""
+    path = fixture().path
+    if damaged:
+        path = fixture().copy(tmp_path, "copy")
+        cases("truncate")[0].damage(path)
+    command, here = verify(path, processes=True), verify(path)
+    assert command.codes == here.codes == ((3, 3) if damaged else (0, 0)), command.stderr
+    assert (command.json_out, command.plain_out) == (here.json_out, here.plain_out)
+    assert not command.traceback and not here.traceback
+    assert not here.left_open
 
 
 @pytest.mark.parametrize("case", cases("flip"), ids=str)
