@@ -131,6 +131,33 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(folder: Path, content: b
         File(path)
 
 
+def test_a_header_still_being_written_is_read_again(folder: Path) -> None:
+    """A first page another process is writing at this moment (zeros where SQLite's
+    header will be) is read again before it is called foreign: the open sees the
+    threadloom file it becomes. Zeros that stay are refused, untouched."""
+    import threading
+
+    made = folder / "made.db"
+    with Saver.from_conn_string(str(made)) as saver:
+        put(saver, "t", 1)
+    whole = made.read_bytes()
+    path = folder / "arriving.db"
+    path.write_bytes(bytes(len(whole)))
+    writer = threading.Timer(0.005, path.write_bytes, [whole])
+    writer.start()
+    try:
+        with Saver.from_conn_string(str(path)) as saver:
+            assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+    finally:
+        writer.join()
+    zeros = folder / "zeros.db"
+    zeros.write_bytes(bytes(4096))
+    before = snapshot(folder)
+    with pytest.raises(NotSQLiteError, match="untouched"):
+        Saver(zeros)
+    assert snapshot(folder) == before
+
+
 def test_an_empty_file_becomes_a_threadloom_file(folder: Path) -> None:
     """An empty file (as `touch` leaves it) is taken as new and gets the current format."""
     path = folder / "empty.db"

@@ -95,8 +95,29 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
     raise AssertionError("unreachable")
 
 
-#: How many times `_schema` reads a file before it calls it damaged.
+#: How many times `_schema` reads a file before it calls it damaged (and `identify` its
+#: header while another process is still writing it).
 _READS = 3
+
+
+def _head(path: str) -> bytes:
+    """The first bytes of the file, as many as SQLite's header has."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise EngineError(f"cannot read {path!r}: {exc.strerror}; check its permissions") from None
+
+
+def _unsettled(head: bytes, path: str) -> bool:
+    """True for a header another process may be writing at this moment: a new database's
+    first page being written (zeros, or a part of SQLite's header), or an empty file
+    beside a WAL. Such a file is read again before it is called foreign."""
+    if not head:
+        return os.path.exists(path + "-wal")
+    if head == SQLITE_HEADER:
+        return False
+    return SQLITE_HEADER.startswith(head) or not head.strip(b"\0")
 
 
 def _wal_without_log(path: str) -> bool:
@@ -183,14 +204,18 @@ def identify(path: str) -> Identity:
         return Identity(Found.NEW)
     if target.is_dir():
         raise EngineError(f"{path!r} is a directory; give the path of a file")
-    try:
-        with open(target, "rb") as handle:
-            head = handle.read(len(SQLITE_HEADER))
-    except OSError as exc:
-        raise EngineError(f"cannot read {path!r}: {exc.strerror}; check its permissions") from None
-    if not head and not os.path.exists(path + "-wal"):
-        return Identity(Found.NEW)
-    if head != SQLITE_HEADER:
+    head = _head(path)
+    for attempt in range(_READS):
+        if not _unsettled(head, path):
+            break
+        time.sleep(0.01 * (attempt + 1))
+        head = _head(path)
+    if not head:
+        if not os.path.exists(path + "-wal"):
+            return Identity(Found.NEW)
+        # An empty file beside its WAL: a database another process is creating, whose
+        # first pages are in the WAL until a checkpoint folds them in. SQLite reads it.
+    elif head != SQLITE_HEADER:
         raise NotSQLiteError(
             f"{path!r} is not an SQLite database (nor a threadloom file); it was left "
             "untouched: give the path of a threadloom file, or a new path to create one"
