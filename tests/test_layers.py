@@ -1,5 +1,5 @@
 """The layers: imports point downward, LangGraph only in the adapters' wing, SQL only in
-engine/ (and the fenced readers of other applications' files), every package ranked, and
+engine/, every package ranked, and
 the engine's rooms in order, reached from outside through their packages only."""
 
 from __future__ import annotations
@@ -32,13 +32,14 @@ LAYERS = {
 #: The only package that may import LangGraph or LangChain.
 WING = "threadloom.langgraph"
 LANGGRAPH = {"langgraph", "langchain_core", "langchain"}
-#: Where SQL text may live: the engine, and the readers of other applications' files
-#: (a naas document service's SQLite file, LangGraph's own databases) fenced in migration.
-SQL_HOMES = ("threadloom.engine", "threadloom.langgraph.migration.readers")
+#: Where SQL text may live: the engine (its `foreign/` room holds the statements run on
+#: other applications' files).
+SQL_HOMES = ("threadloom.engine",)
 #: The engine's rooms, lowest first: a room imports only its own modules and lower rooms.
 ROOMS = [
     "sql",
     "format",
+    "foreign",
     "content",
     "threads",
     "file",
@@ -155,7 +156,7 @@ def violations(root: Path) -> list[str]:
 def test_imports_point_downward_and_langgraph_stays_in_the_wing() -> None:
     """Every package is ranked; no module imports a layer above it, imports LangGraph
     outside the wing, reaches into an engine room past its package or up the rooms, or
-    holds SQL outside engine/ and the fenced readers."""
+    holds SQL outside engine/."""
     assert violations(SRC) == []
 
 

@@ -7,6 +7,7 @@ adapters above it. All SQL of threadloom lives in this package. Its rooms, lowes
 - `sql.py`: typed helpers over apsw.
 - `format/`: schema and migrations, table descriptors, seals, heads, body framing,
   the text index's tokenizer, recognizing what a path holds.
+- `foreign/`: other applications' files read for migration (naas, LangGraph's SQL).
 - `content/`: the content store (blocks, inline bodies, dictionaries, training).
 - `threads/`: the thread index every write keeps.
 - `file.py`: one file per path and process (connections, transactions, migrations).

@@ -8,7 +8,7 @@ imports it (tests/test_layers.py checks it).
 - `conversations.py` and `retention.py`: the saver's conversation records and
   retention policy.
 - `migration/`: `threadloom.migrate`, from LangGraph's savers and stores and from naas;
-  `migration/readers/` reads other applications' files (their SQL is fenced there).
+  the files of other applications are read by the engine's `foreign/` room.
 - `demo.py`: the agent of `threadloom demo`.
 
 Others use the public names through `threadloom` (`from threadloom import Saver`), which

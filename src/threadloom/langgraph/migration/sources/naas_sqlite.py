@@ -1,7 +1,7 @@
 """The `naas-sqlite` source: the naas document service's SQLite file, one scope of it.
 
 Adapter layer. The file is read through its documented format
-(`langgraph/migration/readers/naas_file.py`): schema-2 documents as they are,
+(`engine/foreign/naas_file.py`): schema-2 documents as they are,
 schema-1 checkpoints restored (SPEC §2.6, §5.3). `history_of` also serves the command
 line's over-NATS path, which fetches the same documents from the service. Recognized by
 `engine.format.identify` (`Found.NAAS_DOCUMENTS`); the file holds no Store.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.foreign import NaasDocumentsFile
 from threadloom.engine.format import DESCRIPTIONS, Found
 from threadloom.errors import MigrationError
-from threadloom.langgraph.migration.readers.naas_file import NaasDocumentsFile
 from threadloom.langgraph.migration.sources.base import Source, SourceKind, ThreadHistory
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, WRITES_V1, restore
 

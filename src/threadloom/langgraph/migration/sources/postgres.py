@@ -13,12 +13,12 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from threadloom.errors import MigrationError
-from threadloom.langgraph.migration.readers.foreign import (
+from threadloom.engine.foreign import (
     POSTGRES_CHECKPOINT_WHERE,
     POSTGRES_SAVER_TABLES,
     POSTGRES_SAVER_THREADS,
 )
+from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.sources.base import (
     OpenedStore,
     SaverSource,

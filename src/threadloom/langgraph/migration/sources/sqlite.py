@@ -12,9 +12,9 @@ import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
+from threadloom.engine.foreign import QUICK_CHECK, SQLITE_SAVER_THREADS
 from threadloom.engine.format import DESCRIPTIONS, Found, uri
 from threadloom.errors import MigrationError
-from threadloom.langgraph.migration.readers.foreign import QUICK_CHECK, SQLITE_SAVER_THREADS
 from threadloom.langgraph.migration.sources.base import (
     OpenedStore,
     SaverSource,

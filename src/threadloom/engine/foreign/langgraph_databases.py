@@ -1,7 +1,7 @@
 """The few statements threadloom runs on LangGraph's own databases (migration sources).
 
-Engine layer: SQL text only, run by `threadloom.langgraph.migration` on the source saver's own
-connection. Checkpoints and writes are always read through the savers' public API
+Engine layer: SQL text only, run by `threadloom.langgraph.migration` on the source
+saver's own connection. Checkpoints and writes are always read through the savers' public API
 (`list`, `get_tuple`); LangGraph has no public way to list a database's threads, so
 their ids are read from the `checkpoints` table as naas's `migrate-memory` does
 (SPEC §8.1: `SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id`).
