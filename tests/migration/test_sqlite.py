@@ -232,35 +232,3 @@ def test_the_json_report_has_naas_shape(
     assert main(["migrate", str(source), "--from", "sqlite", "--db", str(target), "--apply"]) == 0
     assert "8 copied" in capsys.readouterr().out
     assert os.path.exists(target)
-
-
-def test_the_readme_migration_example_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """README's "Moving from SqliteSaver" commands and Python run as written on a
-    SqliteSaver file, and the graph reads the migrated thread."""
-    import re
-    import shlex
-
-    from langchain_core.messages import HumanMessage
-
-    from threadloom.cli import main
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    commands = re.search(r"<!-- migrate-commands -->\n```sh\n(.*?)```", readme, re.S)
-    example = re.search(r"<!-- migrate-example -->\n```python\n(.*?)```", readme, re.S)
-    assert commands is not None and example is not None
-    monkeypatch.chdir(tmp_path)
-    graph = _graphs.agent_graph()
-    with SqliteSaver.from_conn_string("checkpoints.sqlite") as saver:
-        app = graph.compile(checkpointer=saver)
-        app.invoke({"messages": [HumanMessage("what is 6 x 2?", id="h1")]}, _graphs.config("t-1"))
-    for line in commands.group(1).splitlines():
-        argv = shlex.split(line.split("#")[0])
-        assert argv[0] == "threadloom" and main(argv[1:]) == 0
-    out = capsys.readouterr().out
-    assert "dry-run: 1 threads" in out and "applied: 1 threads" in out
-    exec(compile(example.group(1), "README.md (migrate example)", "exec"), {"graph": graph})
-    printed = capsys.readouterr().out.splitlines()
-    assert printed[0] == "0 checkpoints copied"  # the command above copied them already
-    assert printed[1].startswith("The answer is 12.")

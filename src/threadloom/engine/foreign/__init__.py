@@ -12,7 +12,11 @@ from threadloom.engine.foreign.langgraph_databases import (
     POSTGRES_SAVER_TABLES,
     POSTGRES_SAVER_THREADS,
     QUICK_CHECK,
+    SQLITE_SAVER_CHECKPOINTS,
     SQLITE_SAVER_THREADS,
+    SQLITE_SAVER_WRITE_COLUMNS,
+    SQLITE_SAVER_WRITES,
+    SQLITE_SAVER_WRITES_PATHLESS,
 )
 from threadloom.engine.foreign.naas_file import NaasDocumentsFile, decode
 
@@ -21,7 +25,11 @@ __all__ = [
     "POSTGRES_SAVER_TABLES",
     "POSTGRES_SAVER_THREADS",
     "QUICK_CHECK",
+    "SQLITE_SAVER_CHECKPOINTS",
     "SQLITE_SAVER_THREADS",
+    "SQLITE_SAVER_WRITES",
+    "SQLITE_SAVER_WRITES_PATHLESS",
+    "SQLITE_SAVER_WRITE_COLUMNS",
     "NaasDocumentsFile",
     "decode",
 ]

@@ -1,10 +1,13 @@
 """The few statements threadloom runs on LangGraph's own databases (migration sources).
 
 Engine layer: SQL text only, run by `threadloom.langgraph.migration` on the source
-saver's own connection. Checkpoints and writes are always read through the savers' public API
-(`list`, `get_tuple`); LangGraph has no public way to list a database's threads, so
-their ids are read from the `checkpoints` table as naas's `migrate-memory` does
-(SPEC §8.1: `SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id`).
+source's own connection. A PostgresSaver is read through its public API (`list`); a
+SqliteSaver file through its documented format (tables `checkpoints` and `writes`, each
+value a serializer `(type, blob)` pair, metadata JSON), with the statements SqliteSaver's
+`list` runs, so migrating one needs no langgraph-checkpoint-sqlite. LangGraph has no
+public way to list a database's threads, so their ids are read from the `checkpoints`
+table as naas's `migrate-memory` does (SPEC §8.1: `SELECT DISTINCT thread_id FROM
+checkpoints ORDER BY thread_id`).
 """
 
 from __future__ import annotations
@@ -16,6 +19,23 @@ from typing import Final
 QUICK_CHECK: Final = "PRAGMA quick_check"
 #: Every thread of a SqliteSaver file (sqlite3 placeholders).
 SQLITE_SAVER_THREADS: Final = "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+#: A SqliteSaver thread's checkpoints, newest first (SqliteSaver.list's statement and order).
+SQLITE_SAVER_CHECKPOINTS: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+    "metadata FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC"
+)
+#: The columns of a SqliteSaver file's `writes` table: files written before LangGraph
+#: added `task_path` lack it (SqliteSaver then reads every path as '').
+SQLITE_SAVER_WRITE_COLUMNS: Final = "SELECT name FROM pragma_table_info('writes')"
+#: One checkpoint's pending writes in a SqliteSaver file, unordered (the reader sorts them
+#: with LangGraph's `writes_sort_key`, as SqliteSaver does): task id, channel, type,
+#: value, task path, index.
+SQLITE_SAVER_WRITES: Final = (
+    "SELECT task_id, channel, type, value, task_path, idx FROM writes "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+#: The same, in a file from before `task_path` existed.
+SQLITE_SAVER_WRITES_PATHLESS: Final = SQLITE_SAVER_WRITES.replace("task_path", "''")
 #: Every thread of a PostgresSaver database (the same text; psycopg runs it).
 POSTGRES_SAVER_THREADS: Final = SQLITE_SAVER_THREADS
 #: Whether a PostgresSaver's tables exist (psycopg placeholders): a database without them

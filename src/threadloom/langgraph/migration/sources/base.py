@@ -9,6 +9,8 @@ it opens, and its Store source where it has one.
 
 Importing these modules loads no LangGraph (the command line reads the kinds' names for
 every command, `threadloom doctor` included): each kind imports its driver when it opens.
+A driver that is not installed (PostgresSaver's and PostgresStore's, SqliteStore's: the
+`migrate` extra) is named in a one-line refusal (`needs_extra`), never a traceback.
 
 LangGraph's `pending_writes` leave out each write's task path, which orders a step's
 writes (`writes_sort_key`) and names the node that wrote them; the SQLite and PostgreSQL
@@ -23,6 +25,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from threadloom.errors import MigrationError
+
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import CheckpointTuple
     from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -34,6 +38,33 @@ if TYPE_CHECKING:
 TaskPaths = dict[str, str]
 #: A LangGraph Store open for reading: the store, how to close it, how the report names it.
 OpenedStore = tuple["BaseStore", Callable[[], None], dict[str, Any]]
+
+
+#: The distributions that provide the modules the migrate extra brings, by top module.
+_DISTRIBUTIONS = {
+    "psycopg": "psycopg",
+    "langgraph.checkpoint.postgres": "langgraph-checkpoint-postgres",
+    "langgraph.store.postgres": "langgraph-checkpoint-postgres",
+    "langgraph.store.sqlite": "langgraph-checkpoint-sqlite",
+    "langgraph.checkpoint.sqlite": "langgraph-checkpoint-sqlite",
+}
+#: How a refusal says to install them (threadloom is installed from its clone).
+EXTRA_HINT = "install the migrate extra: pip install '.[migrate]' in threadloom's clone"
+
+
+def needs_extra(what: str, error: ImportError) -> MigrationError:
+    """The refusal when reading `what` ("a PostgresSaver database") lacks a driver of the
+    `migrate` extra: names the missing package and how to install it."""
+    name = error.name or ""
+    package = next(
+        (
+            dist
+            for module, dist in _DISTRIBUTIONS.items()
+            if name == module or name.startswith(module + ".")
+        ),
+        name.split(".")[0] or "a driver",
+    )
+    return MigrationError(f"reading {what} needs {package}, which is not installed; {EXTRA_HINT}")
 
 
 @dataclass

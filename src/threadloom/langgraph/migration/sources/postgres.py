@@ -5,7 +5,8 @@ Adapter layer. Read with `PostgresSaver(conn).list(config)` as
 `SELECT_SQL` (`base.SaverSource`); the URL's password never appears in a message.
 Recognized by its URL's scheme (`postgresql://`, `postgres://`), or read from
 `$POSTGRES_URL` when none is given; its Store source is the PostgresStore of the same
-kind of URL.
+kind of URL. Its drivers (psycopg, langgraph-checkpoint-postgres) come with the
+`migrate` extra; without them opening says so in one line (`base.needs_extra`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from threadloom.langgraph.migration.sources.base import (
     SaverSource,
     SourceKind,
     TaskPaths,
+    needs_extra,
     paths_if_same,
 )
 from threadloom.langgraph.migration.urls import redact, scrub
@@ -42,9 +44,12 @@ class PostgresSaverSource(SaverSource):
     kind = "postgres"
 
     def __init__(self, url: str, serde: SerializerProtocol | None = None) -> None:
-        import psycopg
-        from langgraph.checkpoint.postgres import PostgresSaver
-        from psycopg.rows import dict_row
+        try:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from psycopg.rows import dict_row
+        except ImportError as exc:
+            raise needs_extra("a PostgresSaver database", exc) from None
 
         self.url = url
         self.conn: Any = None
@@ -116,9 +121,12 @@ class PostgresSaverSource(SaverSource):
 
 def open_store(url: str) -> OpenedStore:
     """The PostgresStore of the database at `url`."""
-    import psycopg
-    from langgraph.store.postgres import PostgresStore
-    from psycopg.rows import dict_row
+    try:
+        import psycopg
+        from langgraph.store.postgres import PostgresStore
+        from psycopg.rows import dict_row
+    except ImportError as exc:
+        raise needs_extra("a PostgresStore database", exc) from None
 
     try:
         conn = psycopg.Connection.connect(

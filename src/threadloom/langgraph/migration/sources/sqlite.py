@@ -1,18 +1,31 @@
 """The `sqlite` source: a LangGraph SqliteSaver file (AsyncSqliteSaver writes the same file).
 
-Adapter layer. Read with `SqliteSaver(conn).list(config)` on a read-only connection, the
-task paths with the saver's own statement (`base.SaverSource`); the file is never written.
-Recognized by `engine.format.identify` (`Found.SQLITE_SAVER`). Its Store source is a
-SqliteStore file (or a SqliteSaver file with the Store's tables), read with `SqliteStore`.
+Adapter layer. Read on a read-only connection through the file's documented format, as
+SqliteSaver's own `list` reads it (`engine/foreign/langgraph_databases.py`: the same
+statements and order; values loaded with the serializer, LangGraph's JsonPlusSerializer
+by default; pending writes in `writes_sort_key` order), so migrating a SqliteSaver file
+needs only langgraph-checkpoint, which threadloom depends on, and not
+langgraph-checkpoint-sqlite. The file is never written. Recognized by
+`engine.format.identify` (`Found.SQLITE_SAVER`). Its Store source is a SqliteStore file
+(or a SqliteSaver file with the Store's tables), read with `SqliteStore` (the `migrate`
+extra).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.foreign import QUICK_CHECK, SQLITE_SAVER_THREADS
+from threadloom.engine.foreign import (
+    QUICK_CHECK,
+    SQLITE_SAVER_CHECKPOINTS,
+    SQLITE_SAVER_THREADS,
+    SQLITE_SAVER_WRITE_COLUMNS,
+    SQLITE_SAVER_WRITES,
+    SQLITE_SAVER_WRITES_PATHLESS,
+)
 from threadloom.engine.format import DESCRIPTIONS, Found, uri
 from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.sources.base import (
@@ -20,6 +33,7 @@ from threadloom.langgraph.migration.sources.base import (
     SaverSource,
     SourceKind,
     TaskPaths,
+    needs_extra,
     paths_if_same,
 )
 
@@ -38,20 +52,29 @@ class SqliteSaverSource(SaverSource):
     kind = "sqlite"
 
     def __init__(self, path: str, serde: SerializerProtocol | None = None) -> None:
-        from langgraph.checkpoint.sqlite import SqliteSaver
+        from langgraph.checkpoint.serde.base import maybe_add_typed_methods
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
         self.path = path
+        # As BaseCheckpointSaver takes its serializer (SqliteSaver's default included).
+        self.serde = maybe_add_typed_methods(serde if serde is not None else JsonPlusSerializer())
+        #: Task paths of the pending writes of each checkpoint read, by (ns, id).
+        self._paths: dict[tuple[str, str], TaskPaths] = {}
         try:
             self.conn = _read_only(path)
         except sqlite3.Error as exc:
             raise MigrationError(f"cannot open {path!r} ({exc}); check its permissions") from None
-        self.saver = SqliteSaver(self.conn, serde=serde)
         try:
             problems = [str(row[0]) for row in self.conn.execute(QUICK_CHECK).fetchmany(3)]
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError("; ".join(problems))
-            # On a read-only connection setup() creates nothing: the tables exist.
-            self.saver.setup()
+            columns = {str(row[0]) for row in self.conn.execute(SQLITE_SAVER_WRITE_COLUMNS)}
+            if not {"task_id", "idx", "channel", "type", "value"} <= columns:
+                raise sqlite3.DatabaseError("its writes table lacks SqliteSaver's columns")
+            # A file from before task paths existed reads every path as '' (as SqliteSaver).
+            self._writes = (
+                SQLITE_SAVER_WRITES if "task_path" in columns else SQLITE_SAVER_WRITES_PATHLESS
+            )
         except sqlite3.Error as exc:
             self.conn.close()
             raise MigrationError(
@@ -70,23 +93,52 @@ class SqliteSaverSource(SaverSource):
 
     def _read(self, thread_id: str) -> list[CheckpointTuple]:
         try:
-            return list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+            rows = self.conn.execute(SQLITE_SAVER_CHECKPOINTS, (thread_id,)).fetchall()
+            return [self._tuple(*row) for row in rows]
         except sqlite3.Error as exc:
             raise MigrationError(
                 f"reading thread {thread_id!r} of {self.path!r} failed ({exc}); the target "
                 "keeps every checkpoint copied before it: rerun once the file is readable"
             ) from None
 
-    def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
-        from langgraph.checkpoint.sqlite.utils import pending_writes_sql
+    def _tuple(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str,
+        parent_id: str | None,
+        kind: str,
+        blob: bytes,
+        metadata: bytes | str | None,
+    ) -> CheckpointTuple:
+        """One row of `checkpoints` as SqliteSaver's `list` returns it."""
+        from langgraph.checkpoint.base import CheckpointTuple, writes_sort_key
 
-        try:
-            rows = self.conn.execute(pending_writes_sql(True), (thread_id, *key))
-            return paths_if_same(
-                item.pending_writes or [], [(r[0], r[1], r[4], int(r[5])) for r in rows]
-            )
-        except sqlite3.Error:  # a file from before task paths existed: none to keep
-            return {}
+        writes = sorted(
+            self.conn.execute(self._writes, (thread_id, ns, checkpoint_id)).fetchall(),
+            key=lambda r: writes_sort_key(r[4], r[0], r[5]),
+        )
+        pending = [
+            (task, channel, self.serde.loads_typed((t, v))) for task, channel, t, v, _, _ in writes
+        ]
+        paths = paths_if_same(pending, [(r[0], r[1], r[4], int(r[5])) for r in writes])
+        if paths:
+            self._paths[(ns, checkpoint_id)] = paths
+
+        def config(checkpoint: str) -> Any:
+            ids = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint}
+            return {"configurable": ids}
+
+        return CheckpointTuple(
+            config(checkpoint_id),
+            self.serde.loads_typed((kind, blob)),
+            json.loads(metadata) if metadata is not None else {},
+            config(parent_id) if parent_id else None,
+            pending,
+        )
+
+    def _task_paths(self, item: CheckpointTuple, thread_id: str, key: tuple[str, str]) -> TaskPaths:
+        return self._paths.pop(key, {})
 
     def close(self) -> None:
         self.conn.close()
@@ -104,7 +156,10 @@ def _read_only(path: str) -> sqlite3.Connection:
 
 def open_store(path: str) -> OpenedStore:
     """The SqliteStore of the file `path` (identified as holding the Store's tables)."""
-    from langgraph.store.sqlite import SqliteStore
+    try:
+        from langgraph.store.sqlite import SqliteStore
+    except ImportError as exc:  # langgraph-checkpoint-sqlite: the migrate extra
+        raise needs_extra("a LangGraph SqliteStore", exc) from None
 
     conn = _read_only(path)
     return SqliteStore(conn), conn.close, {"kind": "sqlite", "path": path}
