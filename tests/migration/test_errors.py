@@ -175,3 +175,22 @@ def test_an_unknown_thread_is_not_an_error(
     source = sqlite_source("fork")
     report = migrate(str(source), str(tmp_path / "m.db"), threads=["ghost"]).as_dict()
     assert report["threads"] == 0 and report["not_found"] == ["ghost"]
+
+
+def test_the_command_line_refuses_a_thread_the_source_lacks(
+    tmp_path: Path, sqlite_source: Callable[..., Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`migrate --thread nope --apply` exits 1 before writing anything (the thread it has
+    too is not copied), naming the threads the source holds and what to do."""
+    source = sqlite_source("fork", "send")
+    before = files(tmp_path)
+    argv = ["migrate", str(source), "--db", str(tmp_path / "m.db"), "--apply"]
+    assert cli([*argv, "--thread", "send", "--thread", "nope"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: thread 'nope' is not in {source}, which holds 2 threads: fork, send",
+        "hint: give --thread one of the source's threads, or leave --thread out to migrate "
+        "every thread (a dry run without --thread changes nothing)",
+    ]
+    assert files(tmp_path) == before
+    assert cli([*argv, "--thread", "send"]) == 0

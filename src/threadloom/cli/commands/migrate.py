@@ -137,6 +137,7 @@ def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: 
         store=args.store,
         store_source=args.store_source,
         progress=progress,
+        refuse_unknown=True,
     )
     return report.as_dict()
 

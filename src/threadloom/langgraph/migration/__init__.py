@@ -173,6 +173,7 @@ def migrate(
     store_source: str | None = None,
     store_index: Any = None,
     progress: Progress | None = None,
+    refuse_unknown: bool = False,
 ) -> MigrationReport:
     """Copy threads from a LangGraph saver or a naas document file into a threadloom file.
 
@@ -195,9 +196,13 @@ def migrate(
         store_source: where the Store is (default: the source, a file or URL).
         store_index: the target Store's IndexConfig, to embed the copied items.
         progress: called with (threads done, threads to do) after each thread.
+        refuse_unknown: a thread of `threads` that the source lacks is an error, raised
+            before anything is written (the command line's `--thread`); otherwise it is
+            listed in the report's `not_found`.
 
     Raises:
-        MigrationError: the source is missing, unreadable, of another kind, or failed mid-run.
+        MigrationError: the source is missing, unreadable, of another kind, or failed
+            mid-run; with `refuse_unknown`, a thread asked for is not in the source.
     """
     # Loaded here, not with the package: they import LangGraph (see the module docstring).
     from threadloom.langgraph.migration.copier import Copier
@@ -214,6 +219,8 @@ def migrate(
         if store:  # opened first too: a Store that cannot be read changes nothing either
             items = StoreSource(store_source if store_source is not None else source)
         names = list(threads) if threads is not None else opened.thread_ids()
+        if refuse_unknown and threads is not None:
+            _refuse_unknown(opened, names)
         if isinstance(target, Saver):
             saver, path = target, target.file.path
         else:
@@ -263,6 +270,34 @@ def migrate(
             items.close()
         opened.close()
     return report
+
+
+#: Thread ids a refusal of unknown threads lists of what the source holds.
+LISTED = 10
+
+
+def _refuse_unknown(opened: Source, names: Sequence[str]) -> None:
+    """Refuse threads the source lacks, naming some it holds and how to see them all."""
+    held = opened.thread_ids()
+    unknown = sorted(set(names) - set(held))
+    if not unknown:
+        return
+    described = opened.describe()
+    where = described.get("path") or described.get("url") or described["kind"]
+    asked = ", ".join(repr(t) for t in unknown[:LISTED]) + (
+        ", ..." if len(unknown) > LISTED else ""
+    )
+    if not held:
+        holds = "which holds no threads"
+    else:
+        listed = ", ".join(held[:LISTED]) + (", ..." if len(held) > LISTED else "")
+        holds = f"which holds {len(held)} thread{'s' if len(held) != 1 else ''}: {listed}"
+    verb = "are" if len(unknown) > 1 else "is"
+    raise MigrationError(
+        f"thread{'s' if len(unknown) > 1 else ''} {asked} {verb} not in {where}, {holds}; "
+        "give --thread one of the source's threads, or leave --thread out to migrate every "
+        "thread (a dry run without --thread changes nothing)"
+    )
 
 
 def _not_the_source(target: str, source: str | None) -> None:
