@@ -364,3 +364,25 @@ def continued(name: str, checkpointer: Any, thread_id: str) -> dict[str, Any]:
         for s in graph.get_state_history(config(thread_id))
     ]
     return {"final": final, "history": rows}
+
+
+def dated_thread(saver: Any, thread_id: str, days: list[int]) -> list[str]:
+    """Checkpoints of `thread_id` dated `days` (2024-05-DD, UTC), one message each, put
+    through `saver` as a graph's steps would be; returns their `ts`."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    stamps: list[str] = []
+    parent: str | None = None
+    for n, day in enumerate(days, start=1):
+        made = empty_checkpoint()
+        made["id"] = f"1ef0{day:04d}-0000-6000-8000-{n:012d}"
+        made["ts"] = f"2024-05-{day:02d}T06:32:42.235444+00:00"
+        made["channel_values"] = {"messages": [HumanMessage(f"turn {n}", id=f"h{n}")]}
+        made["channel_versions"] = {"messages": n}
+        conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ""}
+        if parent is not None:
+            conf["checkpoint_id"] = parent
+        saver.put({"configurable": conf}, made, {"source": "loop", "step": n}, {"messages": n})
+        parent = made["id"]
+        stamps.append(made["ts"])
+    return stamps

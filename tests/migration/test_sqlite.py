@@ -232,3 +232,37 @@ def test_the_json_report_has_naas_shape(
     assert main(["migrate", str(source), "--from", "sqlite", "--db", str(target), "--apply"]) == 0
     assert "8 copied" in capsys.readouterr().out
     assert os.path.exists(target)
+
+
+def test_a_migrated_thread_keeps_its_source_times(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A migrated thread is created and last active when its checkpoints say (their
+    `ts`), not at the migration, so `prune --older-than 30d` expires a months-old chat
+    at once and keeps one from today."""
+    from datetime import datetime
+
+    from threadloom.cli import main
+
+    source = tmp_path / "checkpoints.sqlite"
+    with SqliteSaver.from_conn_string(str(source)) as stock:
+        stamps = _graphs.dated_thread(stock, "old", [4, 5, 9])
+        _graphs.run("tools", stock, "new")
+    target = str(tmp_path / "memory.db")
+    assert main(["migrate", str(source), "--db", target, "--apply"]) == 0
+    with Saver.from_conn_string(target) as saver:
+        old = saver.checkpoints.thread("old")
+        assert old is not None
+        assert old.created_at == datetime.fromisoformat(stamps[0]).timestamp()
+        assert old.updated_at == datetime.fromisoformat(stamps[-1]).timestamp()
+        new = saver.checkpoints.thread("new")
+        head = saver.get_tuple({"configurable": {"thread_id": "new"}})
+        assert new is not None and head is not None
+        assert new.updated_at == datetime.fromisoformat(head.checkpoint["ts"]).timestamp()
+    capsys.readouterr()
+    assert main(["threads", target, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["threads"]
+    assert [(t["thread_id"], t["updated_at"]) for t in rows][-1] == ("old", stamps[-1])
+    assert main(["prune", target, "--older-than", "30d", "--keep-last", "all", "--apply"]) == 0
+    with Saver.from_conn_string(target) as saver:
+        assert saver.checkpoints.scope.thread_ids() == ["new"]

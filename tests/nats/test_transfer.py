@@ -378,3 +378,26 @@ def test_an_interrupted_export_leaves_no_checkpoint_without_its_documents(
         assert canonical(remote(document_service, document_namespace, saver.agent_id, "i")) == (
             canonical(local(saver, "i"))
         )
+
+
+def test_an_imported_thread_keeps_its_checkpoints_times(
+    tmp_path: Path, document_service: RunningDocumentService, document_namespace: str
+) -> None:
+    """`import` dates a thread by its checkpoints' `ts` (created: the oldest, last
+    activity: the newest), not by the import, as the exporting file's writes do not travel."""
+    from datetime import datetime
+
+    from tests.migration._graphs import dated_thread
+
+    with (
+        Saver.from_conn_string(str(tmp_path / "one.db"), namespace=document_namespace) as one,
+        Saver.from_conn_string(str(tmp_path / "two.db"), namespace=document_namespace) as two,
+    ):
+        stamps = dated_thread(one, "aged", [3, 7, 8])
+        export(one, document_service, document_namespace, apply=True, threads=["aged"])
+        done = import_(two, document_service, document_namespace, apply=True, threads=["aged"])
+        assert done["copied"] == 3
+        info = two.checkpoints.thread("aged")
+        assert info is not None
+        assert info.created_at == datetime.fromisoformat(stamps[0]).timestamp()
+        assert info.updated_at == datetime.fromisoformat(stamps[-1]).timestamp()

@@ -198,6 +198,18 @@ class CheckpointStore:
                     self.scope.reindex(conn, thread)
         return sum(1 for _, thread in rows if thread is not None)
 
+    def restamp(self, thread_ids: Sequence[str]) -> int:
+        """Give threads copied from elsewhere (migrated, imported) the creation and last
+        activity times of their checkpoints (`ts`, oldest and newest) instead of the
+        copy's, in one transaction; return how many threads were set."""
+        done = 0
+        with self.file.write() as conn:
+            for thread_id in thread_ids:
+                thread = self.scope.thread(conn, thread_id) if self.scope.id is not None else None
+                if thread is not None and self.scope.restamp(conn, thread):
+                    done += 1
+        return done
+
     def tail(self, thread_id: str, **options: Any) -> Tail:
         """The tail of a thread's messages (`Transcripts.tail`, same options); an empty
         page when the scope was never written."""

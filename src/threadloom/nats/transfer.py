@@ -339,6 +339,9 @@ async def import_threads(
             else:
                 entry.documents_copied = counted.stored
                 entry.copied = entry.missing
+                if counted.stored:
+                    # Dated by the checkpoints' own times, not the import's.
+                    store.restamp([thread_id])
         if progress is not None:
             progress(done, len(names))
     return report

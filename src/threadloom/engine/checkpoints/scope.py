@@ -304,6 +304,10 @@ class Scope:
             recount=recount,
         )
 
+    def restamp(self, conn: apsw.Connection, thread: int) -> bool:
+        """Give a thread copied from elsewhere its checkpoints' times (`threadfacts.restamp`)."""
+        return threadfacts.restamp(conn, self.content, thread)
+
     def unheld(self, conn: apsw.Connection, thread: int, packs: Sequence[Packed]) -> None:
         """Take back the bytes `reserve` counted for rows that were stored already."""
         if packs:

@@ -6,11 +6,17 @@ deleted through `serve`/`import`, a migration), after checkpoints were deleted (
 and bytes are read from its rows: the newest root checkpoint decoded class-free
 (`protocol.plain`, seals checked), and every body row's stored size. `verify` compares
 the kept bytes with the rows (`problems`).
+
+A thread copied from elsewhere (`migrate`, `import`) takes its creation and last
+activity from its checkpoints' own times (`restamp`: the `ts` LangGraph writes into each
+checkpoint), not from the copy's, so retention by age and the viewer see the chat's
+real age.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any, Final
 
 import apsw
@@ -64,6 +70,50 @@ def refresh(
         sets += ", bytes = ?"
         args.append(stored_bytes(conn, content, thread))
     conn.execute(f"UPDATE threads SET {sets} WHERE id = ?", (*args, thread))
+
+
+def restamp(conn: apsw.Connection, content: BlockStore, thread: int) -> bool:
+    """Set a thread's creation and last activity to the `ts` of its oldest and newest
+    checkpoints (by id, every namespace; LangGraph's ids follow time), inside the caller's
+    transaction; return whether they were set. A thread whose checkpoints carry no
+    readable `ts` keeps its times."""
+    rows = fetchall(
+        conn,
+        f"SELECT c.checkpoint_id, c.body, {CHECKPOINT_ROWS.unsealed('c')} "
+        "FROM checkpoints c JOIN threads t ON t.id = c.thread JOIN scopes s ON s.id = t.scope "
+        "WHERE c.thread = ?1 AND c.checkpoint_id IN ((SELECT min(checkpoint_id) FROM "
+        "checkpoints WHERE thread = ?1), (SELECT max(checkpoint_id) FROM checkpoints "
+        "WHERE thread = ?1)) ORDER BY c.checkpoint_id",
+        (thread,),
+    )
+    reader = _Reader(conn, content, thread)
+    moments = []
+    for checkpoint_id, body, digest in rows:
+        stored = content.unpack(conn, body, digest, f"checkpoint {checkpoint_id}")
+        whole = reader.plain(stored["checkpoint"]) if "checkpoint" in stored else None
+        moment = _unix(whole.get("ts")) if isinstance(whole, Mapping) else None
+        if moment is not None:
+            moments.append(moment)
+    if not moments:
+        return False
+    conn.execute(
+        "UPDATE threads SET created_at = ?, updated_at = ? WHERE id = ?",
+        (min(moments), max(moments), thread),
+    )
+    return True
+
+
+def _unix(ts: Any) -> float | None:
+    """A checkpoint's `ts` (ISO 8601; naive means UTC) as Unix time; None when unreadable."""
+    if not isinstance(ts, str):
+        return None
+    try:
+        moment = datetime.fromisoformat(ts[:-1] + "+00:00" if ts.endswith("Z") else ts)
+    except ValueError:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.timestamp()
 
 
 def stored_bytes(conn: apsw.Connection, content: BlockStore, thread: int) -> int:

@@ -17,6 +17,10 @@ Adapter layer. Semantics of naas's `migrate_checkpoints` (SPEC §8.1), with thre
 
 Schema-2 documents (from a naas file) are stored as they are (`import_documents`: one
 transaction for the thread, create-only), so they stay byte for byte the engine's.
+
+A thread the copy wrote to takes its creation and last activity from its checkpoints'
+`ts` (`CheckpointStore.restamp`), not the copy's time, so `prune --older-than` and the
+viewer see how old the conversation is.
 """
 
 from __future__ import annotations
@@ -85,6 +89,9 @@ class Copier:
                 self._import(history.documents, held, written, entry)
         except CheckpointConflictError as exc:
             entry.conflict = f"{history.thread_id}: {exc}"
+        if entry.copied or entry.writes_copied:
+            # The puts dated the thread now; its history is older.
+            self.saver.checkpoints.restamp([history.thread_id])
         return entry
 
     def _put(
