@@ -47,11 +47,13 @@ def run(*args: str, code: str = "") -> subprocess.CompletedProcess[str]:
 
 
 def test_view_without_the_extra_says_what_to_install(memory: dict[str, Any]) -> None:
-    """Without the web stack: `error:` and `hint: pip install 'threadloom[view]'`, status 1."""
+    """Without the web stack: `error:`, a `hint:` to install the view extra, status 1."""
     done = run("view", str(memory["path"]), code="import sys; sys.modules['starlette'] = None")
     assert done.returncode == 1
     assert done.stderr.startswith("error: the web viewer needs starlette")
-    assert "hint: pip install 'threadloom[view]'" in done.stderr
+    assert (
+        "hint: install the view extra: pip install '.[view]' in threadloom's clone" in done.stderr
+    )
 
 
 def test_view_errors(tmp_path: Path, memory: dict[str, Any]) -> None:

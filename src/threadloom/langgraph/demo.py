@@ -35,7 +35,7 @@ def run_demo(db: str, thread_id: str, turns: int) -> int:
     except ImportError as exc:
         raise ThreadloomError(
             f"the demo needs LangGraph ({exc.name} is missing); install it with "
-            "`pip install 'threadloom[demo]'`"
+            "`pip install '.[demo]'` in threadloom's clone"
         ) from None
     from threadloom import Saver
 

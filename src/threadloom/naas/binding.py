@@ -39,7 +39,7 @@ try:
 except ImportError as error:  # pragma: no cover - not in a naas project
     raise ImportError(
         "threadloom.naas runs inside a naas project: it needs naas-abi-core "
-        "(pip install 'threadloom[naas]')"
+        "(pip install '/path/to/threadloom[naas]', the path of threadloom's clone)"
     ) from error
 
 DIVERGE = (

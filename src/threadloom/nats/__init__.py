@@ -1,6 +1,7 @@
 """threadloom over NATS: the naas document service client, export and import of threads.
 
-Needs the `nats` extra (`pip install 'threadloom[nats]'`: nats-py, naas-abi-proto, PyJWT).
+Needs the `nats` extra (`pip install '.[nats]'` in threadloom's clone: nats-py,
+naas-abi-proto, PyJWT).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ try:
     import jwt
 except ImportError as error:  # pragma: no cover - the `nats` extra is missing
     raise ImportError(
-        "threadloom.nats needs the `nats` extra: pip install 'threadloom[nats]'"
+        "threadloom.nats needs the `nats` extra: pip install '.[nats]' in threadloom's clone"
     ) from error
 
 from threadloom.errors import InvalidArgumentError

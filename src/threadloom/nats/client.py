@@ -42,7 +42,7 @@ try:
     from naas_abi_proto.document.values import decode_data, encode_data, encode_value
 except ImportError as error:  # pragma: no cover - the `nats` extra is missing
     raise ImportError(
-        "threadloom.nats needs the `nats` extra: pip install 'threadloom[nats]'"
+        "threadloom.nats needs the `nats` extra: pip install '.[nats]' in threadloom's clone"
     ) from error
 
 SUBJECT = "abi.svc.document.v1."

@@ -79,7 +79,9 @@ def allowed_hosts(host: str, extra: Sequence[str] = ()) -> list[str]:
 
 def _missing(name: str) -> int:
     print(f"error: the web viewer needs {name}, which is not installed", file=sys.stderr)
-    print("hint: pip install 'threadloom[view]'", file=sys.stderr)
+    print(
+        "hint: install the view extra: pip install '.[view]' in threadloom's clone", file=sys.stderr
+    )
     return 1
 
 
