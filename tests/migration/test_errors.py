@@ -194,3 +194,36 @@ def test_the_command_line_refuses_a_thread_the_source_lacks(
     ]
     assert files(tmp_path) == before
     assert cli([*argv, "--thread", "send"]) == 0
+
+
+def test_a_source_lacking_a_column_saver_reads_is_refused(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """A `checkpoints` table without a column SqliteSaver's `list` reads (here `metadata`)
+    is refused before anything is copied, naming the column."""
+    source = sqlite_source("fork")
+    conn = sqlite3.connect(source)
+    conn.execute("ALTER TABLE checkpoints DROP COLUMN metadata")
+    conn.commit()
+    conn.close()
+    refused(tmp_path, source, "its checkpoints table lacks metadata")
+
+
+def test_values_the_serializer_cannot_load_are_one_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file an EncryptedSerializer wrote, migrated without its key, fails in one line
+    saying to give the serializer; with it, the thread migrates."""
+    from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
+
+    serde = EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16)
+    source = tmp_path / "sealed.sqlite"
+    with SqliteSaver.from_conn_string(str(source)) as saver:
+        saver.serde = serde
+        _graphs.run("tools", saver, "tools")
+    assert cli(["migrate", str(source), "--db", str(tmp_path / "m.db")]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: a value of thread 'tools' in ") and len(err) == 2
+    assert err[1].startswith("hint: give migrate the serializer the application's SqliteSaver")
+    report = migrate(str(source), str(tmp_path / "m.db"), apply=True, serde=serde).as_dict()
+    assert report["copied"] == report["checkpoints"] > 0

@@ -266,3 +266,21 @@ def test_a_migrated_thread_keeps_its_source_times(
     assert main(["prune", target, "--older-than", "30d", "--keep-last", "all", "--apply"]) == 0
     with Saver.from_conn_string(target) as saver:
         assert saver.checkpoints.scope.thread_ids() == ["new"]
+
+
+def test_a_file_from_before_task_paths_migrates(
+    tmp_path: Path, sqlite_source: Callable[..., Path]
+) -> None:
+    """A SqliteSaver file whose `writes` table predates `task_path` is read as SqliteSaver
+    reads it (every path empty): every checkpoint and pending write is copied."""
+    source = sqlite_source("fanout")
+    conn = sqlite3.connect(source)
+    conn.execute("ALTER TABLE writes DROP COLUMN task_path")
+    conn.commit()
+    conn.close()
+    report = migrate(str(source), str(tmp_path / "memory.db"), apply=True).as_dict()
+    assert report["copied"] == report["checkpoints"] > 0
+    assert report["writes_copied"] == report["writes"] > 0
+    with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
+        paths = {d["task_path"] for _, _, d in saver.documents("fanout") if "task_path" in d}
+    assert paths <= {""}

@@ -24,9 +24,10 @@ SQLITE_SAVER_CHECKPOINTS: Final = (
     "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
     "metadata FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id DESC"
 )
-#: The columns of a SqliteSaver file's `writes` table: files written before LangGraph
-#: added `task_path` lack it (SqliteSaver then reads every path as '').
-SQLITE_SAVER_WRITE_COLUMNS: Final = "SELECT name FROM pragma_table_info('writes')"
+#: The columns of a table of a SqliteSaver file (the table's name bound): `writes` of a
+#: file written before LangGraph added `task_path` lacks it (SqliteSaver then reads every
+#: path as '').
+SQLITE_SAVER_COLUMNS: Final = "SELECT name FROM pragma_table_info(?)"
 #: One checkpoint's pending writes in a SqliteSaver file, unordered (the reader sorts them
 #: with LangGraph's `writes_sort_key`, as SqliteSaver does): task id, channel, type,
 #: value, task path, index.

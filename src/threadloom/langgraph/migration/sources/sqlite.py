@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 from threadloom.engine.foreign import (
     QUICK_CHECK,
     SQLITE_SAVER_CHECKPOINTS,
+    SQLITE_SAVER_COLUMNS,
     SQLITE_SAVER_THREADS,
-    SQLITE_SAVER_WRITE_COLUMNS,
     SQLITE_SAVER_WRITES,
     SQLITE_SAVER_WRITES_PATHLESS,
 )
@@ -40,6 +40,14 @@ from threadloom.langgraph.migration.sources.base import (
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import CheckpointTuple
     from langgraph.checkpoint.serde.base import SerializerProtocol
+
+
+_KEYS = ("thread_id", "checkpoint_ns", "checkpoint_id")
+#: The columns SqliteSaver's `list` reads, per table (`task_path` may be missing: see below).
+_COLUMNS = {
+    "checkpoints": frozenset((*_KEYS, "parent_checkpoint_id", "type", "checkpoint", "metadata")),
+    "writes": frozenset((*_KEYS, "task_id", "idx", "channel", "type", "value")),
+}
 
 
 class SqliteSaverSource(SaverSource):
@@ -68,9 +76,11 @@ class SqliteSaverSource(SaverSource):
             problems = [str(row[0]) for row in self.conn.execute(QUICK_CHECK).fetchmany(3)]
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError("; ".join(problems))
-            columns = {str(row[0]) for row in self.conn.execute(SQLITE_SAVER_WRITE_COLUMNS)}
-            if not {"task_id", "idx", "channel", "type", "value"} <= columns:
-                raise sqlite3.DatabaseError("its writes table lacks SqliteSaver's columns")
+            for table, wanted in _COLUMNS.items():
+                columns = {str(row[0]) for row in self.conn.execute(SQLITE_SAVER_COLUMNS, (table,))}
+                if not wanted <= columns:
+                    missing = ", ".join(sorted(wanted - columns))
+                    raise sqlite3.DatabaseError(f"its {table} table lacks {missing}")
             # A file from before task paths existed reads every path as '' (as SqliteSaver).
             self._writes = (
                 SQLITE_SAVER_WRITES if "task_path" in columns else SQLITE_SAVER_WRITES_PATHLESS
@@ -99,6 +109,12 @@ class SqliteSaverSource(SaverSource):
             raise MigrationError(
                 f"reading thread {thread_id!r} of {self.path!r} failed ({exc}); the target "
                 "keeps every checkpoint copied before it: rerun once the file is readable"
+            ) from None
+        except Exception as exc:  # the serializer's: a value it cannot load
+            raise MigrationError(
+                f"a value of thread {thread_id!r} in {self.path!r} cannot be loaded "
+                f"({type(exc).__name__}: {exc}); give migrate the serializer the "
+                "application's SqliteSaver used (serde=, e.g. its EncryptedSerializer)"
             ) from None
 
     def _tuple(
