@@ -1,8 +1,8 @@
 """`threadloom.migrate`: copy threads (and Store items) from another saver into a threadloom file.
 
-Adapter layer. The sources (`sources/`) read LangGraph's SqliteSaver and PostgresSaver
-through their public API and the naas document service's SQLite file through its
-documented format; the copier (`copier.py`) writes through a threadloom `Saver`; the
+Adapter layer. The sources (`sources/`) read LangGraph's PostgresSaver through its
+public API, and SqliteSaver files and the naas document service's SQLite file through
+their documented formats; the copier (`copier.py`) writes through a threadloom `Saver`; the
 Store copier (`stores.py`) through a threadloom `Store`. A source is identified, and
 refused when it is missing, unreadable or of another kind, before the target is opened,
 so a refused migration changes nothing. A dry run (the default) writes nothing: a target

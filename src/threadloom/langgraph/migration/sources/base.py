@@ -13,10 +13,11 @@ A driver that is not installed (PostgresSaver's and PostgresStore's, SqliteStore
 `migrate` extra) is named in a one-line refusal (`needs_extra`), never a traceback.
 
 LangGraph's `pending_writes` leave out each write's task path, which orders a step's
-writes (`writes_sort_key`) and names the node that wrote them; the SQLite and PostgreSQL
-sources read it with the saver's own statement and keep it only when the writes it
-returns are, in order, those the public API returned (else the path stays "", as in
-naas's migration): `SaverSource` holds that loop, `paths_if_same` the comparison.
+writes (`writes_sort_key`) and names the node that wrote them; the PostgreSQL source
+reads it with the saver's own statement, the SQLite source with the writes themselves,
+and each keeps it only when the writes those rows give are, in order, the pending writes
+returned (else the path stays "", as in naas's migration): `SaverSource` holds that
+loop, `paths_if_same` the comparison.
 """
 
 from __future__ import annotations
