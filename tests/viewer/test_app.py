@@ -253,6 +253,8 @@ def test_the_file_page(client: Any, memory: dict[str, Any]) -> None:
     page = client.get("/file").text
     assert 'href="/file?detail=1"' in page and "reads the whole file" in page
     assert "Bytes per table and index" not in page
+    assert "built-in method" not in page
+    assert '<th>Store items</th><td class="num">6</td>' in page
 
     detail = client.get("/file.json?detail=1").json()
     measured = detail["measured"]
