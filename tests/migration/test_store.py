@@ -177,6 +177,10 @@ def test_the_cli_copies_a_store_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     conn.close()
     target = tmp_path / "memory.db"
     args = ["migrate", str(app), "--db", str(target), "--store", "--store-source", str(items)]
+    assert cli(args) == 0  # a dry run says the items will need embedding
+    said = capsys.readouterr().out
+    assert f"store: {len(ITEMS)} items without embeddings" in said
+    assert f"(threadloom reembed {target} --embed MODULE:NAME --dims N --apply)" in said
     assert cli([*args, "--apply", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
@@ -192,4 +196,5 @@ def test_the_cli_copies_a_store_file(tmp_path: Path, capsys: pytest.CaptureFixtu
         "missing": len(ITEMS),
         "copied": len(ITEMS),
         "embedded": False,
+        "unembedded": len(ITEMS),
     }

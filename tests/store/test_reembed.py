@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import pytest
 
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Store
+from threadloom.cli import main
 from threadloom.engine.checks.verify import verify
 from threadloom.errors import (
     EmbedderError,
@@ -160,3 +162,64 @@ def test_an_embedder_failure_keeps_the_pages_done(tmp_path: Path) -> None:
         with pytest.raises(EmbedderError, match="model server down"):
             store.reembed()
         assert store.reembed(apply=False).unembedded == 3
+
+
+# -- the command line --------------------------------------------------------------------
+
+EMBED = "tests.store._hashing_embedder:HashingEmbedder"
+
+
+def test_the_reembed_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`threadloom reembed FILE --embed MODULE:NAME --dims N`: a dry run that changes no
+    byte, then --apply, then nothing left; --json gives the report."""
+    path = tmp_path / "c.db"
+    put_plain(path)
+    args = ["reembed", str(path), "--embed", EMBED, "--dims", "512", "--field", "text"]
+    before = path.read_bytes()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        "4 items in the Store, 3 without a vector; would embed 3 items",
+        "run again with --apply to embed them",
+    ]
+    assert path.read_bytes() == before
+    assert main([*args, "--apply", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report == {
+        "prefix": [],
+        "applied": True,
+        "every": False,
+        "items": 4,
+        "unembedded": 3,
+        "embedded": 3,
+        "vectors": 3,
+        "dropped": 0,
+    }
+    assert main([*args, "--prefix", "acme.facts"]) == 0
+    assert capsys.readouterr().out == (
+        "4 items under acme.facts, 0 without a vector; would embed 0 items\n"
+    )
+    with Store.from_conn_string(path, index=index(HashingEmbedder(512), 512)) as store:
+        assert store.search(("acme",), query="Lisbon")[0].key == "city"
+
+
+@pytest.mark.parametrize(
+    ("embed", "said"),
+    [
+        ("nocolon", "is not MODULE:NAME"),
+        ("no_such_module_xyz:f", "no module 'no_such_module_xyz'"),
+        ("tests.store._hashing_embedder:nope", "has no 'nope'"),
+        ("tests.store._hashing_embedder:DIMS", "is a int"),
+    ],
+)
+def test_a_bad_embedder_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], embed: str, said: str
+) -> None:
+    """A wrong --embed is an `error:` and a `hint:`, and the file is not touched."""
+    path = tmp_path / "b.db"
+    put_plain(path)
+    before = path.read_bytes()
+    assert main(["reembed", str(path), "--embed", embed, "--dims", "8", "--apply"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: ") and said in err[0] and err[1].startswith("hint: ")
+    assert path.read_bytes() == before
