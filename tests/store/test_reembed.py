@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import warnings
 from pathlib import Path
@@ -12,7 +13,7 @@ import apsw
 import pytest
 
 from tests.store._hashing_embedder import HashingEmbedder
-from threadloom import Store
+from threadloom import AsyncStore, Store
 from threadloom.cli import main
 from threadloom.engine.checks.verify import verify
 from threadloom.errors import (
@@ -162,6 +163,20 @@ def test_an_embedder_failure_keeps_the_pages_done(tmp_path: Path) -> None:
         with pytest.raises(EmbedderError, match="model server down"):
             store.reembed()
         assert store.reembed(apply=False).unembedded == 3
+
+
+def test_areembed_on_an_async_store(tmp_path: Path) -> None:
+    """`AsyncStore.areembed` embeds on a worker thread, as `reembed` does."""
+    path = tmp_path / "a.db"
+    put_plain(path)
+
+    async def main() -> None:
+        async with AsyncStore.from_conn_string(path, index=index(HashingEmbedder(DIMS))) as store:
+            assert (await store.areembed(apply=False)).embedded == 3
+            assert (await store.areembed()).embedded == 3
+            assert (await store.asearch(("acme",), query="Lisbon"))[0].key == "city"
+
+    asyncio.run(main())
 
 
 # -- the command line --------------------------------------------------------------------

@@ -322,6 +322,17 @@ class _StoreBase:
             found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
         return [as_search_item(s) for s in found]
 
+    async def areembed(
+        self,
+        namespace_prefix: tuple[str, ...] = (),
+        /,
+        *,
+        every: bool = False,
+        apply: bool = True,
+    ) -> Reembedded:
+        """`reembed` on a worker thread."""
+        return await asyncio.to_thread(self.reembed, namespace_prefix, every=every, apply=apply)
+
     async def asearch_text(
         self,
         namespace_prefix: tuple[str, ...],
