@@ -97,7 +97,7 @@ def test_a_sqlite_store_beside_the_saver_comes_across(tmp_path: Path) -> None:
     assert report["store"]["source"] == {"kind": "sqlite", "path": str(source)}
     with Store.from_conn_string(str(target)) as ours:
         assert listed(ours) == expected
-        assert ours.search(("acme", "user", "ada", "facts"), query="green tea")[0].key == "f1"
+        assert ours.search_text(("acme", "user", "ada"), "green tea")[0].key == "f1"
     again = migrate(str(source), str(target), store=True, apply=True).as_dict()["store"]
     assert again["present"] == len(ITEMS) and again["copied"] == 0
 

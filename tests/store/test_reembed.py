@@ -210,6 +210,10 @@ def test_the_reembed_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         "vectors": 3,
         "dropped": 0,
     }
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
+    section = docs.split("## `threadloom reembed", 1)[1].split("\n## ", 1)[0]
+    example = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
+    assert list(example) == list(report)  # docs/cli.md gives the report's fields
     assert main([*args, "--prefix", "acme.facts"]) == 0
     assert capsys.readouterr().out == (
         "4 items under acme.facts, 0 without a vector; would embed 0 items\n"
