@@ -16,7 +16,7 @@ import os
 import threading
 import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -48,8 +48,6 @@ from threadloom.langgraph.store_ops import (
 )
 
 log = logging.getLogger(__name__)
-
-Metric = Literal["cosine", "l2", "inner_product"]
 
 
 class _StoreBase:
