@@ -214,6 +214,10 @@ def test_the_reembed_command(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     section = docs.split("## `threadloom reembed", 1)[1].split("\n## ", 1)[0]
     example = json.loads(section.split("```json\n", 1)[1].split("```", 1)[0])
     assert list(example) == list(report)  # docs/cli.md gives the report's fields
+    assert main([*args[:-4], "--dims", "8", "--apply"]) == 1  # the file's vectors are 512
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: the file's vector index holds vectors of 512 dim")
+    assert err[1].startswith("hint: open the Store with dims=512, or re-embed every item")
     assert main([*args, "--prefix", "acme.facts"]) == 0
     assert capsys.readouterr().out == (
         "4 items under acme.facts, 0 without a vector; would embed 0 items\n"

@@ -132,7 +132,7 @@ class VectorIndex:
         if held is not None and held != self.dims and self._count(conn):
             raise VectorConfigError(
                 f"the file's vector index holds vectors of {held} dimensions, and the Store's "
-                f"index config says {self.dims}: open the Store with dims={held}, or re-embed "
+                f"index config says {self.dims}; open the Store with dims={held}, or re-embed "
                 "every item with the new embedder (`threadloom reembed FILE --all`, or "
                 "threadloom.langgraph.reembed.reembed_file(path, index, every=True))"
             )
@@ -141,7 +141,7 @@ class VectorIndex:
             # Two stores with different metrics would retrain the lists at every batch.
             raise VectorConfigError(
                 f"the file's vector index is trained for distance_type={meta.metric!r}, and "
-                f"the Store's index config says {self.metric!r}: open the Store with "
+                f"the Store's index config says {self.metric!r}; open the Store with "
                 f"distance_type={meta.metric!r} (every store on the file must agree), or "
                 "re-embed every item (`threadloom reembed FILE --all`)"
             )
