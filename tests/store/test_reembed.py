@@ -150,7 +150,7 @@ def test_reembed_every_item_with_another_embedder(tmp_path: Path) -> None:
         assert verify(store.file).sound
 
 
-def test_an_embedder_failure_keeps_the_pages_done(tmp_path: Path) -> None:
+def test_an_embedder_failure_is_an_embedder_error_and_writes_nothing(tmp_path: Path) -> None:
     """An embedder that raises stops the run with EmbedderError; nothing half-written."""
     path = tmp_path / "f.db"
     put_plain(path)
@@ -246,3 +246,22 @@ def test_a_bad_embedder_is_one_error_line(
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith("error: ") and said in err[0] and err[1].startswith("hint: ")
     assert path.read_bytes() == before
+
+
+def test_a_bad_prefix_or_a_failing_import_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty label in --prefix, or an embedder module whose import raises, is an
+    `error:` and a `hint:`, not a traceback."""
+    path = tmp_path / "p.db"
+    put_plain(path)
+    (tmp_path / "broken_embedder_mod.py").write_text("raise RuntimeError('no API key')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for argv, said in (
+        (["--embed", EMBED, "--prefix", "acme..facts"], "empty label"),
+        (["--embed", "broken_embedder_mod:f"], "RuntimeError: no API key"),
+    ):
+        assert main(["reembed", str(path), "--dims", "8", *argv]) == 1
+        err = capsys.readouterr().err.splitlines()
+        assert said in err[0] and err[1].startswith("hint: ")

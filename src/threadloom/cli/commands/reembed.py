@@ -85,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
     if args.dims < 1:
         raise InvalidArgumentError(f"--dims must be at least 1, not {args.dims}; give the size")
     prefix = tuple(args.prefix.split(".")) if args.prefix else ()
+    if any(not label for label in prefix):
+        raise InvalidArgumentError(
+            f"--prefix {args.prefix!r} holds an empty label; give labels joined by '.', "
+            "e.g. --prefix acme.user"
+        )
     index: dict[str, Any] = {
         "dims": args.dims,
         "embed": _embedder(args.embed),  # imported in a dry run too (checked), never called
@@ -134,6 +139,11 @@ def _embedder(spec: str) -> Any:
         raise InvalidArgumentError(
             f"--embed {spec!r}: no module {exc.name!r}; give a module importable from the "
             "current folder (or install it)"
+        ) from None
+    except Exception as exc:  # the application's module: any error its import raises
+        raise InvalidArgumentError(
+            f"--embed {spec!r}: importing {module_name} failed ({type(exc).__name__}: "
+            f"{exc}); fix the module, or name another"
         ) from None
     found: Any = module
     for part in name.split("."):
