@@ -7,7 +7,7 @@ Stores, one at a time, each on a fresh file or database: InMemoryStore, SqliteSt
 its `sqlite3` must load sqlite-vec, pysqlite3's where the stdlib's cannot), PostgresStore (a
 throwaway local server; vector search only if the server has pgvector, which Debian's
 packages here do not provide), threadloom.Store with an index, and threadloom.Store
-without one (its `search(query=)` is full-text, FTS5). Every indexed store embeds field
+without one (its text search, `search_text`, is FTS5). Every indexed store embeds field
 `text` with `distance_type` cosine.
 
 The corpus: items of 384 dimensions in clusters of about 500 (a mixture of Gaussians:
@@ -285,7 +285,7 @@ def measure(name: str, opened: Opened, corpus: Corpus, counts: dict[str, int]) -
             recalls.append(len({item.key for item in hits} & corpus.exact_top(q)) / 10)
     if opened.text:
         for q in range(counts["text"]):
-            timed("text", lambda q=q: store.search(NAMESPACE, query=corpus.text_query(q)))
+            timed("text", lambda q=q: store.search_text(NAMESPACE, corpus.text_query(q)))
     return {
         "load": corpus.n / load_seconds,
         "timings": timings,

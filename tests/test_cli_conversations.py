@@ -563,6 +563,7 @@ def test_erase_dry_run_changes_nothing_and_apply_erases(
         "values",
         "items",
         "namespaces",
+        "kept_namespaces",
     ]
     assert (dry["owner"], dry["applied"], dry["threads"]) == ("ada", False, ["t-1", "t-3"])
     assert (dry["checkpoints"], dry["items"], dry["namespaces"]) == (10, 2, [["ada"]])

@@ -180,3 +180,14 @@ class LeaseLostError(EngineError):
 class NaasMemoryWarning(UserWarning):
     """A naas project's agent memory is in two places (threadloom.naas): memory left in
     the fallback document store, or a bound saver beside the engine's own."""
+
+
+class EmbedderError(ThreadloomError):
+    """The embedder a re-embedding runs failed (`Store.reembed`, `threadloom reembed`);
+    the pages embedded before it stay, and running again goes on from there."""
+
+
+class UnembeddedItemsWarning(UserWarning):
+    """A vector search ran beside items that have no vector (written without embeddings,
+    e.g. by `threadloom migrate --store`): it cannot return them until they are embedded
+    (`Store.reembed`, `threadloom reembed`)."""

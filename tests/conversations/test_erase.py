@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -139,3 +140,44 @@ def test_compact_after_an_erase_leaves_no_block_of_the_owner(tmp_path: Path) -> 
         with saver.file.read() as conn:
             assert conn.execute("SELECT count(*) FROM blocks").fetchall() == [(0,)]
             assert conn.execute("SELECT count(*) FROM extents").fetchall() == [(0,)]
+
+
+def test_erase_names_the_namespaces_holding_the_owner_it_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`threadloom erase` warns, in a dry run and when applied, of the Store namespaces that
+    hold the owner's label outside the erased prefixes, and lists them in its JSON."""
+    from threadloom.cli import main
+
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        fill(saver, store)
+        store.put(("users", "bob", "facts"), "f", {"text": "bob's memory"})
+        store.put(("users", "bobby", "facts"), "f", {"text": "another owner"})
+    dry = ["erase", str(path), "--owner", "bob"]
+    assert main(dry) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "warning: 2 Store namespaces holding the label of 'bob' will be kept: "
+        "acme.user.bob.profile, users.bob.facts",
+        "hint: erasure matches namespace prefixes only; name them with --store-prefix "
+        "(e.g. --store-prefix acme.user.{owner}) to erase their items too",
+    ]
+    assert main([*dry, "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["kept_namespaces"] == [
+        ["acme", "user", "bob", "profile"],
+        ["users", "bob", "facts"],
+    ]
+    assert "warning: 2 Store namespaces" in err
+    covered = [*dry, "--store-prefix", "{owner}", "--store-prefix", "users.{owner}"]
+    assert main([*covered, "--apply", "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    assert report["items"] == 2 and report["kept_namespaces"] == [
+        ["acme", "user", "bob", "profile"]
+    ]
+    assert "were kept: acme.user.bob.profile" in err
+    with Store.from_conn_string(path) as store:
+        assert store.search(("users", "bob")) == []
+        assert [i.key for i in store.search(("users", "bobby"))] == ["f"]

@@ -97,7 +97,7 @@ def test_a_sqlite_store_beside_the_saver_comes_across(tmp_path: Path) -> None:
     assert report["store"]["source"] == {"kind": "sqlite", "path": str(source)}
     with Store.from_conn_string(str(target)) as ours:
         assert listed(ours) == expected
-        assert ours.search(("acme", "user", "ada", "facts"), query="green tea")[0].key == "f1"
+        assert ours.search_text(("acme", "user", "ada"), "green tea")[0].key == "f1"
     again = migrate(str(source), str(target), store=True, apply=True).as_dict()["store"]
     assert again["present"] == len(ITEMS) and again["copied"] == 0
 
@@ -177,6 +177,10 @@ def test_the_cli_copies_a_store_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     conn.close()
     target = tmp_path / "memory.db"
     args = ["migrate", str(app), "--db", str(target), "--store", "--store-source", str(items)]
+    assert cli(args) == 0  # a dry run says the items will need embedding
+    said = capsys.readouterr().out
+    assert f"store: {len(ITEMS)} items without embeddings" in said
+    assert f"(threadloom reembed {target} --embed MODULE:NAME --dims N --apply)" in said
     assert cli([*args, "--apply", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     docs = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
@@ -192,4 +196,5 @@ def test_the_cli_copies_a_store_file(tmp_path: Path, capsys: pytest.CaptureFixtu
         "missing": len(ITEMS),
         "copied": len(ITEMS),
         "embedded": False,
+        "unembedded": len(ITEMS),
     }

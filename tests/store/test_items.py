@@ -116,10 +116,10 @@ def test_delete_removes_the_item_its_namespace_and_its_text(store: Store) -> Non
     store.delete(("u", "1"), "a")
     assert store.get(("u", "1"), "a") is None
     assert store.list_namespaces() == [("u", "2")]
-    assert [i.key for i in store.search(("u",), query="milk")] == ["b"]
+    assert [i.key for i in store.search_text(("u",), "milk")] == ["b"]
     store.put(("u", "1"), "a", {"text": "buy bread"})  # re-put with other text
-    assert [i.key for i in store.search(("u",), query="milk")] == ["b"]
-    assert [i.key for i in store.search(("u",), query="bread")] == ["a"]
+    assert [i.key for i in store.search_text(("u",), "milk")] == ["b"]
+    assert [i.key for i in store.search_text(("u",), "bread")] == ["a"]
     assert verify(store.file).sound
 
 
@@ -181,7 +181,7 @@ def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) 
     store.file.content.train(force=True)
     assert store.file.content.current is not None
     assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=500)) == 100
-    assert store.search(("u",), query="note 7 about tea", limit=1)[0].key == "k7"
+    assert store.search_text(("u",), "note 7 about tea", limit=1)[0].key == "k7"
     assert store.list_namespaces() == [("u", "0"), ("u", "1"), ("u", "2")]
     item = store.get(("u", "1"), "k1")
     assert item is not None and item.value == {"text": "note 1 about tea", "i": 1}
@@ -207,7 +207,7 @@ def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None
             ormsgpack.unpackb(raw)
         )
         store.put(("ada", "facts"), "f", {"text": "likes tea"})
-        assert store.search(("ada",), query="tea")[0].key == "f"
+        assert store.search_text(("ada",), "tea")[0].key == "f"
         assert verify(saver.file).sound
     conn = apsw.Connection(str(path))
     assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
@@ -244,7 +244,7 @@ def test_doctor_counts_the_store_and_compact_keeps_it(
     assert after["store_items"] == 200 and after["file_bytes"] < before["file_bytes"]
     with Store.from_conn_string(path) as store:
         assert len(store.search(("u",), filter={"i": {"$lt": 100}}, limit=100)) == 50
-        assert store.search(("u",), query="fact 7", limit=1)[0].key == "k7"
+        assert store.search_text(("u",), "fact 7", limit=1)[0].key == "k7"
         assert verify(store.file).sound
 
 
@@ -274,7 +274,7 @@ def test_two_processes_write_one_store(tmp_path: Path) -> None:
         for who in ("a", "b"):
             found = store.search(("shared", who), limit=1000)
             assert len(found) == 150 - 14
-            assert store.search(("shared",), query=f"{who} fact 77", limit=1)[0].key == "k77"
+            assert store.search_text(("shared",), f"{who} fact 77", limit=1)[0].key == "k77"
         assert verify(store.file).sound
 
 
@@ -289,7 +289,7 @@ def test_a_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None:
     with Store(path, readonly=True, ttl=ttl) as store:  # type: ignore[arg-type]
         item = store.get(("u",), "a")  # refresh_on_read, but nothing may be written
         assert item is not None and item.value["n"] == 1
-        assert [i.key for i in store.search(("u",), query="tea")] == ["a"]
+        assert [i.key for i in store.search_text(("u",), "tea")] == ["a"]
         assert [i.key for i in store.search(("u",), filter={"n": 1})] == ["a"]
         assert store.list_namespaces() == [("u",)]
         with pytest.raises(ReadOnlyError):
@@ -344,9 +344,10 @@ def test_a_store_that_cannot_open_keeps_no_share_of_the_file(tmp_path: Path) -> 
     shared.close()
 
 
-def test_a_query_without_any_index_is_refused(tmp_path: Path) -> None:
+def test_word_search_without_a_text_index_is_refused(tmp_path: Path) -> None:
+    """A store opened with text=False refuses `search_text`; `search(query=)` lists."""
     with Store.from_conn_string(tmp_path / "q.db", text=False) as store:
         store.put(("n",), "a", {"text": "tea"})
-        with pytest.raises(InvalidArgumentError, match="text=True"):
-            store.search(("n",), query="tea")
-        assert [i.key for i in store.search(("n",))] == ["a"]
+        with pytest.raises(InvalidArgumentError, match="text=False"):
+            store.search_text(("n",), "tea")
+        assert [i.key for i in store.search(("n",), query="coffee")] == ["a"]

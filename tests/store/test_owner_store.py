@@ -455,3 +455,19 @@ def test_async_erase_pages_without_purge(monkeypatch: Any) -> None:
     for n in range(5):
         view.put(("facts",), f"k{n}", {"n": n})
     assert asyncio.run(view.aerase()) == 5 and view.search(()) == []
+
+
+def test_search_text_searches_words_under_the_owner_only(tmp_path: Any) -> None:
+    """`OwnerStore.search_text` runs the wrapped Store's word search inside the owner's
+    root and strips it; a store without `search_text` is refused with what to use."""
+    from threadloom import Store
+
+    with Store.from_conn_string(tmp_path / "o.db") as store:
+        ada, bob = OwnerStore(store, "ada"), OwnerStore(store, "bob")
+        ada.put(("facts",), "k1", {"text": "Ada prefers tea"})
+        bob.put(("facts",), "k1", {"text": "Bob prefers tea too"})
+        hits = ada.search_text(("facts",), "prefers tea")
+        assert [(h.namespace, h.key) for h in hits] == [(("facts",), "k1")]
+        assert hits[0].value == {"text": "Ada prefers tea"} and hits[0].score is not None
+    with pytest.raises(InvalidArgumentError, match="search_text"):
+        OwnerStore(InMemoryStore(), "ada").search_text((), "tea")

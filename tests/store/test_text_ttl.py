@@ -32,7 +32,7 @@ FACTS = {
 def test_text_scores_order_hits_and_mean_token_overlap(store: Store) -> None:
     for key, text in FACTS.items():
         store.put(("u", "facts"), key, {"text": text})
-    hits = store.search(("u",), query="the user drinks black coffee every morning")
+    hits = store.search_text(("u",), "the user drinks black coffee every morning")
     scores = {i.key: i.score for i in hits}
     assert scores["coffee"] == pytest.approx(1.0)  # the same tokens: a duplicate
     assert all(s is not None and 0 < s <= 1 for s in scores.values())
@@ -53,7 +53,7 @@ def test_the_dedup_rule_writes_new_facts_and_skips_duplicates(store: Store) -> N
         "Ada lives in Lisbon",
         "Ada's sister lives in Porto",
     ]:
-        hits = store.search(("ada",), query=fact, limit=1)
+        hits = store.search_text(("ada",), fact, limit=1)
         if hits and hits[0].score is not None and hits[0].score >= 0.9:
             continue
         store.put(("ada",), str(len(written)), {"text": fact})
@@ -72,18 +72,16 @@ def test_fields_and_per_put_index_choose_the_indexed_text(tmp_path: Path) -> Non
         store.put(("d",), "a", {"title": "rust", "body": "python"}, index=["title"])
         store.put(("d",), "b", {"title": "python"}, index=False)
         store.put(("d",), "c", {"title": "go", "tags": ["python", "web"]})
-        assert [i.key for i in store.search(("d",), query="python")] == ["c"]
-        assert [i.key for i in store.search(("d",), query="rust")] == ["a"]
-        assert [i.key for i in store.search(("d",), query="title")] == []  # keys are not text
-        assert [i.key for i in store.search(("d",), query="python", filter={"title": "go"})] == [
-            "c"
-        ]
+        assert [i.key for i in store.search_text(("d",), "python")] == ["c"]
+        assert [i.key for i in store.search_text(("d",), "rust")] == ["a"]
+        assert [i.key for i in store.search_text(("d",), "title")] == []  # keys are not text
+        assert [i.key for i in store.search_text(("d",), "python", filter={"title": "go"})] == ["c"]
 
 
 def test_text_pages_are_stable(store: Store) -> None:
     for i in range(30):
         store.put(("n",), f"k{i}", {"text": "shared " + " ".join(f"w{j}" for j in range(i % 7))})
-    pages = [store.search(("n",), query="shared w1", limit=7, offset=o) for o in range(0, 35, 7)]
+    pages = [store.search_text(("n",), "shared w1", limit=7, offset=o) for o in range(0, 35, 7)]
     keys = [i.key for p in pages for i in p]
     assert len(keys) == len(set(keys)) == 30
     flat = [i.score for p in pages for i in p]
@@ -100,7 +98,7 @@ def test_omit_expired_hides_items_before_any_sweep(tmp_path: Path) -> None:
         time.sleep(0.1)
         assert store.get(("s",), "short") is None
         assert {i.key for i in store.search(("s",))} == {"kept", "fraction"}
-        assert {i.key for i in store.search(("s",), query="soon")} == set()
+        assert {i.key for i in store.search_text(("s",), "soon")} == set()
         store.put(("t",), "gone", {"v": 1})
         time.sleep(0.1)
         assert store.list_namespaces() == [("s",)]
@@ -169,7 +167,7 @@ def test_async_store_batches_concurrent_calls_off_the_loop(tmp_path: Path) -> No
                 *(store.aget(("u", str(i % 4)), f"k{i}") for i in range(200))
             )
             assert [g.value["i"] for g in got if g is not None] == list(range(200))
-            hits = await store.asearch(("u",), query="fact 7")
+            hits = await store.asearch_text(("u",), "fact 7")
             assert hits[0].key == "k7" and hits[0].score == pytest.approx(1.0)
             assert len(await store.alist_namespaces(prefix=("u",))) == 4
             await store.adelete(("big",), "b")

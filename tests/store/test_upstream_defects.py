@@ -468,6 +468,8 @@ def test_threadloom_compares_numbers_as_numbers(open_threadloom_store: Opener) -
 
 
 # -- Text search without an index -----------------------------------------------------------
+# Not a defect: LangGraph's stores ignore `query` without an index, and threadloom's
+# `search(query=)` does the same (a drop-in); its word ranking is `search_text`.
 
 MEMORIES = {
     "exact": "green tea",
@@ -498,11 +500,26 @@ def test_upstream_text_query_without_index_is_ignored(
     assert [item.score for item in results] == [None, None, None]
 
 
+def test_threadloom_query_without_index_is_ignored_as_upstream(
+    open_threadloom_store: Opener,
+) -> None:
+    """threadloom's Store without an index answers `search(query=)` as SqliteStore does:
+    every item under the prefix passing the filter, newest first, every score None."""
+    store = open_threadloom_store()
+    put_memories(store)
+    results = store.search(("memories",), query="green tea")
+    assert keys(results) == ["other", "longer", "exact"]  # newest update first
+    assert [item.score for item in results] == [None, None, None]
+    limited = store.search(("memories",), query="green tea", filter={"text": "green tea"})
+    assert keys(limited) == ["exact"]
+    assert keys(store.search(("memories",), query="zebra", limit=1, offset=1)) == ["longer"]
+
+
 def test_threadloom_text_scores_rank_hits(open_threadloom_store: Opener) -> None:
     """threadloom's full-text scores are in (0, 1], 1.0 only for the exact tokens, best first."""
     store = open_threadloom_store()
     put_memories(store)
-    results = store.search(("memories",), query="green tea")
+    results = store.search_text(("memories",), "green tea")
     found = scores(results)
     assert keys(results)[:2] == ["exact", "longer"]
     assert found["exact"] == pytest.approx(1.0)

@@ -17,7 +17,7 @@ from langchain_core.embeddings import Embeddings
 
 from threadloom import AsyncStore, Store
 from threadloom.engine.checks.verify import verify
-from threadloom.errors import ThreadloomError
+from threadloom.errors import ThreadloomError, UnembeddedItemsWarning
 
 DIMS = 16
 
@@ -237,7 +237,8 @@ def test_a_store_without_embeddings_leaves_no_stale_vector(
     with Store.from_conn_string(path) as plain:
         plain.put(("d",), "a", {"text": "river bridge"})
     with opened(path, recorder) as store:
-        hits = store.search(("d",), query="cat dog")
+        with pytest.warns(UnembeddedItemsWarning, match="1 items under d have no vector"):
+            hits = store.search(("d",), query="cat dog")
         assert [h.key for h in hits] == ["b"]
         assert verify(store.file).sound
 

@@ -253,6 +253,8 @@ def test_the_file_page(client: Any, memory: dict[str, Any]) -> None:
     page = client.get("/file").text
     assert 'href="/file?detail=1"' in page and "reads the whole file" in page
     assert "Bytes per table and index" not in page
+    assert "built-in method" not in page
+    assert '<th>Store items</th><td class="num">6</td>' in page
 
     detail = client.get("/file.json?detail=1").json()
     measured = detail["measured"]
@@ -644,3 +646,23 @@ def test_split_values_are_read_only_when_asked(tmp_path: Path) -> None:
         document = client.get(f"/threads/t/documents/{ref}.json?whole=1").json()
         assert document["document"]["decoded"]["value"]["chars"] == 600_000
         assert PARTS in asked
+
+
+def test_the_store_search_finds_items_put_with_vectors(tmp_path: Path) -> None:
+    """The viewer's word search finds items an application put through a Store with an
+    embedding index (they used to have no text entry: "No item shares a word")."""
+    from starlette.testclient import TestClient
+
+    from tests.store._hashing_embedder import HashingEmbedder
+    from threadloom import Store
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    path = tmp_path / "vectors.db"
+    index: Any = {"dims": 32, "embed": HashingEmbedder(32), "fields": ["text"]}
+    with Store.from_conn_string(path, index=index) as store:
+        store.put(("acme", "facts"), "f-tea", {"text": "Ada prefers tea in Lisbon"})
+        store.put(("acme", "facts"), "f-bike", {"text": "Bob rides a bicycle"})
+    with TestClient(create_app(Source(path), allowed_hosts=["testserver"])) as client:
+        found = client.get("/store.json?q=tea+Lisbon").json()["search"]["results"]
+        assert [r["key"] for r in found] == ["f-tea"] and found[0]["score"] > 0

@@ -32,6 +32,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("export", "export"),
     ("import", "import_"),
     ("migrate", "migrate"),
+    ("reembed", "reembed"),
     ("serve", "serve"),
     ("threads", "threads"),
     ("show", "show"),

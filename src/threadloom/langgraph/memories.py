@@ -367,6 +367,32 @@ class OwnerStore(BaseStore):
             deleted += len(page)
         return deleted
 
+    def search_text(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        query: str,
+        *,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[SearchItem]:
+        """Word search under the owner's root, through the wrapped store's `search_text`
+        (threadloom's Store: ranked by the token-set cosine, docs/store.md).
+
+        Raises:
+            InvalidArgumentError: the wrapped store has no `search_text`.
+        """
+        prefix = self._root + self._namespace(namespace_prefix, "namespace_prefix")
+        found = getattr(self._store, "search_text", None)
+        if not callable(found):
+            raise InvalidArgumentError(
+                f"{type(self._store).__name__} has no word search (search_text); use "
+                "search(query=...) with the store's index, or threadloom's Store"
+            )
+        hits = found(prefix, query, filter=filter, limit=limit, offset=offset)
+        return [cast(SearchItem, self._item(hit)) for hit in hits]
+
     def erase(self) -> int:
         """Erase everything under the owner's root; return how many items (see `purge`).
 

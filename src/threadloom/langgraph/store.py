@@ -14,8 +14,9 @@ import contextlib
 import logging
 import os
 import threading
+import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
-from typing import Any, Literal, cast
+from typing import Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -29,28 +30,24 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
-    ensure_embeddings,
-    get_text_at_path,
-    tokenize_path,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from threadloom.engine import File
-from threadloom.engine.items import Items, Recall, Stored, VectorIndex, Write, now_us, time_us
-from threadloom.errors import InvalidArgumentError, ThreadloomError
+from threadloom.engine.items import Items, Recall, Reindex, Stored, VectorIndex, now_us, time_us
+from threadloom.errors import InvalidArgumentError, ThreadloomError, UnembeddedItemsWarning
+from threadloom.langgraph.reembed import Reembedded, fill_text, reembed
+from threadloom.langgraph.store_index import Indexing
 from threadloom.langgraph.store_ops import (
     Prepared,
     as_item,
     as_search_item,
     check_labels,
     namespace_matches,
-    strings,
     validate,
 )
 
 log = logging.getLogger(__name__)
-
-Metric = Literal["cosine", "l2", "inner_product"]
 
 
 class _StoreBase:
@@ -76,101 +73,37 @@ class _StoreBase:
         self.recall = Recall(self.items)
         self._sweeper: threading.Thread | None = None
         self._stop = threading.Event()
+        #: A vector search warned of items without vectors (once per store).
+        self._warned = False
+        try:
+            filled = fill_text(self)
+        except BaseException:
+            self.file.close()
+            raise
+        if filled:
+            log.info("%s: gave %d store items their text entry", self.file.path, filled)
 
     def _configure(
         self, index: IndexConfig | None, ttl: TTLConfig | None, text: bool | None
     ) -> VectorIndex | None:
         """Check the settings (and the file's index against them); the vector index."""
-        #: Items' indexed text goes to the full-text index (default: without embeddings).
-        self.text = not index if text is None else bool(text)
+        self.indexing = Indexing(index, text)
+        #: Items' indexed text goes to the full-text index (default: yes).
+        self.text = self.indexing.text
         self.ttl_config = ttl
-        self.index_config = dict(index) if index else None
-        self.embeddings: Any = None
-        self._fields: list[tuple[str, list[str] | str]] = [("$", "$")]
-        vectors: VectorIndex | None = None
-        if index:
-            if "dims" not in index or "embed" not in index:
-                raise InvalidArgumentError(
-                    "index needs 'dims' (the embedding size) and 'embed' (an Embeddings, or "
-                    "a function from texts to vectors)"
-                )
-            self.embeddings = ensure_embeddings(index["embed"])
-            self._fields = [
-                (p, tokenize_path(p) if p != "$" else "$") for p in index.get("fields") or ["$"]
-            ]
-            metric = cast(Metric, dict(index).get("distance_type", "cosine"))
-            if metric not in ("cosine", "l2", "inner_product"):
-                raise InvalidArgumentError(
-                    f"distance_type {metric!r} is not one of cosine, l2, inner_product"
-                )
-            vectors = VectorIndex(int(index["dims"]), metric)
+        self.index_config = self.indexing.config
+        self.embeddings: Any = self.indexing.embeddings
+        vectors = self.indexing.vectors
+        if vectors is not None:
             with self.file.read() as conn:
                 vectors.check_config(conn)
         return vectors
 
-    # -- preparing a batch (outside any transaction) ---------------------------------------
-
     def _prepare(self, ops: Iterable[Op]) -> Prepared:
-        listed = list(ops)
-        for op in listed:
-            validate(op)
-        writes: list[Write] = []
-        embed: list[str] = []
-        slots: list[tuple[int, str]] = []
-        for op in listed:
-            if not isinstance(op, PutOp):
-                continue
-            if op.value is None:
-                writes.append(Write(op.namespace, op.key, None))
-                continue
-            ttl = op.ttl if isinstance(op.ttl, (int, float)) else None
-            texts, fields = self._texts(op)
-            if self.embeddings is not None and op.index is not False:
-                for path, text in fields:
-                    slots.append((len(writes), path))
-                    embed.append(text)
-            # `validate` checked the value is JSON (before its texts were read).
-            writes.append(Write(op.namespace, op.key, op.value, ttl, texts, [], checked=True))
-        queries: dict[str, list[float]] = {}
-        if self.embeddings is not None:
-            queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}
-        return Prepared(listed, writes, queries, embed, slots)
-
-    def _texts(self, op: PutOp) -> tuple[list[str] | None, list[tuple[str, str]]]:
-        """The item's text-index texts, and (field path, text) pairs to embed."""
-        if op.index is False or op.value is None:
-            return None, []
-        if not self.text and self.embeddings is None:
-            return None, []
-        fields = (
-            self._fields
-            if op.index is None
-            else [(p, tokenize_path(p) if p != "$" else "$") for p in op.index]
-        )
-        texts: list[str] = []
-        embedded: list[tuple[str, str]] = []
-        for path, tokens in fields:
-            if path == "$":
-                texts.extend(strings(op.value))
-                found = get_text_at_path(op.value, "$") if self.embeddings is not None else []
-            else:
-                found = get_text_at_path(op.value, tokens)
-                texts.extend(found)
-            if len(found) > 1:
-                embedded.extend((f"{path}.{i}", text) for i, text in enumerate(found))
-            elif found:
-                embedded.append((path, found[0]))
-        return (texts if self.text else None), embedded
+        return self.indexing.prepare(ops)
 
     def _attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
-        if len(vectors) != len(prepared.slots):
-            raise InvalidArgumentError(
-                f"the embedder returned {len(vectors)} vectors for {len(prepared.slots)} texts"
-            )
-        for (at, path), vector in zip(prepared.slots, vectors, strict=True):
-            found = prepared.writes[at].vectors
-            assert found is not None
-            found.append((path, vector))
+        self.indexing.attach(prepared, vectors)
 
     # -- running a batch (one transaction) -------------------------------------------------
 
@@ -294,15 +227,29 @@ class _StoreBase:
             raise InvalidArgumentError(f"limit and offset are >= 0, not {limit} and {offset}")
         if op.query and self.embeddings is not None:
             vector = prepared.queries[op.query]
-            return self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
-        if op.query and not self.text:
-            raise InvalidArgumentError(
-                "this store has neither embeddings nor a full-text index, so search(query=...) "
-                "cannot rank; give it an index config, or open it with text=True"
-            )
-        if op.query:
-            return self.recall.text(conn, prefix, op.query, op.filter, limit, offset, live_at)
+            found = self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
+            if len(found) < limit and not self._warned:
+                self._warn_unembedded(conn, prefix, live_at)
+            return found
+        # Without embeddings the query ranks nothing, as in LangGraph's stores: every item
+        # under the prefix passing the filter, newest first (`search_text` ranks by words).
         return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
+
+    def _warn_unembedded(self, conn: Any, prefix: tuple[str, ...], live_at: int | None) -> None:
+        """Warn once per store when a vector search cannot see items without vectors."""
+        lacking = Reindex(self.items).unembedded(conn, prefix, live_at)
+        if not lacking:
+            return
+        self._warned = True
+        where = ".".join(prefix) or "the store"
+        message = (
+            f"{self.file.path}: {lacking} items under {where} have no vector, so vector "
+            "search never returns them (written without embeddings, e.g. by `threadloom "
+            "migrate --store`); embed them with store.reembed() or `threadloom reembed FILE "
+            "--embed MODULE:NAME --dims N --apply`"
+        )
+        log.warning("%s", message)
+        warnings.warn(message, UnembeddedItemsWarning, stacklevel=2)
 
     def _namespaces(
         self, conn: Any, op: ListNamespacesOp, live_at: int | None
@@ -327,6 +274,29 @@ class _StoreBase:
             found = sorted(found)
         return found[op.offset : op.offset + op.limit]
 
+    def reembed(
+        self,
+        namespace_prefix: tuple[str, ...] = (),
+        /,
+        *,
+        every: bool = False,
+        apply: bool = True,
+    ) -> Reembedded:
+        """Embed the items under `namespace_prefix` that have no vector (`every`: all of
+        them, e.g. after changing the embedder) with this store's index config, and
+        refresh their text entries; values and times are left as they are.
+
+        Items are embedded a page at a time outside any transaction, each page written in
+        one; a run that stops is finished by running it again. `apply=False` counts
+        what would be embedded and changes nothing. For an embedder of other dims or
+        another metric, use `threadloom.langgraph.reembed.reembed_file` (or `threadloom
+        reembed --all`), which replaces the file's vectors.
+
+        Raises:
+            InvalidArgumentError: the store has no index config.
+        """
+        return reembed(self, namespace_prefix, every=every, apply=apply)
+
     def search_text(
         self,
         namespace_prefix: tuple[str, ...],
@@ -337,18 +307,29 @@ class _StoreBase:
         limit: int = 10,
         offset: int = 0,
     ) -> list[SearchItem]:
-        """Full-text search, also beside embeddings (needs `text=True` then); scores as
-        docs/store.md says: the token-set cosine, 1.0 for the same words."""
+        """Full-text search over the items' indexed fields, with or without embeddings;
+        scores as docs/store.md says: the token-set cosine, 1.0 for the same words."""
         if not self.text:
             raise InvalidArgumentError(
-                "this store keeps no full-text index; open it with text=True (new items are "
-                "indexed from then on)"
+                "this store was opened with text=False, so it keeps no full-text index; "
+                "open it without text=False (new items are indexed from then on)"
             )
         check_labels(namespace_prefix, full=False)
         live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
         with self.file.read() as conn:
             found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
         return [as_search_item(s) for s in found]
+
+    async def areembed(
+        self,
+        namespace_prefix: tuple[str, ...] = (),
+        /,
+        *,
+        every: bool = False,
+        apply: bool = True,
+    ) -> Reembedded:
+        """`reembed` on a worker thread."""
+        return await asyncio.to_thread(self.reembed, namespace_prefix, every=every, apply=apply)
 
     async def asearch_text(
         self,
@@ -457,12 +438,13 @@ class Store(_StoreBase, BaseStore):
         path: the file (created if missing; shared with every saver and store on it).
         index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) plus `distance_type`
             ("cosine" (default), "l2" or "inner_product"), to embed items for `search(query=)`.
-            Without it, `search(query=)` is a full-text search (docs/store.md: scores).
+            Without it, `search(query=)` ignores the query, as LangGraph's stores do
+            (every item under the prefix passing the filter, newest first).
         ttl: LangGraph's `TTLConfig` (`default_ttl` and `sweep_interval_minutes` in
             minutes, `refresh_on_read`, `omit_expired`).
         readonly: open without writing (None: decided by the file's permissions).
-        text: keep items' indexed text in the full-text index (None: only when no
-            `index` is given; with embeddings it is an extra index, `search_text` reads it).
+        text: keep items' indexed text in the full-text index, which `search_text` (and
+            the viewer) search by words, with or without `index` (None: yes; False: no).
     """
 
     def __init__(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from threadloom.cli._conversations import (
     Progress,
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
             progress.done()
     elif args.apply:
         report.applied = True  # nothing to erase: the file is left as it is
+    if report.kept:
+        _warn_kept(args.owner, report.kept, report.applied)
     if args.json:
         print_json(report.as_json())
         return 0
@@ -94,3 +97,35 @@ def run(args: argparse.Namespace) -> int:
         print(f"dry run: erasing {args.owner!r} would remove {counts}")
         print("run again with --apply to erase")
     return 0
+
+
+#: How many kept namespaces the warning names (the JSON report lists them all).
+_NAMED = 10
+
+
+def _warn_kept(owner: str, kept: list[list[str]], applied: bool) -> None:
+    """Say on stderr which namespaces hold the owner's label but are not erased."""
+    names = [".".join(ns) for ns in kept]
+    shown = ", ".join(names[:_NAMED]) + (
+        f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+    )
+    verb = "were kept" if applied else "will be kept"
+    print(
+        f"warning: {plural(len(names), 'Store namespace')} holding the label of {owner!r} "
+        f"{verb}: {shown}",
+        file=sys.stderr,
+    )
+    print(
+        "hint: erasure matches namespace prefixes only; name them with --store-prefix "
+        f"(e.g. --store-prefix {_example(kept[0], owner)}) to erase their items too",
+        file=sys.stderr,
+    )
+
+
+def _example(namespace: list[str], owner: str) -> str:
+    """The prefix up to and including the owner's label, with `{owner}` in its place."""
+    label = encode_label(owner)
+    for at, part in enumerate(namespace):
+        if part in (label, owner):
+            return ".".join([*namespace[:at], "{owner}"])
+    return ".".join(namespace)

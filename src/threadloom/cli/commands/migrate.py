@@ -261,5 +261,12 @@ def _print(found: dict[str, Any]) -> None:
             f"store: {store['items']} items in {store['namespaces']} namespaces "
             f"({store['present']} present, {store['missing']} missing), {store['copied']} copied"
         )
+        if store.get("unembedded"):
+            target = (found.get("target") or {}).get("path") or "FILE"
+            print(
+                f"store: {store['unembedded']} items without embeddings: vector search finds "
+                f"them once embedded (threadloom reembed {target} --embed MODULE:NAME "
+                "--dims N --apply)"
+            )
     if found["mode"] == "dry-run" and (found["missing"] or (store and store["missing"])):
         print("nothing was written: rerun with --apply to copy what is missing")

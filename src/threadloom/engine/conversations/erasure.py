@@ -23,6 +23,7 @@ from threadloom.engine.items.rows import Items, now_us, prefix_clause
 from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError
+from threadloom.protocol.labels import encode_label
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Erased:
     items: int = 0
     namespaces: list[list[str]] = field(default_factory=list)
     applied: bool = True
+    #: Store namespaces holding the owner's label that no prefix covered: left as they are.
+    kept: list[list[str]] = field(default_factory=list)
 
     def as_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -49,6 +52,7 @@ class Erased:
             "values": self.values,
             "items": self.items,
             "namespaces": [list(n) for n in self.namespaces],
+            "kept_namespaces": [list(n) for n in self.kept],
         }
 
 
@@ -87,6 +91,7 @@ def erase(
         threads.sort(key=lambda row: str(row[1]))
         report.threads = [str(name) for _, name in threads]
         numbers = [int(row) for row, _ in threads]
+        report.kept = _kept(conn, owner, checked)
         if not force:
             leases = Leases(file, scope.id if scope.id is not None else -1)
             for name in report.threads:
@@ -145,6 +150,29 @@ def _prefix(prefix: Sequence[str]) -> tuple[str, ...]:
                 "threadloom.langgraph.conversations.OWNER in the owner's place)"
             )
     return tuple(prefix)
+
+
+def _kept(conn: apsw.Connection, owner: str, prefixes: Sequence[Sequence[str]]) -> list[list[str]]:
+    """The Store namespaces holding the owner's label (as given or as `OwnerStore` encodes
+    it) anywhere that none of `prefixes` covers: an erasure keeps their items."""
+    labels = {encode_label(owner)}
+    if "." not in owner and "\0" not in owner and owner:
+        labels.add(owner)
+    names = [
+        str(row[0])
+        for row in fetchall(
+            conn,
+            "SELECT name FROM store_namespaces WHERE EXISTS (SELECT 1 FROM carray(?) l "
+            "WHERE instr('.' || name || '.', '.' || l.value || '.') > 0) ORDER BY name",
+            (ids(sorted(labels)),),
+        )
+    ]
+    covered = [".".join(p) for p in prefixes]
+    return [
+        name.split(".")
+        for name in names
+        if not any(name == c or name.startswith(c + ".") for c in covered)
+    ]
 
 
 def _items_under(conn: apsw.Connection, prefix: Sequence[str]) -> int:

@@ -1,18 +1,22 @@
 """The Store's items: rows, namespaces and TTLs, the filter index (field keys), the text
-index, JSON checks, the vector index and its candidates, searches, and their checks.
+index, JSON checks, the vector index and its candidates, searches, their checks, and
+the refilling of items' index entries (reindex.py).
 
 Outer layers (the LangGraph Store, the viewer) use the names below.
 """
 
 from threadloom.engine.items.jsontext import check_json, check_text
 from threadloom.engine.items.recall import Recall
+from threadloom.engine.items.reindex import Entry, Reindex
 from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
 from threadloom.engine.items.vectors import VectorIndex
 
 __all__ = [
     "MINUTE",
+    "Entry",
     "Items",
     "Recall",
+    "Reindex",
     "Stored",
     "VectorIndex",
     "Write",

@@ -132,16 +132,18 @@ class VectorIndex:
         if held is not None and held != self.dims and self._count(conn):
             raise VectorConfigError(
                 f"the file's vector index holds vectors of {held} dimensions, and the Store's "
-                f"index config says {self.dims}: open the Store with dims={held}, or re-embed "
-                "(delete the indexed items and put them again with the new embeddings)"
+                f"index config says {self.dims}; open the Store with dims={held}, or re-embed "
+                "every item with the new embedder (`threadloom reembed FILE --all`, or "
+                "threadloom.langgraph.reembed.reembed_file(path, index, every=True))"
             )
         meta = self._meta(conn)
         if meta.generation and meta.metric and meta.metric != self.metric:
             # Two stores with different metrics would retrain the lists at every batch.
             raise VectorConfigError(
                 f"the file's vector index is trained for distance_type={meta.metric!r}, and "
-                f"the Store's index config says {self.metric!r}: open the Store with "
-                f"distance_type={meta.metric!r} (every store on the file must agree)"
+                f"the Store's index config says {self.metric!r}; open the Store with "
+                f"distance_type={meta.metric!r} (every store on the file must agree), or "
+                "re-embed every item (`threadloom reembed FILE --all`)"
             )
 
     def _meta(self, conn: apsw.Connection) -> _Meta:

@@ -55,6 +55,9 @@ class StoreReport:
     missing: int = 0
     copied: int = 0
     embedded: bool = False
+    #: Items copied (a dry run: to copy) without embeddings: vector search cannot find
+    #: them until `threadloom reembed` gives them vectors.
+    unembedded: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +68,7 @@ class StoreReport:
             "missing": self.missing,
             "copied": self.copied,
             "embedded": self.embedded,
+            "unembedded": self.unembedded,
         }
 
 

@@ -72,6 +72,8 @@ def copy_store(source: StoreSource, target: str, *, apply: bool, index: Any = No
             if apply and lacking and store is not None:
                 report.copied += store.import_items(lacking)
         report.namespaces = len(namespaces)
+        if not report.embedded:
+            report.unembedded = report.copied if apply else report.missing
     finally:
         if store is not None:
             store.close()
