@@ -4,12 +4,13 @@ index, JSON checks, the vector index and its candidates, searches, and their che
 Outer layers (the LangGraph Store, the viewer) use the names below.
 """
 
-from threadloom.engine.items.jsontext import check_json, check_text
+from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
 from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
 from threadloom.engine.items.vectors import VectorIndex
 
 __all__ = [
+    "MAX_NESTING",
     "MINUTE",
     "Items",
     "Recall",
