@@ -80,6 +80,11 @@ def test_the_thread_list_searches_filters_and_pages(client: Any) -> None:
         )
     assert seen == [t["thread_id"] for t in client.get("/threads.json").json()["threads"]]
     assert client.get("/threads.json?limit=0").status_code == 400
+    # A text SQLite's LIKE would refuse as "too complex" is a 400 naming the limit, and
+    # the longest allowed text is searched.
+    refused = client.get("/threads.json?q=" + "x%" * 25_000)
+    assert refused.status_code == 400 and "at most 1000 characters" in refused.text
+    assert client.get("/threads.json?q=" + "%_" * 500).json()["threads"] == []
     assert client.get("/threads.json?before=nonsense").json()["status"] == 400
 
 

@@ -229,13 +229,24 @@ def _rows(file: File, conn: apsw.Connection, report: Report) -> None:
                     continue
                 checkpoint = row.get("checkpoint_id")
                 name = described.name_row(row)
-                if table == "checkpoints" and row.get("keyed"):
-                    _check_keys(conn, row, data, report, where)
-                if table == "vals":
-                    stored.add(row["ref"])
-                    named = children(data)
-                else:
-                    named = [ref for ref, _ in references(data)]
+                try:
+                    if table == "checkpoints" and row.get("keyed"):
+                        _check_keys(conn, row, data, report, where)
+                    if table == "vals":
+                        stored.add(row["ref"])
+                        named = children(data)
+                    else:
+                        named = [ref for ref, _ in references(data)]
+                except _DAMAGE as exc:  # one row the check cannot read: one problem
+                    report.add(
+                        Problem(
+                            "rows",
+                            f"{name} could not be checked: {_said(exc)}",
+                            checkpoint=checkpoint if isinstance(checkpoint, str) else None,
+                            **where,
+                        )
+                    )
+                    continue
                 wanted.extend((ref, checkpoint, name) for ref in named)
         for ref, checkpoint, name in wanted:
             if ref not in stored:
@@ -272,7 +283,11 @@ def _check_keys(
     if stored["kind"] == "json":
         metadata = json.loads(payload)
     else:
-        metadata = ormsgpack.unpackb(payload, ext_hook=lambda _code, _data: _Unknown())
+        metadata = ormsgpack.unpackb(
+            payload,
+            ext_hook=lambda _code, _data: _Unknown(),
+            option=ormsgpack.OPT_NON_STR_KEYS,
+        )
     expected = dict(keys.rows_of(metadata))
     found: dict[str, Any] = dict(
         fetchall(conn, "SELECT key, value FROM checkpoint_keys WHERE checkpoint = ?", (row["id"],))

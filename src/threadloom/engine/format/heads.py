@@ -9,7 +9,9 @@ triggers on `checkpoints` (schema.py, FORMAT_4), so no write path can forget the
   changed id that hides the newest row would otherwise return an older one);
 - a read that finds nothing in a namespace the file holds recomputes the namespace's
   census from the index it searched and compares (a damaged index entry or a changed
-  checkpoint id then raises instead of reading as "no such checkpoint").
+  checkpoint id then raises instead of reading as "no such checkpoint"); the ids that
+  scan walks (in order, page after page) must not hold the one the seek missed (a
+  damaged key earlier in the index can misdirect a seek, never an ordered walk).
 
 Cost: one primary-key lookup joined into the latest read; a scan of one namespace's ids
 only when a named checkpoint is not found.
@@ -69,6 +71,14 @@ def check_absent(
             (thread, ns),
         )
     ]
+    if wanted is not None and wanted in ids:
+        # The namespace's scan (in index order, not a seek) holds the id the seek for it
+        # missed: damage in the index misdirected the search.
+        raise CorruptionError(
+            f"thread {thread_id!r} namespace {ns!r}: checkpoint {wanted} is in the file, "
+            "but its index search does not find it; the index is damaged (run `threadloom "
+            "verify`) - restore the file from a backup"
+        )
     if len(ids) != count or census(("census", i) for i in ids) != bytes(stored):
         raise CorruptionError(
             f"thread {thread_id!r} namespace {ns!r}: checkpoint {wanted} is not found, and "

@@ -25,6 +25,7 @@ from typing import Final
 import blake3
 
 from threadloom.engine.format.codec import DIGEST_SIZE
+from threadloom.errors import CorruptionError
 
 #: Name of the SQL function: `tl_seal(digest, table, namespace, agent_id, thread_id, ...)`.
 SQL_FUNCTION: Final = "tl_seal"
@@ -86,7 +87,12 @@ class Sealer:
 def _integer(part: object) -> int:
     if isinstance(part, int):
         return int(part)
-    raise TypeError(f"a sealed column holds {type(part).__name__}, not text or an int")
+    # Written rows hold only text, ints and NULL in sealed columns (STRICT tables); a
+    # read finding another type found a damaged record header.
+    raise CorruptionError(
+        f"a sealed column holds {type(part).__name__}, not text or an int: the row is "
+        "damaged (run `threadloom verify`) - restore the file from a backup"
+    )
 
 
 def xor(a: bytes, b: bytes) -> bytes:

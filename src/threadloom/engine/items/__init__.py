@@ -5,13 +5,14 @@ the refilling of items' index entries (reindex.py).
 Outer layers (the LangGraph Store, the viewer) use the names below.
 """
 
-from threadloom.engine.items.jsontext import check_json, check_text
+from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
 from threadloom.engine.items.reindex import Entry, Reindex
 from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
 from threadloom.engine.items.vectors import VectorIndex
 
 __all__ = [
+    "MAX_NESTING",
     "MINUTE",
     "Entry",
     "Items",

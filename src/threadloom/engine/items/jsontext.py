@@ -28,45 +28,65 @@ def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+#: The deepest a Store value nests (objects and lists, the value itself is level 1). Each
+#: read and check of a value is bounded by it: a value refused here is never half stored,
+#: and every value stored can be read, filtered, deleted and verified on the default
+#: Python stack.
+MAX_NESTING: Final = 128
+
+
 def check_json(value: Any, where: str = "$") -> None:
     """Raise, naming where, for what JSON text would not give back as it is.
 
+    Walks the value without recursion, so a value of any depth gets this answer.
+
     Raises:
         TypeError: a type JSON does not have (a tuple, a set, a non-string key...).
-        InvalidValueError: text UTF-8 cannot hold (a lone surrogate), or an integer too
-            long for Python to write as text (more than 4300 digits).
+        InvalidValueError: text UTF-8 cannot hold (a lone surrogate), an integer too
+            long for Python to write as text (more than 4300 digits), or a value nested
+            deeper than MAX_NESTING levels.
     """
-    if isinstance(value, str):
-        check_text(value, where)
-        return
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value.bit_length() > _INT_BITS:
-            raise InvalidValueError(
-                f"store values are JSON text: the integer at {where} has more than 14,000 "
-                "bits (about 4,200 digits; Python writes at most 4,300 as text); store it "
-                "as a string"
-            )
-        return
-    if value is None or isinstance(value, (bool, float)):
-        return
-    if isinstance(value, dict):
-        for key, child in value.items():
-            if not isinstance(key, str):
-                raise TypeError(
-                    f"store values are JSON: the key {key!r} at {where} is a "
-                    f"{type(key).__name__}; use str keys"
+    pending: list[tuple[Any, str, int]] = [(value, where, 1)]
+    while pending:
+        value, where, depth = pending.pop()
+        if isinstance(value, str):
+            check_text(value, where)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            if value.bit_length() > _INT_BITS:
+                raise InvalidValueError(
+                    f"store values are JSON text: the integer at {where} has more than "
+                    "14,000 bits (about 4,200 digits; Python writes at most 4,300 as "
+                    "text); store it as a string"
                 )
-            check_text(key, f"{where} (a key)")
-            check_json(child, f"{where}.{key}")
-        return
-    if isinstance(value, list):
-        for i, child in enumerate(value):
-            check_json(child, f"{where}[{i}]")
-        return
-    raise TypeError(
-        f"store values are JSON: {where} is a {type(value).__name__}, which JSON would "
-        "change; convert it (a list for a tuple, a string for a datetime)"
-    )
+        elif value is None or isinstance(value, (bool, float)):
+            continue
+        elif isinstance(value, (dict, list)):
+            if depth > MAX_NESTING:
+                raise InvalidValueError(
+                    f"store values nest at most {MAX_NESTING} levels of objects and lists; "
+                    f"{_shortened(where)} is deeper: flatten the value or store the deep "
+                    "part as a JSON string"
+                )
+            if isinstance(value, list):
+                pending.extend((child, f"{where}[{i}]", depth + 1) for i, child in enumerate(value))
+                continue
+            for key, child in value.items():
+                if not isinstance(key, str):
+                    raise TypeError(
+                        f"store values are JSON: the key {key!r} at {where} is a "
+                        f"{type(key).__name__}; use str keys"
+                    )
+                check_text(key, f"{where} (a key)")
+                pending.append((child, f"{where}.{key}", depth + 1))
+        else:
+            raise TypeError(
+                f"store values are JSON: {where} is a {type(value).__name__}, which JSON "
+                "would change; convert it (a list for a tuple, a string for a datetime)"
+            )
+
+
+def _shortened(where: str) -> str:
+    return where if len(where) <= 80 else f"{where[:40]}...{where[-36:]}"
 
 
 def check_text(text: str, where: str) -> None:

@@ -45,6 +45,9 @@ TITLE_CHARS: Final = 80
 ORDERS: Final = ("updated", "created")
 #: Elements of a messages list read to find the first human message.
 TITLE_SCAN: Final = 16
+#: The longest text a thread search takes (SQLite refuses LIKE patterns past 50,000
+#: bytes; a longer text could match only an id that long).
+SEARCH_CHARS: Final = 1000
 
 
 @dataclass(frozen=True)
@@ -189,6 +192,11 @@ def matching(
     """
     if not isinstance(text, str) or not text:
         raise InvalidArgumentError("the text to search for must be a non-empty str")
+    if len(text) > SEARCH_CHARS:
+        raise InvalidArgumentError(
+            f"a thread search takes at most {SEARCH_CHARS} characters, not {len(text)}: "
+            "search for a shorter part of the id or title"
+        )
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
     pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
