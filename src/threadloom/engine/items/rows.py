@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.items import fieldkeys
 from threadloom.engine.items.jsontext import encode_value
+from threadloom.engine.items.paths import FieldPaths
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
@@ -207,9 +207,8 @@ class Items:
         self._tokenizer: Any = None
         #: A write made a dictionary training due (`after_write` runs it).
         self._train_due = False
-        #: Field path numbers read from committed rows (never deleted, so never stale).
-        self._path_ids: dict[str, int] = {}
-        self._local = threading.local()
+        #: Field path numbers (`paths.py`).
+        self.paths = FieldPaths()
         #: Identity digests of recently read items (the seal's half that never changes).
         self._identities: dict[tuple[str, str], bytes] = {}
         self._prefixes: dict[str, str] = {}
@@ -392,7 +391,7 @@ class Items:
             )
             item = int(made[0][0])
         self.file.content.link(conn, [packed], now / 1e6)
-        paths = self._paths(conn, [path for path, _ in rows])
+        paths = self.paths.numbers(conn, [path for path, _ in rows])
         fields.extend((paths[path], found, item) for path, found in rows)
         if w.texts:
             texts.append((item, "\n".join(w.texts)))
@@ -405,42 +404,13 @@ class Items:
         rows = fetch(conn, OldRow, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
         self._drop(conn, rows, now)
 
-    def _paths(self, conn: apsw.Connection, paths: Iterable[str]) -> dict[str, int]:
-        """The numbers of field paths, numbering the new ones.
-
-        Paths are never deleted, so a committed number stays right and is remembered; a
-        number read or made in this write transaction is remembered only once it commits
-        (`committed`): a rolled-back number is given to the next new path.
-        """
-        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
-        out: dict[str, int] = {}
-        for path in paths:
-            found = self._path_ids.get(path)
-            if found is None and fresh is not None:
-                found = fresh.get(path)
-            if found is None:
-                rows = fetchall(
-                    conn,
-                    "INSERT INTO store_paths(path) VALUES(?) ON CONFLICT(path) DO UPDATE "
-                    "SET path = excluded.path RETURNING id",
-                    (path,),
-                )
-                found = int(rows[0][0])
-                if fresh is not None:
-                    fresh[path] = found
-            out[path] = found
-        return out
-
     def begin(self) -> None:
         """Start remembering the path numbers this thread's write transaction reads."""
-        self._local.fresh = {}
+        self.paths.begin()
 
     def committed(self) -> None:
         """The write transaction `begin` started committed: keep its path numbers."""
-        fresh: dict[str, int] | None = getattr(self._local, "fresh", None)
-        self._local.fresh = None
-        if fresh:
-            self._path_ids.update(fresh)
+        self.paths.committed()
 
     def _unindex(self, conn: apsw.Connection, rows: Sequence[OldRow]) -> None:
         """Delete the filter index rows of items given as `_OLD` rows, found from their
@@ -457,7 +427,7 @@ class Items:
                 conn.execute("DELETE FROM store_fields WHERE item = ?", (item,))
                 continue
             found, _ = fieldkeys.fields(stored.value)
-            paths = self._paths(conn, [path for path, _ in found])
+            paths = self.paths.numbers(conn, [path for path, _ in found])
             doomed.extend((paths[path], key, item) for path, key in found)
         conn.executemany(
             "DELETE FROM store_fields WHERE path = ? AND value = ? AND item = ?", doomed
