@@ -564,6 +564,8 @@ def test_erase_dry_run_changes_nothing_and_apply_erases(
         "items",
         "namespaces",
         "kept_namespaces",
+        "paths",
+        "digest",
     ]
     assert (dry["owner"], dry["applied"], dry["threads"]) == ("ada", False, ["t-1", "t-3"])
     assert (dry["checkpoints"], dry["items"], dry["namespaces"]) == (10, 2, [["ada"]])

@@ -181,3 +181,74 @@ def test_erase_names_the_namespaces_holding_the_owner_it_keeps(
     with Store.from_conn_string(path) as store:
         assert store.search(("users", "bob")) == []
         assert [i.key for i in store.search(("users", "bobby"))] == ["f"]
+
+
+def test_erase_and_compact_leave_no_word_of_the_owner_in_the_file(tmp_path: Path) -> None:
+    """Distinctive words of bob's (messages, thread title and summary, Store values, its
+    text, object keys, a namespace) are in the file before; after erase + compact none is
+    in the file (or a WAL), while ada's are all still there."""
+    path = tmp_path / "m.db"
+    words = {
+        "bob": ["Quetzalbobtitle", "Zanzibobmessage", "Lisbobquux", "bobkeyzz", "Bobnested"],
+        "ada": ["Quetzaladatitle", "Zanziadamessage", "Lisadaquux", "adakeyzz", "Adanested"],
+    }
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as store:
+        graph = agent_graph().compile(checkpointer=saver)
+        for owner, (title, message, text, key, nested) in words.items():
+            graph.invoke(
+                {"messages": [HumanMessage(content=f"{title} then {message}")]},
+                {"configurable": {"thread_id": f"t-{owner}", "user_id": owner}},
+            )
+            saver.set_thread(f"t-{owner}", summary=f"summary {title}")
+            mine = OwnerStore(store, owner)
+            mine.put(("facts",), f"{key}@example.com", {"text": f"lives in {text}"})
+            # An older version of the item: its words were deleted from the text index
+            # before the erasure, and must not survive it either.
+            mine.put(("notes",), "n", {"text": f"{nested} draft", f"{key}field": {"x": nested}})
+            mine.put(("notes",), "n", {"text": f"{nested} final", f"{key}field": {"x": 1}})
+
+        def held() -> set[str]:
+            data = b"".join(
+                p.read_bytes() for p in (path, path.with_name(path.name + "-wal")) if p.exists()
+            )
+            return {
+                w
+                for ws in words.values()
+                for w in ws
+                if w.encode() in data or w.lower().encode() in data
+            }
+
+        assert {"Lisbobquux", "bobkeyzz", "Bobnested"} <= held()
+        dry = saver.erase("bob", apply=False)
+        done = saver.erase("bob")
+        assert done.digest == dry.digest and len(done.digest) == 64
+        assert done.paths == dry.paths > 0
+        assert saver.erase("bob", apply=False).digest != done.digest  # nothing left to remove
+        saver.file.content.compact()
+        assert verify(saver.file).sound
+        ada = OwnerStore(store, "ada")
+        assert [i.key for i in ada.search_text(("notes",), "Adanested")] == ["n"]
+        assert [i.key for i in ada.search(("facts",), filter={"text": "lives in Lisadaquux"})]
+    assert held() == set(words["ada"])
+
+
+def test_a_store_whose_path_numbers_an_erasure_swept_writes_and_filters_right(
+    tmp_path: Path,
+) -> None:
+    """A Store that remembered field path numbers before another Store's erasure swept
+    them (another process, as far as memory goes) forgets them at its next write: filters
+    find what it writes after."""
+    path = tmp_path / "m.db"
+    with Saver.from_conn_string(str(path)) as saver, Store.from_conn_string(path) as first:
+        OwnerStore(first, "bob").put(("facts",), "k", {"colour": {"name": "teal"}})
+        with Store.from_conn_string(path) as other:
+            OwnerStore(other, "bob").put(("facts",), "k2", {"shape": "round"})
+            assert saver.erase("bob").paths >= 2
+            OwnerStore(other, "bob").put(("facts",), "k3", {"shape": "square"})
+        OwnerStore(first, "ada").put(("facts",), "k", {"colour": {"name": "teal"}})
+        OwnerStore(first, "ada").put(("facts",), "k4", {"shape": "square"})
+        ada, bob = OwnerStore(first, "ada"), OwnerStore(first, "bob")
+        assert [i.key for i in ada.search(("facts",), filter={"colour": {"name": "teal"}})] == ["k"]
+        assert [i.key for i in ada.search(("facts",), filter={"shape": "square"})] == ["k4"]
+        assert [i.key for i in bob.search(("facts",), filter={"shape": "square"})] == ["k3"]
+        assert verify(saver.file).sound

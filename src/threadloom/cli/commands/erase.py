@@ -93,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if report.applied:
         print(f"erased {args.owner!r}: {counts}")
+        print(f"receipt: {report.digest} (blake3 of what was removed; `--json` has it too)")
     else:
         print(f"dry run: erasing {args.owner!r} would remove {counts}")
         print("run again with --apply to erase")

@@ -6,7 +6,11 @@ namespace prefixes, so a crash leaves either all of it or none of it. Blocks no 
 row references are released by the deletion and swept once the grace period has passed
 (docs/FORMAT.md, format 2): the blocks of an erased owner leave the file by the next
 collection after the grace, or at once with `threadloom compact`; deleted rows are
-overwritten in place (`PRAGMA secure_delete` during the erasure).
+overwritten in place (`PRAGMA secure_delete` during the erasure). The Store's text index
+is merged (FTS5 `optimize`: a deleted item's terms otherwise stay in its segments) and
+the filter index's paths no item uses any more are deleted (`paths.sweep`: object keys
+are user text), so after `threadloom compact` no byte of the owner's rows remains in the
+file. `Erased.digest` is a receipt of what went (`_receipt`).
 """
 
 from __future__ import annotations
@@ -15,10 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import apsw
+import blake3
 
 from threadloom.engine.checkpoints.maintenance import Maintenance
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.conversations.leases import Leases
+from threadloom.engine.format import seal
+from threadloom.engine.items import paths
 from threadloom.engine.items.rows import Items, now_us, prefix_clause
 from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall, ids
@@ -40,6 +47,10 @@ class Erased:
     applied: bool = True
     #: Store namespaces holding the owner's label that no prefix covered: left as they are.
     kept: list[list[str]] = field(default_factory=list)
+    #: Field paths (object keys) of the filter index no remaining item uses (applied only).
+    paths: int = 0
+    #: The receipt: blake3 (hex) of the removed rows' identities, sorted (`receipt`).
+    digest: str = ""
 
     def as_json(self) -> dict[str, object]:
         """A JSON-ready dict."""
@@ -53,6 +64,8 @@ class Erased:
             "items": self.items,
             "namespaces": [list(n) for n in self.namespaces],
             "kept_namespaces": [list(n) for n in self.kept],
+            "paths": self.paths,
+            "digest": self.digest,
         }
 
 
@@ -92,6 +105,7 @@ def erase(
         report.threads = [str(name) for _, name in threads]
         numbers = [int(row) for row, _ in threads]
         report.kept = _kept(conn, owner, checked)
+        report.digest = _receipt(conn, numbers, checked)
         if not force:
             leases = Leases(file, scope.id if scope.id is not None else -1)
             for name in report.threads:
@@ -102,7 +116,9 @@ def erase(
                     conn, f"SELECT count(*) FROM {table} WHERE thread IN carray(?)", (ids(numbers),)
                 )[0][0]
                 setattr(report, _FIELD[table], int(count))
-            report.items = sum(_items_under(conn, p) for p in checked)
+            doomed = [item for p in checked for item in _items_under(conn, p)]
+            report.items = len(doomed)
+            report.paths = paths.unused_without(conn, doomed) if doomed else 0
             return report
         conn.execute("PRAGMA secure_delete = ON")
         for row in numbers:
@@ -119,6 +135,12 @@ def erase(
             store = Items(file, stored_index(conn))
             now = now_us()
             report.items = sum(store.purge_in(conn, p, now) for p in checked)
+        if report.items:
+            # The text index keeps a deleted item's terms in its segments (marked
+            # deleted) until they merge, and the filter index keeps the paths (object
+            # keys) it numbered: merge the one, sweep the other.
+            conn.execute("INSERT INTO store_text(store_text) VALUES('optimize')")
+            report.paths = paths.sweep(conn)
         if numbers or report.items:
             scope.bump_epoch(conn)
             scope.content.sweep(conn, scope.grace)
@@ -175,11 +197,47 @@ def _kept(conn: apsw.Connection, owner: str, prefixes: Sequence[Sequence[str]]) 
     ]
 
 
-def _items_under(conn: apsw.Connection, prefix: Sequence[str]) -> int:
+def _receipt(
+    conn: apsw.Connection, threads: Sequence[int], prefixes: Sequence[Sequence[str]]
+) -> str:
+    """The blake3 (hex) of the sorted identity digests of what the erasure removes: each
+    thread, each checkpoint (thread id, namespace, checkpoint id) and each Store item
+    (namespace, key). The same rows give the same receipt, in a dry run and applied, and
+    the receipt holds nothing of them that can be read back."""
+    found = [
+        seal.identity("thread", str(name))
+        for (name,) in fetchall(
+            conn, "SELECT thread_id FROM threads WHERE id IN carray(?)", (ids(list(threads)),)
+        )
+    ]
+    found += [
+        seal.identity("checkpoint", str(name), str(ns), str(checkpoint))
+        for name, ns, checkpoint in fetchall(
+            conn,
+            "SELECT t.thread_id, c.checkpoint_ns, c.checkpoint_id FROM checkpoints c "
+            "JOIN threads t ON t.id = c.thread WHERE c.thread IN carray(?)",
+            (ids(list(threads)),),
+        )
+    ]
+    for prefix in prefixes:
+        clause, args = prefix_clause(prefix)
+        found += [
+            seal.identity("item", str(name), str(key))
+            for name, key in fetchall(
+                conn,
+                "SELECT n.name, x.key FROM store_items x "
+                f"JOIN store_namespaces n ON n.id = x.ns WHERE {clause}",
+                args,
+            )
+        ]
+    return blake3.blake3(b"".join(sorted(found))).hexdigest()
+
+
+def _items_under(conn: apsw.Connection, prefix: Sequence[str]) -> list[int]:
     clause, args = prefix_clause(prefix)
     rows = fetchall(
         conn,
-        f"SELECT count(*) FROM store_items x JOIN store_namespaces n ON n.id = x.ns WHERE {clause}",
+        f"SELECT x.id FROM store_items x JOIN store_namespaces n ON n.id = x.ns WHERE {clause}",
         args,
     )
-    return int(rows[0][0])
+    return [int(row[0]) for row in rows]
