@@ -16,6 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
@@ -27,7 +28,7 @@ from threadloom.engine.conversations import (
     plain_elements,
     transcript_json,
 )
-from threadloom.engine.threads import UNSET, ThreadInfo
+from threadloom.engine.threads import UNSET, ThreadInfo, utc
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
 from threadloom.protocol.labels import encode_label
 from threadloom.protocol.plain import message, text
@@ -125,9 +126,9 @@ class Lease:
         self._renewer: threading.Thread | None = None
 
     @property
-    def expires_at(self) -> float | None:
-        """Unix time the lease runs out unless renewed (None when not held)."""
-        return self.held.expires_at if self.held is not None else None
+    def expires_at(self) -> datetime | None:
+        """When the lease runs out unless renewed, a UTC datetime (None when not held)."""
+        return utc(self.held.expires_at) if self.held is not None else None
 
     def acquire(self) -> Lease:
         """Take the lease (see the class); returns self."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from threadloom.cli._conversations import (
@@ -73,5 +72,5 @@ def _row(info: ThreadInfo, order: str) -> list[str]:
         str(info.messages),
         str(info.checkpoints),
         size(info.bytes),
-        datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        moment.strftime("%Y-%m-%d %H:%M:%S"),
     ]

@@ -27,6 +27,7 @@ import apsw
 
 from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.threads import utc
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadBusyError
 
 #: Longest lease one take or renewal grants (a day): a holder that needs longer renews.
@@ -108,7 +109,7 @@ class Leases:
                 thread_id=thread_id,
                 host=found.host,
                 pid=found.pid,
-                expires_at=found.expires_at,
+                expires_at=utc(found.expires_at),
             )
 
     def renew(self, held: Held, ttl: float) -> Held:

@@ -7,6 +7,6 @@ Outer layers use the names below.
 """
 
 from threadloom.engine.threads import threadindex
-from threadloom.engine.threads.threadindex import MESSAGES, OWNER_KEYS, UNSET, ThreadInfo
+from threadloom.engine.threads.threadindex import MESSAGES, OWNER_KEYS, UNSET, ThreadInfo, utc
 
-__all__ = ["MESSAGES", "OWNER_KEYS", "UNSET", "ThreadInfo", "threadindex"]
+__all__ = ["MESSAGES", "OWNER_KEYS", "UNSET", "ThreadInfo", "threadindex", "utc"]

@@ -57,8 +57,8 @@ class ThreadInfo:
         title: the first human message (truncated) or the title set.
         summary: free text set by the application (None until set).
         tags: strings set by the application.
-        created_at: Unix time of the thread's first write.
-        updated_at: Unix time of its last write (a put or pending writes).
+        created_at: when the thread was first written (a timezone-aware UTC datetime).
+        updated_at: when it was last written, a put or pending writes (UTC datetime).
         checkpoints: checkpoints it holds, every namespace.
         messages: the length of the messages channel of its newest root checkpoint.
         bytes: what its rows take as stored (inline bodies at their stored length,
@@ -73,8 +73,8 @@ class ThreadInfo:
     title: str | None
     summary: str | None
     tags: tuple[str, ...]
-    created_at: float
-    updated_at: float
+    created_at: datetime
+    updated_at: datetime
     checkpoints: int
     messages: int
     bytes: int
@@ -90,8 +90,8 @@ class ThreadInfo:
             "title": self.title,
             "summary": self.summary,
             "tags": list(self.tags),
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
             "checkpoints": self.checkpoints,
             "messages": self.messages,
             "bytes": self.bytes,
@@ -103,7 +103,12 @@ class ThreadInfo:
 
 def iso(moment: float) -> str:
     """Unix time as ISO-8601 in UTC."""
-    return datetime.fromtimestamp(moment, timezone.utc).isoformat()
+    return utc(moment).isoformat()
+
+
+def utc(moment: float) -> datetime:
+    """Unix time as a timezone-aware UTC datetime (what the Python API gives)."""
+    return datetime.fromtimestamp(moment, timezone.utc)
 
 
 # -- reading a page ----------------------------------------------------------------------
@@ -237,8 +242,8 @@ def _infos(conn: apsw.Connection, rows: Sequence[Any], order: str) -> list[Threa
                 title=name,
                 summary=summary,
                 tags=tuple(json.loads(tags)) if tags else (),
-                created_at=created,
-                updated_at=updated,
+                created_at=utc(created),
+                updated_at=utc(updated),
                 checkpoints=sum(count for _, _, count in mine),
                 messages=messages,
                 bytes=size,
