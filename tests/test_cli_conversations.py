@@ -161,6 +161,7 @@ def test_threads_json_is_the_index_and_the_file_may_be_positional(
         "head",
         "namespaces",
         "cursor",
+        "status",
     ]
 
 

@@ -231,12 +231,17 @@ class Conversations:
         limit: int = 20,
         before: str | None = None,
         order: str = "updated",
+        status: str | None = None,
     ) -> builtins.list[ThreadInfo]:
         """A page of this scope's threads, most recent first (`order`: "updated", the last
-        write, or "created"), optionally only `owner`'s. Pass the last thread's `cursor`
-        as `before` for the next page. Reads the index only: time proportional to the page.
+        write, or "created"), optionally only `owner`'s, or only those of one `status`
+        ("idle", "interrupted", "running", "error": see `ThreadInfo.status`). Pass the
+        last thread's `cursor` as `before` for the next page. Reads the index only: time
+        proportional to the page.
         """
-        return self.checkpoints.threads(owner=owner, limit=limit, before=before, order=order)
+        return self.checkpoints.threads(
+            owner=owner, limit=limit, before=before, order=order, status=status
+        )
 
     def thread(self, thread_id: str) -> ThreadInfo | None:
         """The index row of one thread, or None."""
@@ -264,10 +269,13 @@ class Conversations:
         limit: int = 20,
         before: str | None = None,
         order: str = "updated",
+        status: str | None = None,
     ) -> builtins.list[ThreadInfo]:
         """Async `threads`, run on a worker thread."""
         return await asyncio.to_thread(
-            lambda: self.threads(owner=owner, limit=limit, before=before, order=order)
+            lambda: self.threads(
+                owner=owner, limit=limit, before=before, order=order, status=status
+            )
         )
 
     async def athread(self, thread_id: str) -> ThreadInfo | None:
