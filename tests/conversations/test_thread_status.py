@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from tests.conversations.test_leases import holder, slow_graph
 from tests.engine.test_graphs import failing_fan_graph, review_graph
 from threadloom import Saver
 from threadloom.engine.checks import verify
-from threadloom.engine.threads import threadfacts
+from threadloom.engine.threads import threadfacts, threadindex
 from threadloom.errors import InvalidArgumentError
 
 DRAFT = {"draft": "v1", "verdicts": [], "published": False}
@@ -155,30 +156,39 @@ def test_a_page_of_one_status_leaves_the_others_out_and_pages_by_cursor(
             saver.threads(status="paused")
 
 
-def test_a_page_of_interrupted_or_failed_threads_reads_the_status_index() -> None:
-    """The page query of a stored status other than idle uses `threads_by_status` (no
-    scan, no sort), also after a cursor and with running threads to leave out."""
-    from threadloom.engine.format.schema import FORMAT_7
-    from threadloom.engine.threads.threadindex import page_query
+def test_a_page_of_one_status_reads_an_index_not_a_scan(tmp_path: Path) -> None:
+    """The page query of "interrupted" or "error" reads `threads_by_status` in order (no
+    sort), also after a cursor and with running threads to leave out; one of "running"
+    looks its threads up by id (the unique index), for pages and text searches."""
+    from threadloom.engine.threads.threadindex import BY_ID, page_query
 
-    conn = apsw.Connection(":memory:")
-    conn.execute(
-        "CREATE TABLE threads(id INTEGER PRIMARY KEY, scope INTEGER, thread_id TEXT, "
-        "owner TEXT, title TEXT, summary TEXT, tags TEXT, created_at REAL, updated_at REAL, "
-        "messages INTEGER, bytes INTEGER);"
-        "CREATE INDEX threads_by_updated ON threads(scope, updated_at, id);"
-        "CREATE TABLE checkpoints(thread INTEGER, checkpoint_ns TEXT, checkpoint_id TEXT);"
-        "CREATE TABLE writes(thread INTEGER, checkpoint_ns TEXT, checkpoint_id TEXT, "
-        "channel TEXT);" + FORMAT_7
-    )
+    path = tmp_path / "m.db"
+    Saver(str(path)).close()
+    conn = apsw.Connection(str(path))
+
+    def plan(sql: str, args: Sequence[Any]) -> str:
+        found = conn.execute("EXPLAIN QUERY PLAN " + sql, (*args, 20)).fetchall()
+        return " ".join(str(row[-1]) for row in found)
+
     for state in ("interrupted", "error"):
         for after in (None, (1e12, 5)):
             for running in (frozenset(), frozenset({"x"})):
                 sql, args = page_query(1, None, "updated", after, status=state, running=running)
-                plan = conn.execute("EXPLAIN QUERY PLAN " + sql, (*args, 20)).fetchall()
-                text = " ".join(str(r[-1]) for r in plan)
+                text = plan(sql, args)
                 assert "INDEX threads_by_status (scope=? AND status=?" in text, text
                 assert "TEMP B-TREE" not in text, text
+    for owner in (None, "ada"):
+        for order in ("updated", "created"):
+            sql, args = page_query(1, owner, order, None, status="running", running={"x"})
+            assert f"INDEX {BY_ID} (scope=? AND thread_id=?)" in plan(sql, args)
+    with Saver.from_conn_string(str(path)) as saver:
+        review_graph().compile(checkpointer=saver).invoke(DRAFT, config("r"))
+        with saver.lease("r"), saver.file.read() as read:
+            scope = saver.checkpoints.scope.id
+            assert scope is not None
+            found = threadindex.matching(read, scope, "r", status="running")
+            assert [(t.thread_id, t.status) for t in found] == [("r", "running")]
+            assert threadindex.matching(read, scope, "r", status="interrupted") == []
 
 
 def test_delete_prune_copy_and_import_keep_the_status(tmp_path: Path) -> None:
@@ -250,3 +260,20 @@ def test_verify_reports_a_status_the_index_got_wrong(tmp_path: Path) -> None:
     assert not found.sound
     assert any("the index says the thread is idle" in str(p) for p in found.problems)
     assert any("says error" in str(p) for p in found.problems)
+
+
+def test_the_async_saver_pages_by_status_too(tmp_path: Path) -> None:
+    """`athreads(status=...)` gives what `threads(status=...)` gives."""
+    import asyncio
+
+    from threadloom import AsyncSaver
+
+    async def main() -> None:
+        async with AsyncSaver.from_conn_string(str(tmp_path / "m.db")) as saver:
+            graph = review_graph().compile(checkpointer=saver)
+            await graph.ainvoke(DRAFT, config("r"))
+            found = await saver.athreads(status="interrupted")
+            assert [(t.thread_id, t.status) for t in found] == [("r", "interrupted")]
+            assert await saver.athreads(status="error") == []
+
+    asyncio.run(main())

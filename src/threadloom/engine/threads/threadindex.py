@@ -50,6 +50,8 @@ TITLE_CHARS: Final = 80
 ORDERS: Final = ("updated", "created")
 #: Elements of a messages list read to find the first human message.
 TITLE_SCAN: Final = 16
+#: SQLite's index of `threads`' UNIQUE(scope, thread_id) (format 1): threads by id.
+BY_ID: Final = "sqlite_autoindex_threads_1"
 #: What a thread is doing, as the index says: a live run holds its lease (`running`); its
 #: newest root checkpoint holds a failed task's error (`error`) or waits on an
 #: `interrupt()` (`interrupted`); else `idle`. Only the last three are stored.
@@ -184,7 +186,8 @@ def page_query(
     """The SQL of a page (its LIMIT bound last) and its arguments: read in the order of
     the index of `order` (and `owner`), so a page costs its rows. With a `status`, the
     threads `running` names are those running: a page of a stored status leaves them
-    out; one of "interrupted" or "error" by last activity reads `threads_by_status`."""
+    out; one of "interrupted" or "error" by last activity reads `threads_by_status`; one
+    of "running" looks its few threads up by id and sorts them."""
     column = f"t.{order}_at"
     where = ["t.scope = ?"]
     args: list[Any] = [scope]
@@ -199,6 +202,8 @@ def page_query(
         args += extra
         if status in ("interrupted", "error") and owner is None and order == "updated":
             index = "threads_by_status"
+        elif status == "running":
+            index = BY_ID
     if after is not None:
         where.append(f"({column}, t.id) < (?, ?)")
         args += list(after)
@@ -263,8 +268,10 @@ def matching(
         where.append(f"(t.updated_at, t.id) < (?{len(args) + 1}, ?{len(args) + 2})")
         args += [moment, row]
     # Without an owner, walk activity order (the planner would read the (scope, thread_id)
-    # index and sort the scope's every row).
+    # index and sort the scope's every row); running threads are few: look them up by id.
     hint = " INDEXED BY threads_by_updated" if owner is None else ""
+    if status == "running":
+        hint = f" INDEXED BY {BY_ID}"
     rows = fetchall(
         conn,
         f"SELECT {_COLUMNS} FROM threads t{hint} "
