@@ -81,6 +81,39 @@ def test_a_node_that_raises_leaves_the_thread_in_error_until_a_run_gets_past_it(
         assert status(saver, "f") == "idle"
 
 
+def test_an_error_or_interrupt_inside_a_subgraph_shows_on_the_parent_thread(
+    tmp_path: Path,
+) -> None:
+    """A subgraph's failing node and a subgraph's `interrupt()` reach the root checkpoint
+    through the parent's task: the thread is error, and interrupted."""
+    from typing import TypedDict
+
+    from langgraph.graph import START, StateGraph
+
+    from tests.engine.test_graphs import subgraph_graph
+
+    class Count(TypedDict):
+        x: int
+
+    def boom(state: Count) -> dict[str, Any]:
+        raise ValueError("inner boom")
+
+    inner = StateGraph(Count)
+    inner.add_node("inner", boom)
+    inner.add_edge(START, "inner")
+    outer = StateGraph(Count)
+    outer.add_node("child", inner.compile())
+    outer.add_edge(START, "child")
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        with pytest.raises(ValueError, match="inner boom"):
+            outer.compile(checkpointer=saver).invoke({"x": 0}, config("s"))
+        assert status(saver, "s") == "error"
+        assert len(saver.thread("s").namespaces) == 2  # type: ignore[union-attr]
+        sub = subgraph_graph().compile(checkpointer=saver)
+        sub.invoke({"messages": ["hi"], "notes": [], "done": False}, config("p"))
+        assert status(saver, "p") == "interrupted"
+
+
 def test_a_lease_held_by_another_process_shows_running_until_it_is_killed(
     tmp_path: Path,
 ) -> None:
