@@ -24,6 +24,7 @@ from tests.engine.test_graphs import (
     Inner,
     agent_graph,
     counter_graph,
+    failing_fan_graph,
     review_graph,
     subgraph_graph,
 )
@@ -161,6 +162,7 @@ def test_threads_json_is_the_index_and_the_file_may_be_positional(
         "head",
         "namespaces",
         "cursor",
+        "status",
     ]
 
 
@@ -198,6 +200,7 @@ def test_threads_table(written: Written, capsys: pytest.CaptureFixture[str]) -> 
     lines = out.splitlines()
     assert lines[0].split() == [
         "THREAD",
+        "STATUS",
         "OWNER",
         "TITLE",
         "MESSAGES",
@@ -212,6 +215,7 @@ def test_threads_table(written: Written, capsys: pytest.CaptureFixture[str]) -> 
         updated = datetime.fromisoformat(info["updated_at"]).strftime("%Y-%m-%d %H:%M:%S")
         assert line.split() == [
             thread_id,
+            "idle",
             "ada",
             *["what", "is", "6", "x", "2?"],
             "4",
@@ -314,7 +318,12 @@ def test_show_json_is_the_transcript_page(
     db = str(written.path)
     for thread_id in ("t-1", "raw"):
         page = run_json(capsys, "show", db, thread_id)
-        assert page == {**written.transcripts[thread_id], "interrupts": []}
+        assert page == {
+            **written.transcripts[thread_id],
+            "interrupts": [],
+            "errors": [],
+            "status": "idle",
+        }
     older = run_json(capsys, "show", "--db", db, "t-1", "--tail", "2", "--before", "2")
     assert (older["start"], older["older"], older["total"]) == (0, None, 4)
     assert [m["index"] for m in older["messages"]] == [0, 1]
@@ -653,6 +662,73 @@ def test_resumed_thread_shows_its_new_head(
     assert run_json(capsys, "show", str(path), "rev")["interrupts"] == []
 
 
+# -- status -------------------------------------------------------------------------------
+
+
+def failed(path: Path) -> Path:
+    """`path` with a thread `f` whose branch `b` failed (an `__error__` write on its head)."""
+    with Saver.from_conn_string(str(path)) as saver:
+        graph = failing_fan_graph({"a": 0, "b": 0}, {"b"}).compile(checkpointer=saver)
+        with pytest.raises(RuntimeError, match="b failed"):
+            graph.invoke({"log": []}, config("f"))
+    return path
+
+
+def test_threads_show_and_filter_by_status(
+    written: Written, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The STATUS column and `status` field say idle, interrupted, error or running (a live
+    lease), and `--status S` lists only the threads of that status."""
+    path = str(failed(copy(written, tmp_path)))
+    statuses = {t["thread_id"]: t["status"] for t in run_json(capsys, "threads", path)["threads"]}
+    assert statuses == {
+        "f": "error",
+        "raw": "idle",
+        "tt": "idle",
+        "sub": "interrupted",
+        "rev": "interrupted",
+        "t-3": "idle",
+        "t-2": "idle",
+        "t-1": "idle",
+    }
+    waiting = run_json(capsys, "threads", path, "--status", "interrupted")
+    assert [t["thread_id"] for t in waiting["threads"]] == ["sub", "rev"]
+    code, out, _ = run(capsys, "threads", path, "--status", "error")
+    assert code == 0 and [line.split()[:2] for line in out.splitlines()[1:]] == [["f", "error"]]
+    with Saver.from_conn_string(path) as saver, saver.lease("t-2"):
+        running = run_json(capsys, "threads", path, "--status", "running")
+        assert [t["thread_id"] for t in running["threads"]] == ["t-2"]
+        assert running["threads"][0]["status"] == "running"
+    assert run(capsys, "threads", path, "--status", "running")[1] == "no running threads\n"
+    from threadloom.cli.commands.threads import STATUSES
+    from threadloom.engine.threads import STATUSES as ENGINE_STATUSES
+
+    assert STATUSES == ENGINE_STATUSES  # the parser's choices are the engine's statuses
+    with pytest.raises(SystemExit) as exit:
+        main(["threads", path, "--status", "paused"])
+    assert exit.value.code == 2 and "invalid choice: 'paused'" in capsys.readouterr().err
+
+
+def test_show_names_the_status_and_the_error_of_a_failed_thread(
+    written: Written, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`show` of a failed thread gives its status and LangGraph's recorded error in JSON,
+    on the text's first and last lines and in markdown; an interrupted one its status."""
+    path = str(failed(copy(written, tmp_path)))
+    page = run_json(capsys, "show", path, "f")
+    assert page["status"] == "error"
+    assert page["errors"] == [{"node": "b", "error": "RuntimeError('b failed')"}]
+    lines = run(capsys, "show", path, "f")[1].splitlines()
+    assert lines[0].startswith("thread f (error): ")
+    assert lines[-1] == "error: b failed: RuntimeError('b failed')"
+    marked = run(capsys, "show", path, "f", "--markdown")[1].splitlines()
+    assert marked[2].startswith("Thread `f` (error), checkpoint ")
+    assert marked[-1] == "> **Error**: `b` failed: `RuntimeError('b failed')`"
+    assert run(capsys, "show", path, "rev")[1].startswith("thread rev (interrupted): ")
+    assert run(capsys, "show", path, "t-1")[1].startswith("thread t-1: ")
+    assert run_json(capsys, "show", path, "rev")["status"] == "interrupted"
+
+
 # -- the contract -------------------------------------------------------------------------
 
 
@@ -678,6 +754,7 @@ def test_docs_give_the_json_shapes(
     page = run_json(capsys, "show", db, "t-1", "--tail", "2", "--before", "3")
     page["interrupts"] = run_json(capsys, "show", db, "rev")["interrupts"]
     copied = copy(written, tmp_path)
+    page["errors"] = run_json(capsys, "show", str(failed(copied)), "f")["errors"]
     real = [
         run_json(capsys, "threads", db, "--limit", "1"),
         page,

@@ -5,6 +5,11 @@ Messages say what went wrong and what to do about it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
 
 class ThreadloomError(Exception):
     """Root of every error threadloom raises on purpose."""
@@ -160,11 +165,11 @@ class ThreadBusyError(EngineError):
     Attributes:
         thread_id: the thread asked for.
         host, pid: where the holder runs.
-        expires_at: Unix time the holder's lease runs out unless it is renewed.
+        expires_at: when the holder's lease runs out unless it is renewed (a UTC datetime).
     """
 
     def __init__(
-        self, message: str, *, thread_id: str, host: str, pid: int, expires_at: float
+        self, message: str, *, thread_id: str, host: str, pid: int, expires_at: datetime
     ) -> None:
         super().__init__(message)
         self.thread_id = thread_id

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import timezone
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,14 @@ def test_a_second_holder_is_refused_at_once_and_the_first_release_frees_it(
 ) -> None:
     with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
         with saver.lease("t") as lease:
-            assert lease.expires_at is not None and lease.expires_at > time.time() + 50
+            assert lease.expires_at is not None and lease.expires_at.tzinfo is timezone.utc
+            assert lease.expires_at.timestamp() > time.time() + 50
             started = time.monotonic()
             with pytest.raises(ThreadBusyError, match="busy") as caught:
                 saver.lease("t").acquire()
             assert time.monotonic() - started < 0.5
             assert caught.value.thread_id == "t" and caught.value.pid == os.getpid()
+            assert caught.value.expires_at == lease.expires_at
             with saver.lease("other"):  # another thread is free
                 pass
         with saver.lease("t"):  # released on exit

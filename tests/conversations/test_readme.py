@@ -18,5 +18,6 @@ def test_the_readme_conversation_example_runs(
     exec(compile(block.group(1), "README.md (conversation example)", "exec"), {})
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "busy: answer HTTP 409"
-    assert out[1].startswith("t-1 Plan my week 2 ")
+    assert out[1].startswith("t-1 idle Plan my week 2 20")  # updated_at: a UTC datetime
+    assert out[1].endswith("+00:00")
     assert out[2] == "['Plan my week', 'you said: Plan my week'] ai"

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +42,8 @@ def test_a_tool_agent_conversation_is_indexed_as_it_runs(tmp_path: Path) -> None
         assert info.title == "What is six times two? Please explain."
         assert info.messages == len(state["messages"]) == 8
         assert kept(saver, "t1") == expected(saver, "t1")
-        assert info.created_at <= info.updated_at <= time.time()
+        assert info.created_at <= info.updated_at <= datetime.now(timezone.utc)
+        assert info.updated_at.tzinfo is timezone.utc
         assert info.summary is None and info.tags == ()
 
 
@@ -248,7 +250,10 @@ def _crash_writer(path: Path) -> subprocess.Popen[bytes]:
         [sys.executable, "-c", code, str(path)],
         cwd=root,
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]),
+        },
     )
 
 
@@ -331,3 +336,16 @@ def test_a_title_is_looked_for_only_while_the_thread_has_none(
         titled = len(calls)
         chat(saver, "t", "second")
         assert titled >= 1 and len(calls) == titled  # titled after the first turn
+
+
+def test_thread_times_are_utc_datetimes_and_their_json_is_iso(tmp_path: Path) -> None:
+    """`ThreadInfo` gives timezone-aware UTC datetimes; `as_json()` gives ISO strings."""
+    with Saver.from_conn_string(str(tmp_path / "m.db")) as saver:
+        chat(saver, "t", "hello")
+        info = saver.thread("t")
+    assert info is not None
+    assert isinstance(info.created_at, datetime) and info.created_at.tzinfo is timezone.utc
+    assert info.created_at <= info.updated_at <= datetime.now(timezone.utc)
+    shown = info.as_json()
+    assert datetime.fromisoformat(shown["updated_at"]) == info.updated_at
+    assert shown["created_at"].endswith("+00:00")

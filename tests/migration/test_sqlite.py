@@ -253,12 +253,12 @@ def test_a_migrated_thread_keeps_its_source_times(
     with Saver.from_conn_string(target) as saver:
         old = saver.checkpoints.thread("old")
         assert old is not None
-        assert old.created_at == datetime.fromisoformat(stamps[0]).timestamp()
-        assert old.updated_at == datetime.fromisoformat(stamps[-1]).timestamp()
+        assert old.created_at == datetime.fromisoformat(stamps[0])
+        assert old.updated_at == datetime.fromisoformat(stamps[-1])
         new = saver.checkpoints.thread("new")
         head = saver.get_tuple({"configurable": {"thread_id": "new"}})
         assert new is not None and head is not None
-        assert new.updated_at == datetime.fromisoformat(head.checkpoint["ts"]).timestamp()
+        assert new.updated_at == datetime.fromisoformat(head.checkpoint["ts"])
     capsys.readouterr()
     assert main(["threads", target, "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["threads"]

@@ -399,5 +399,5 @@ def test_an_imported_thread_keeps_its_checkpoints_times(
         assert done["copied"] == 3
         info = two.checkpoints.thread("aged")
         assert info is not None
-        assert info.created_at == datetime.fromisoformat(stamps[0]).timestamp()
-        assert info.updated_at == datetime.fromisoformat(stamps[-1]).timestamp()
+        assert info.created_at == datetime.fromisoformat(stamps[0])
+        assert info.updated_at == datetime.fromisoformat(stamps[-1])

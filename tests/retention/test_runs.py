@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,7 @@ def test_idle_threads_are_deleted_whole(tmp_path: Path) -> None:
         size = saver.thread("old").bytes
         report = saver.apply_retention(RetentionPolicy(keep_last=3, max_age=30 * 86400))
         assert [e.thread_id for e in report.expired] == ["old"]
+        assert report.expired[0].updated_at == datetime.fromtimestamp(idle_since, timezone.utc)
         expired = report.as_json()["expired_threads"][0]
         assert expired["bytes"] == size and expired["updated_at"].startswith(
             time.strftime("%Y-%m-%d", time.gmtime(idle_since))

@@ -671,3 +671,59 @@ def test_the_store_search_finds_items_put_with_vectors(tmp_path: Path) -> None:
     with TestClient(create_app(Source(path), allowed_hosts=["testserver"])) as client:
         found = client.get("/store.json?q=tea+Lisbon").json()["search"]["results"]
         assert [r["key"] for r in found] == ["f-tea"] and found[0]["score"] > 0
+
+
+def test_the_thread_list_and_header_show_each_threads_status(tmp_path: Path) -> None:
+    """The list and the transcript header show idle, interrupted, error and running (a
+    live lease), in HTML and in the twins; `?status=` filters the list and a bad one is
+    a 400."""
+    from langgraph.types import Command
+    from starlette.testclient import TestClient
+
+    from tests.engine.test_graphs import failing_fan_graph, review_graph
+    from threadloom import Saver
+    from threadloom.viewer.app import create_app
+    from threadloom.viewer.source import Source
+
+    path = tmp_path / "status.db"
+    draft = {"draft": "v1", "verdicts": [], "published": False}
+    with Saver.from_conn_string(str(path)) as saver:
+        review = review_graph().compile(checkpointer=saver)
+        for name in ("waiting", "held", "done"):
+            review.invoke(draft, {"configurable": {"thread_id": name}})
+        for answer in ("a", "b"):
+            review.invoke(Command(resume=answer), {"configurable": {"thread_id": "done"}})
+        fan = failing_fan_graph({"a": 0, "b": 0}, {"b"}).compile(checkpointer=saver)
+        with pytest.raises(RuntimeError, match="b failed"):
+            fan.invoke({"log": []}, {"configurable": {"thread_id": "failed"}})
+        with (
+            saver.lease("held"),
+            TestClient(create_app(Source(path), allowed_hosts=["testserver"])) as client,
+        ):
+            listed = client.get("/threads.json").json()
+            assert {t["thread_id"]: t["status"] for t in listed["threads"]} == {
+                "waiting": "interrupted",
+                "held": "running",
+                "done": "idle",
+                "failed": "error",
+            }
+            assert listed["status"] is None
+            only = client.get("/threads.json?status=interrupted").json()
+            assert only["status"] == "interrupted"
+            assert [t["thread_id"] for t in only["threads"]] == ["waiting"]
+            found = client.get("/threads.json?status=running&q=hel").json()["threads"]
+            assert [t["thread_id"] for t in found] == ["held"]
+            assert (
+                client.get("/threads.json?q=a&status=error").json()["threads"][0]["thread_id"]
+                == "failed"
+            )
+            assert client.get("/threads.json?status=paused").status_code == 400
+            page = client.get("/threads").text
+            assert '<span class="badge bad"' in page and '<span class="badge add"' in page
+            assert '<option value="error">' in page
+            assert 'value="interrupted" selected' in client.get("/threads?status=interrupted").text
+            for thread_id, status in (("failed", "error"), ("held", "running")):
+                twin = client.get(f"/threads/{thread_id}.json").json()
+                assert twin["thread"]["status"] == status
+                header = client.get(f"/threads/{thread_id}").text.split("</dl>")[0]
+                assert f">{status}</span></dd>" in header

@@ -30,7 +30,10 @@ def transcript(page: Mapping[str, Any]) -> list[str]:
         span = f"messages {first}-{last} of {page['total']}"
     else:
         span = f"no messages (of {page['total']})"
-    lines = [f"thread {page['thread_id']}: {span}, checkpoint {page['checkpoint_id'] or '-'}"]
+    lines = [
+        f"thread {page['thread_id']}{_status(page)}: {span}, "
+        f"checkpoint {page['checkpoint_id'] or '-'}"
+    ]
     if page["older"] is not None:
         lines.append(f"older: --before {page['older']}")
     for item in messages:
@@ -42,7 +45,20 @@ def transcript(page: Mapping[str, Any]) -> list[str]:
             "",
             f"interrupted: {found['node'] or 'a task'} waits for {_json_line(found['value'])}",
         ]
+    for failed in page.get("errors") or ():
+        lines += ["", f"error: {failed['node'] or 'a task'} failed: {_error(failed['error'])}"]
     return lines
+
+
+def _error(error: Any) -> str:
+    """A failed task's recorded error on one line (LangGraph records its repr)."""
+    return cut(error, LINE) if isinstance(error, str) else _json_line(error)
+
+
+def _status(page: Mapping[str, Any]) -> str:
+    """The thread's status after its id, ` (interrupted)`; nothing when idle or unknown."""
+    status = page.get("status")
+    return f" ({status})" if status and status != "idle" else ""
 
 
 def _message_lines(item: Mapping[str, Any]) -> list[str]:
@@ -126,7 +142,7 @@ def markdown(page: Mapping[str, Any], title: str | None) -> list[str]:
         else f"no messages (of {page['total']})"
     )
     thread, checkpoint = _code(page["thread_id"]), _code(page["checkpoint_id"] or "-")
-    lines += [f"Thread {thread}, checkpoint {checkpoint}, {span}."]
+    lines += [f"Thread {thread}{_status(page)}, checkpoint {checkpoint}, {span}."]
     for item in messages:
         name = f" {_code(item['name'])}" if item.get("name") else ""
         lines += ["", f"### {item['index']} · {item['type']}{name}", ""]
@@ -147,6 +163,12 @@ def markdown(page: Mapping[str, Any], title: str | None) -> list[str]:
             "",
             f"> **Interrupted**: {_code(found['node'] or 'a task')} waits for "
             f"{_code(_json_line(found['value']))}",
+        ]
+    for failed in page.get("errors") or ():
+        lines += [
+            "",
+            f"> **Error**: {_code(failed['node'] or 'a task')} failed: "
+            f"{_code(_error(failed['error']))}",
         ]
     return lines
 

@@ -136,6 +136,7 @@ class CheckpointStore:
         limit: int = 20,
         before: str | None = None,
         order: str = "updated",
+        status: str | None = None,
     ) -> list[ThreadInfo]:
         """A page of the scope's threads from the index (`threadindex.page`); none when the
         scope was never written."""
@@ -143,7 +144,13 @@ class CheckpointStore:
             return []
         with self.file.read() as conn:
             return threadindex.page(
-                conn, self.scope.id, owner=owner, limit=limit, before=before, order=order
+                conn,
+                self.scope.id,
+                owner=owner,
+                limit=limit,
+                before=before,
+                order=order,
+                status=status,
             )
 
     def thread(self, thread_id: str) -> ThreadInfo | None:

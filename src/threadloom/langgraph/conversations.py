@@ -16,6 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
@@ -27,7 +28,7 @@ from threadloom.engine.conversations import (
     plain_elements,
     transcript_json,
 )
-from threadloom.engine.threads import UNSET, ThreadInfo
+from threadloom.engine.threads import UNSET, ThreadInfo, utc
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
 from threadloom.protocol.labels import encode_label
 from threadloom.protocol.plain import message, text
@@ -125,9 +126,9 @@ class Lease:
         self._renewer: threading.Thread | None = None
 
     @property
-    def expires_at(self) -> float | None:
-        """Unix time the lease runs out unless renewed (None when not held)."""
-        return self.held.expires_at if self.held is not None else None
+    def expires_at(self) -> datetime | None:
+        """When the lease runs out unless renewed, a UTC datetime (None when not held)."""
+        return utc(self.held.expires_at) if self.held is not None else None
 
     def acquire(self) -> Lease:
         """Take the lease (see the class); returns self."""
@@ -230,12 +231,17 @@ class Conversations:
         limit: int = 20,
         before: str | None = None,
         order: str = "updated",
+        status: str | None = None,
     ) -> builtins.list[ThreadInfo]:
         """A page of this scope's threads, most recent first (`order`: "updated", the last
-        write, or "created"), optionally only `owner`'s. Pass the last thread's `cursor`
-        as `before` for the next page. Reads the index only: time proportional to the page.
+        write, or "created"), optionally only `owner`'s, or only those of one `status`
+        ("idle", "interrupted", "running", "error": see `ThreadInfo.status`). Pass the
+        last thread's `cursor` as `before` for the next page. Reads the index only: time
+        proportional to the page.
         """
-        return self.checkpoints.threads(owner=owner, limit=limit, before=before, order=order)
+        return self.checkpoints.threads(
+            owner=owner, limit=limit, before=before, order=order, status=status
+        )
 
     def thread(self, thread_id: str) -> ThreadInfo | None:
         """The index row of one thread, or None."""
@@ -263,10 +269,13 @@ class Conversations:
         limit: int = 20,
         before: str | None = None,
         order: str = "updated",
+        status: str | None = None,
     ) -> builtins.list[ThreadInfo]:
         """Async `threads`, run on a worker thread."""
         return await asyncio.to_thread(
-            lambda: self.threads(owner=owner, limit=limit, before=before, order=order)
+            lambda: self.threads(
+                owner=owner, limit=limit, before=before, order=order, status=status
+            )
         )
 
     async def athread(self, thread_id: str) -> ThreadInfo | None:

@@ -43,6 +43,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from threadloom import __version__
+from threadloom.engine.threads import STATUSES
 from threadloom.errors import ThreadloomError
 from threadloom.viewer import checkpoints, memory, pages
 from threadloom.viewer.source import BadRequest, NotFound, Source
@@ -201,7 +202,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(bytes=human_bytes, when=short_time, pretty=pretty, tilde=tilde)
-    env.globals.update(url=url, thread_url=thread_url, version=__version__)
+    env.globals.update(url=url, thread_url=thread_url, version=__version__, statuses=STATUSES)
     return env
 
 

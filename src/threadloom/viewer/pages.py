@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from threadloom.engine.conversations import Tail
-from threadloom.engine.threads import threadindex
+from threadloom.engine.threads import STATUSES, threadindex
 from threadloom.errors import InvalidArgumentError, ThreadloomError
 from threadloom.protocol import PARTS, WRITES
 from threadloom.protocol.plain import message, plain
@@ -61,19 +61,28 @@ def text(params: Mapping[str, str], name: str) -> str | None:
 
 def threads(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
     """The thread index: most recent activity first, searched by id or title, filtered by
-    owner, paged by cursor."""
+    owner and status, paged by cursor."""
     limit = number(params, "limit", 50, 1, 500)
     query, owner, before = text(params, "q"), text(params, "owner"), text(params, "before")
+    status = text(params, "status")
+    if status is not None and status not in STATUSES:
+        raise BadRequest(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
     store = source.store
     try:
         if query is None:
-            found = store.threads(owner=owner, limit=limit + 1, before=before)
+            found = store.threads(owner=owner, limit=limit + 1, before=before, status=status)
         elif store.scope.id is None:
             found = []
         else:
             with source.file.read() as conn:
                 found = threadindex.matching(
-                    conn, store.scope.id, query, owner=owner, limit=limit + 1, before=before
+                    conn,
+                    store.scope.id,
+                    query,
+                    owner=owner,
+                    limit=limit + 1,
+                    before=before,
+                    status=status,
                 )
     except InvalidArgumentError as exc:
         raise BadRequest(str(exc)) from None
@@ -84,6 +93,7 @@ def threads(source: Source, params: Mapping[str, str]) -> dict[str, Any]:
         "scope": source.scope,
         "q": query,
         "owner": owner,
+        "status": status,
         "before": before,
         "limit": limit,
         "threads": [info.as_json() for info in page],

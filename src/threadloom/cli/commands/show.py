@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the transcript page (`Transcript.as_json()` plus `interrupts`)."""
+    """Print the transcript page (`Transcript.as_json()` plus `interrupts`, `errors` and
+    the thread's `status`)."""
     from threadloom.engine.conversations import plain_elements, transcript_json
 
     path, (thread_id,) = operands(args, 1)
@@ -57,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
         page = transcript_json(
             thread_id, tail.checkpoint_id, tail.total, tail.start, plain_elements(tail)
         )
-        waiting = (
-            store.histories.interrupts(thread_id, tail.checkpoint_id) if tail.checkpoint_id else []
-        )
+        head = tail.checkpoint_id
+        waiting = store.histories.interrupts(thread_id, head) if head else []
+        failed = store.histories.failures(thread_id, head) if head else []
     page["interrupts"] = [found.as_json() for found in waiting]
+    page["errors"] = [found.as_json() for found in failed]
+    page["status"] = info.status
     if args.json:
         print_json(page)
     elif args.markdown:

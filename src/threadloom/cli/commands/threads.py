@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from threadloom.cli._conversations import (
@@ -23,6 +22,9 @@ if TYPE_CHECKING:
 HELP = "list the threads of the file, most recent first"
 #: Characters of a title in the `threads` table.
 TITLE = 40
+#: The statuses `--status` takes: `engine.threads.STATUSES`, named here so that building
+#: the parser does not load the engine.
+STATUSES = ("idle", "interrupted", "running", "error")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,12 +38,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="updated",
         help="by last write or by creation (default: %(default)s)",
     )
+    parser.add_argument(
+        "--status",
+        choices=STATUSES,
+        help="only threads that are idle, waiting on an interrupt, running (a live lease) "
+        "or stopped by an error",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Print a page of the index, or `{"threads": [...], "next": cursor-or-null}`."""
     path, _ = operands(args, 0)
-    options = {"owner": args.owner, "order": args.order}
+    options = {"owner": args.owner, "order": args.order, "status": args.status}
     with opened(args, path) as store:
         page = store.threads(limit=args.limit, before=args.before, **options)
         following = None
@@ -51,13 +59,17 @@ def run(args: argparse.Namespace) -> int:
         print_json({"threads": [info.as_json() for info in page], "next": following})
         return 0
     if not page:
-        print("no threads" + (f" of {args.owner!r}" if args.owner else ""))
+        which = f" {args.status}" if args.status else ""
+        print(f"no{which} threads" + (f" of {args.owner!r}" if args.owner else ""))
         return 0
     column = "CREATED" if args.order == "created" else "UPDATED"
     table(
-        ["THREAD", "OWNER", "TITLE", "MESSAGES", "CHECKPOINTS", "SIZE", f"{column} (UTC)"],
+        [
+            *("THREAD", "STATUS", "OWNER", "TITLE", "MESSAGES", "CHECKPOINTS", "SIZE"),
+            f"{column} (UTC)",
+        ],
         [_row(info, args.order) for info in page],
-        right={3, 4, 5},
+        right={4, 5, 6},
     )
     if following is not None:
         print(f"more: --before {following}")
@@ -68,10 +80,11 @@ def _row(info: ThreadInfo, order: str) -> list[str]:
     moment = info.created_at if order == "created" else info.updated_at
     return [
         info.thread_id,
+        info.status,
         info.owner or "-",
         cut(info.title or "-", TITLE),
         str(info.messages),
         str(info.checkpoints),
         size(info.bytes),
-        datetime.fromtimestamp(moment, timezone.utc).strftime("%Y-%m-%d %H:%M:%S"),
+        moment.strftime("%Y-%m-%d %H:%M:%S"),
     ]

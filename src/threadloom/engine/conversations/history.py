@@ -41,9 +41,10 @@ from threadloom.protocol.plain import plain
 #: LangGraph's task path prefixes (`pregel._algo.task_path_str` of PULL and PUSH paths).
 PULL: Final = "~__pregel_pull, "
 PUSH: Final = "~__pregel_push"
-#: LangGraph's channels of pending sends and of interrupts.
+#: LangGraph's channels of pending sends, of interrupts and of a failed task's error.
 TASKS: Final = "__pregel_tasks"
 INTERRUPT: Final = "__interrupt__"
+ERROR: Final = "__error__"
 _SEND: Final = "langgraph.types.Send"
 
 
@@ -134,6 +135,23 @@ class Interrupt:
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return {"id": self.id, "node": self.node, "value": self.value}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A failed task's error pending on a checkpoint (a write on `__error__`).
+
+    Attributes:
+        node: the node whose task failed (None for a push task).
+        error: what LangGraph recorded of the exception (its repr, `ValueError('boom')`).
+    """
+
+    node: str | None
+    error: Any
+
+    def as_json(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"node": self.node, "error": self.error}
 
 
 class Histories:
@@ -240,6 +258,23 @@ class Histories:
     def interrupts(self, thread_id: str, checkpoint_id: str) -> list[Interrupt]:
         """The interrupts pending on a root checkpoint of the thread (its writes on
         `__interrupt__`), in LangGraph's write order; [] when it has none."""
+        found = []
+        for node, value in self._pending(thread_id, checkpoint_id, INTERRUPT):
+            for item in value if isinstance(value, list) else [value]:
+                found.append(_interrupt(item, node))
+        return found
+
+    def failures(self, thread_id: str, checkpoint_id: str) -> list[Failure]:
+        """The errors of failed tasks pending on a root checkpoint of the thread (its
+        writes on `__error__`: the run stopped there); [] when it has none."""
+        return [
+            Failure(node, value) for node, value in self._pending(thread_id, checkpoint_id, ERROR)
+        ]
+
+    def _pending(
+        self, thread_id: str, checkpoint_id: str, channel: str
+    ) -> list[tuple[str | None, Any]]:
+        """The node and plain value of each write of a root checkpoint on `channel`."""
         scope = self.scope
         if scope.id is None:
             return []
@@ -252,7 +287,7 @@ class Histories:
                 f"SELECT x.task_id, x.idx, x.task_path, x.body, {WRITE_ROWS.unsealed('x')} "
                 f"FROM writes x{OWNERS} WHERE x.thread = ? AND x.checkpoint_ns = '' "
                 "AND x.checkpoint_id = ? AND x.channel = ? ORDER BY x.task_path, x.task_id, x.idx",
-                (thread, checkpoint_id, INTERRUPT),
+                (thread, checkpoint_id, channel),
             )
             bodies = scope.content.unpack_many(
                 conn,
@@ -261,13 +296,10 @@ class Histories:
                     for task, idx, _, body, digest in rows
                 ],
             )
-            found = []
-            for (_, _, path, _, _), data in zip(rows, bodies, strict=True):
-                value = self._plain(conn, thread, data.get("value"))
-                node = _pulled(path)
-                for item in value if isinstance(value, list) else [value]:
-                    found.append(_interrupt(item, node))
-        return found
+            return [
+                (_pulled(path), self._plain(conn, thread, data.get("value")))
+                for (_, _, path, _, _), data in zip(rows, bodies, strict=True)
+            ]
 
     # -- the page's parts ------------------------------------------------------------------
 

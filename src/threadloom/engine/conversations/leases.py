@@ -16,46 +16,23 @@ process reads as alive, so such a lease only waits for its expiry.
 from __future__ import annotations
 
 import os
-import socket
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Final
 
 import apsw
 
 from threadloom.engine.file import File
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.sql import fetchall
+from threadloom.engine.threads import utc
+from threadloom.engine.threads.running import HELD_COLUMNS, HOST, Held, alive, live
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadBusyError
+
+__all__ = ["MAX_TTL", "Held", "Leases"]
 
 #: Longest lease one take or renewal grants (a day): a holder that needs longer renews.
 MAX_TTL: Final = 86_400.0
-
-
-def _host() -> str:
-    """This machine as leases name it: the host name and, where the kernel says, the pid
-    namespace (containers sharing a host name and a volume have pids of their own)."""
-    try:
-        namespace = os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return socket.gethostname()
-    return f"{socket.gethostname()}/pid:{namespace}"
-
-
-_HOST: Final = _host()
-
-
-@dataclass(frozen=True)
-class Held:
-    """A lease as the file holds it."""
-
-    thread_id: str
-    holder: str
-    host: str
-    pid: int
-    acquired_at: float
-    expires_at: float
 
 
 class Leases:
@@ -87,9 +64,9 @@ class Leases:
                 "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(scope, thread_id) DO UPDATE SET "
                 "holder = excluded.holder, host = excluded.host, pid = excluded.pid, "
                 "acquired_at = excluded.acquired_at, expires_at = excluded.expires_at",
-                (self.scope, thread_id, token, _HOST, os.getpid(), now, now + ttl),
+                (self.scope, thread_id, token, HOST, os.getpid(), now, now + ttl),
             )
-        return Held(thread_id, token, _HOST, os.getpid(), now, now + ttl)
+        return Held(thread_id, token, HOST, os.getpid(), now, now + ttl)
 
     def refuse_if_held(self, conn: apsw.Connection, thread_id: str, advice: str) -> None:
         """Raise ThreadBusyError when a live run holds the thread's lease.
@@ -100,7 +77,7 @@ class Leases:
         """
         found = self._find(conn, thread_id)
         now = time.time()
-        if found is not None and found.expires_at > now and _alive(found):
+        if found is not None and found.expires_at > now and alive(found):
             raise ThreadBusyError(
                 f"thread {thread_id!r} is busy: a run (pid {found.pid} on {found.host}) "
                 f"holds its lease for {found.expires_at - now:.1f} s more; {advice} "
@@ -108,7 +85,7 @@ class Leases:
                 thread_id=thread_id,
                 host=found.host,
                 pid=found.pid,
-                expires_at=found.expires_at,
+                expires_at=utc(found.expires_at),
             )
 
     def renew(self, held: Held, ttl: float) -> Held:
@@ -145,30 +122,19 @@ class Leases:
         """The live lease on a thread, or None."""
         with self.file.read() as conn:
             found = self._find(conn, thread_id)
-        if found is None or found.expires_at <= time.time() or not _alive(found):
+        if found is None or found.expires_at <= time.time() or not alive(found):
             return None
         return found
 
     def live(self, conn: apsw.Connection, thread_ids: Iterable[str]) -> set[str]:
         """Those of `thread_ids` a live run holds the lease of, read in the caller's
         transaction (not run out, and the holder's process not gone)."""
-        wanted = list(thread_ids)
-        if not wanted:
-            return set()
-        now = time.time()
-        rows = fetchall(
-            conn,
-            "SELECT thread_id, holder, host, pid, acquired_at, expires_at FROM leases "
-            "WHERE scope = ? AND thread_id IN carray(?) AND expires_at > ?",
-            (self.scope, ids(wanted), now),
-        )
-        return {held.thread_id for held in (Held(*row) for row in rows) if _alive(held)}
+        return live(conn, self.scope, thread_ids)
 
     def _find(self, conn: apsw.Connection, thread_id: str) -> Held | None:
         rows = fetchall(
             conn,
-            "SELECT thread_id, holder, host, pid, acquired_at, expires_at FROM leases "
-            "WHERE scope = ? AND thread_id = ?",
+            f"SELECT {HELD_COLUMNS} FROM leases WHERE scope = ? AND thread_id = ?",
             (self.scope, thread_id),
         )
         return Held(*rows[0]) if rows else None
@@ -179,25 +145,3 @@ def _check(thread_id: str, ttl: float) -> None:
         raise InvalidArgumentError("thread_id must be a non-empty str")
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not 0 < ttl <= MAX_TTL:
         raise InvalidArgumentError(f"ttl must be seconds, more than 0 and at most {MAX_TTL:.0f}")
-
-
-def _alive(held: Held) -> bool:
-    """False only when the holder ran on this host and its process is gone."""
-    if held.host != _HOST or held.pid == os.getpid():
-        return True
-    try:
-        os.kill(held.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: alive
-        return True
-    return not _zombie(held.pid)
-
-
-def _zombie(pid: int) -> bool:
-    """True for a process that exited and waits for its parent to collect it (Linux)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] == b"Z"
-    except (OSError, IndexError):
-        return False

@@ -33,6 +33,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NamedTuple
 
 import apsw
@@ -45,7 +46,7 @@ from threadloom.engine.conversations.leases import Leases
 from threadloom.engine.format.keys import PLAIN_KINDS
 from threadloom.engine.format.tables import BodyTable
 from threadloom.engine.sql import fetchall, ids
-from threadloom.engine.threads.threadindex import iso
+from threadloom.engine.threads.threadindex import utc
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol import Retained, kept_checkpoints, plain, raw_value, root_parent
 
@@ -86,7 +87,8 @@ class ThreadExpired:
     """A thread deleted whole (or that would be) because it was idle past `max_age`."""
 
     thread_id: str
-    updated_at: float
+    #: Its last write, a timezone-aware UTC datetime.
+    updated_at: datetime
     checkpoints: int = 0
     writes: int = 0
     values: int = 0
@@ -94,7 +96,7 @@ class ThreadExpired:
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (`updated_at` as ISO-8601 UTC)."""
-        return {**self.__dict__, "updated_at": iso(self.updated_at)}
+        return {**self.__dict__, "updated_at": self.updated_at.isoformat()}
 
 
 @dataclass
@@ -397,7 +399,7 @@ class Retainer:
         simulated: _Simulated,
         thread: _Thread,
     ) -> None:
-        expired = ThreadExpired(thread.thread_id, thread.updated_at, bytes=thread.bytes)
+        expired = ThreadExpired(thread.thread_id, utc(thread.updated_at), bytes=thread.bytes)
         drops = Drops(conn, self.scope.content)
         expired.writes = drops.add("writes", "thread = ?", (thread.id,))
         expired.checkpoints = drops.add("checkpoints", "thread = ?", (thread.id,))

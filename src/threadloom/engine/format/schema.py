@@ -494,6 +494,66 @@ afterwards (a saver) fills the index from each thread's rows (one write transact
 crash before it commits leaves it pending, and the next open does it).
 """
 
+_STATUS_OF: Final = """coalesce((SELECT CASE WHEN max(w.channel = '__error__') = 1 THEN 'error'
+        WHEN count(*) > 0 THEN 'interrupted' END
+    FROM writes w WHERE w.thread = {thread} AND w.checkpoint_ns = ''
+        AND w.channel IN ('__error__', '__interrupt__')
+        AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c
+            WHERE c.thread = {thread} AND c.checkpoint_ns = '')), 'idle')"""
+
+FORMAT_7: Final = f"""
+ALTER TABLE threads ADD COLUMN status TEXT NOT NULL DEFAULT 'idle'
+    CHECK (status IN ('idle', 'interrupted', 'error'));
+UPDATE threads SET status = {_STATUS_OF.format(thread="threads.id")};
+CREATE INDEX threads_by_status ON threads(scope, status, updated_at, id) WHERE status <> 'idle';
+
+CREATE TRIGGER status_checkpoint_insert AFTER INSERT ON checkpoints
+    WHEN new.checkpoint_ns = ''
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="new.thread")} WHERE id = new.thread;
+END;
+
+CREATE TRIGGER status_checkpoint_delete AFTER DELETE ON checkpoints
+    WHEN old.checkpoint_ns = ''
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="old.thread")} WHERE id = old.thread;
+END;
+
+CREATE TRIGGER status_write_insert AFTER INSERT ON writes
+    WHEN new.checkpoint_ns = '' AND new.channel IN ('__error__', '__interrupt__')
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="new.thread")} WHERE id = new.thread;
+END;
+
+CREATE TRIGGER status_write_update AFTER UPDATE OF channel ON writes
+    WHEN old.checkpoint_ns = '' AND (old.channel IN ('__error__', '__interrupt__')
+        OR new.channel IN ('__error__', '__interrupt__'))
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="new.thread")} WHERE id = new.thread;
+END;
+
+CREATE TRIGGER status_write_delete AFTER DELETE ON writes
+    WHEN old.checkpoint_ns = '' AND old.channel IN ('__error__', '__interrupt__')
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="old.thread")} WHERE id = old.thread;
+END;
+"""
+"""Format 7: a thread's status in the thread index (engine/threads/threadindex.py).
+
+`threads.status` says what the thread's newest root checkpoint (its head) waits on:
+'error' when a pending write of the head is on LangGraph's `__error__` channel (a task
+failed and the run stopped), else 'interrupted' when one is on `__interrupt__` (a node
+called `interrupt()` and the run waits to be resumed), else 'idle'. It is derived data,
+kept by triggers on every insert and delete of a root checkpoint (which changes the head)
+and of a root pending write on those two channels, so every path that writes or deletes
+rows (a put, serve, import, migration, prune, delete) keeps it; `verify` checks it. The
+upgrade computes it for every thread. `threads_by_status` pages the threads that are not
+idle by last activity.
+
+Whether a run is going on ('running' in the index) is not stored: it is a live lease
+(`leases`), decided when the index is read.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -502,6 +562,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_4,
     FORMAT_5,
     FORMAT_6,
+    FORMAT_7,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

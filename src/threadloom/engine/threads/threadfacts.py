@@ -5,7 +5,7 @@ deleted through `serve`/`import`, a migration), after checkpoints were deleted (
 `delete_for_runs`) and at the format-6 upgrade, a thread's message count, title, owner
 and bytes are read from its rows: the newest root checkpoint decoded class-free
 (`protocol.plain`, seals checked), and every body row's stored size. `verify` compares
-the kept bytes with the rows (`problems`).
+the kept bytes and status with the rows (`problems`).
 
 A thread copied from elsewhere (`migrate`, `import`) takes its creation and last
 activity from its checkpoints' own times (`restamp`: the `ts` LangGraph writes into each
@@ -36,6 +36,9 @@ from threadloom.protocol import raw_value
 from threadloom.protocol.plain import plain
 
 _BODY_TABLES: Final = ("vals", "checkpoints", "writes")
+#: LangGraph's channels of a failed task's error and of interrupts (format 7's status).
+ERROR: Final = "__error__"
+INTERRUPT: Final = "__interrupt__"
 
 
 def refresh(
@@ -161,9 +164,10 @@ def build(
 
 def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, str, str]]:
     """What `verify` finds wrong with the index: `(scope, thread id, detail)` for each
-    thread whose bytes are not what its rows take, and one line when the index was never
-    filled. (Message counts and titles depend on each saver's `messages_channel` and are
-    read again by a prune; they are not checked.)"""
+    thread whose bytes are not what its rows take or whose status is not what its newest
+    root checkpoint's pending writes say, and one line when the index was never filled.
+    (Message counts and titles depend on each saver's `messages_channel` and are read
+    again by a prune; they are not checked.)"""
     if pending(conn):
         yield (
             "",
@@ -174,9 +178,9 @@ def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, 
             ),
         )
         return
-    for thread, kept, namespace, agent_id, thread_id in fetchall(
+    for thread, kept, namespace, agent_id, thread_id, status in fetchall(
         conn,
-        "SELECT t.id, t.bytes, s.namespace, s.agent_id, t.thread_id FROM threads t "
+        "SELECT t.id, t.bytes, s.namespace, s.agent_id, t.thread_id, t.status FROM threads t "
         "JOIN scopes s ON s.id = t.scope ORDER BY t.id",
     ):
         counted = stored_bytes(conn, content, int(thread))
@@ -186,6 +190,35 @@ def problems(conn: apsw.Connection, content: BlockStore) -> Iterable[tuple[str, 
                 str(thread_id),
                 f"the index says the thread takes {kept} bytes, its rows take {counted}",
             )
+        found = head_status(conn, int(thread))
+        if status != found:
+            yield (
+                f"{namespace}/{agent_id}",
+                str(thread_id),
+                f"the index says the thread is {status}, its newest checkpoint says {found}",
+            )
+
+
+def head_status(conn: apsw.Connection, thread: int) -> str:
+    """The status a thread's rows give (see `ThreadInfo.status`; a lease is not a row's):
+    read from the channels of its newest root checkpoint's pending writes."""
+    head = fetchall(
+        conn,
+        "SELECT max(checkpoint_id) FROM checkpoints WHERE thread = ? AND checkpoint_ns = ''",
+        (thread,),
+    )[0][0]
+    channels = {
+        row[0]
+        for row in fetchall(
+            conn,
+            "SELECT DISTINCT channel FROM writes "
+            "WHERE thread = ? AND checkpoint_ns = '' AND checkpoint_id = ?",
+            (thread, head),
+        )
+    }
+    if ERROR in channels:
+        return "error"
+    return "interrupted" if INTERRUPT in channels else "idle"
 
 
 def pending(conn: apsw.Connection) -> bool:

@@ -15,7 +15,11 @@ Who keeps what:
 - writes that arrive as documents (serve, import, migration), deletions of checkpoints
   and prunes (`threadfacts.refresh`): the same facts read again from the thread's rows,
   class-free (`protocol.plain`), in the deleting or importing transaction;
-- `set_thread`: title, summary, tags, owner, as given.
+- `set_thread`: title, summary, tags, owner, as given;
+- triggers (format 7): the stored status (`idle`, `interrupted`, `error`: what the
+  newest root checkpoint's pending writes say), on every insert and delete of a root
+  checkpoint or of an `__interrupt__`/`__error__` root write. `running` is not stored: a
+  live lease (`running.live`), read with the page.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import Any, Final
 import apsw
 
 from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.threads.running import live
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import MAX_PAGE
 from threadloom.protocol.plain import title
@@ -48,6 +53,12 @@ TITLE_SCAN: Final = 16
 #: The longest text a thread search takes (SQLite refuses LIKE patterns past 50,000
 #: bytes; a longer text could match only an id that long).
 SEARCH_CHARS: Final = 1000
+#: SQLite's index of `threads`' UNIQUE(scope, thread_id) (format 1): threads by id.
+BY_ID: Final = "sqlite_autoindex_threads_1"
+#: What a thread is doing, as the index says: a live run holds its lease (`running`); its
+#: newest root checkpoint holds a failed task's error (`error`) or waits on an
+#: `interrupt()` (`interrupted`); else `idle`. Only the last three are stored.
+STATUSES: Final = ("idle", "interrupted", "running", "error")
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,8 @@ class ThreadInfo:
         title: the first human message (truncated) or the title set.
         summary: free text set by the application (None until set).
         tags: strings set by the application.
-        created_at: Unix time of the thread's first write.
-        updated_at: Unix time of its last write (a put or pending writes).
+        created_at: when the thread was first written (a timezone-aware UTC datetime).
+        updated_at: when it was last written, a put or pending writes (UTC datetime).
         checkpoints: checkpoints it holds, every namespace.
         messages: the length of the messages channel of its newest root checkpoint.
         bytes: what its rows take as stored (inline bodies at their stored length,
@@ -69,6 +80,11 @@ class ThreadInfo:
         head: the id of its newest root checkpoint (None without one).
         namespaces: its checkpoint namespaces (`""` is the root), sorted.
         cursor: pass as `before=` to read the page after this thread.
+        status: one of `STATUSES`: "running" while a live run holds the thread's lease
+            (`Saver.lease`, `Saver.run`), else "error" when its newest root checkpoint
+            holds a failed task's error, "interrupted" when it waits on an `interrupt()`
+            (resume it with `Command(resume=...)`), else "idle". A run without a lease
+            is not seen; a static breakpoint (`interrupt_before`) records no interrupt.
     """
 
     thread_id: str
@@ -76,14 +92,15 @@ class ThreadInfo:
     title: str | None
     summary: str | None
     tags: tuple[str, ...]
-    created_at: float
-    updated_at: float
+    created_at: datetime
+    updated_at: datetime
     checkpoints: int
     messages: int
     bytes: int
     head: str | None
     namespaces: tuple[str, ...]
     cursor: str
+    status: str = "idle"
 
     def as_json(self) -> dict[str, Any]:
         """A JSON-ready dict (times as ISO-8601 UTC strings)."""
@@ -93,27 +110,33 @@ class ThreadInfo:
             "title": self.title,
             "summary": self.summary,
             "tags": list(self.tags),
-            "created_at": iso(self.created_at),
-            "updated_at": iso(self.updated_at),
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
             "checkpoints": self.checkpoints,
             "messages": self.messages,
             "bytes": self.bytes,
             "head": self.head,
             "namespaces": list(self.namespaces),
             "cursor": self.cursor,
+            "status": self.status,
         }
 
 
 def iso(moment: float) -> str:
     """Unix time as ISO-8601 in UTC."""
-    return datetime.fromtimestamp(moment, timezone.utc).isoformat()
+    return utc(moment).isoformat()
+
+
+def utc(moment: float) -> datetime:
+    """Unix time as a timezone-aware UTC datetime (what the Python API gives)."""
+    return datetime.fromtimestamp(moment, timezone.utc)
 
 
 # -- reading a page ----------------------------------------------------------------------
 
 _COLUMNS: Final = (
     "t.id, t.thread_id, t.owner, t.title, t.summary, t.tags, t.created_at, t.updated_at, "
-    "t.messages, t.bytes"
+    "t.messages, t.bytes, t.status"
 )
 
 
@@ -125,11 +148,13 @@ def page(
     limit: int = 20,
     before: str | None = None,
     order: str = "updated",
+    status: str | None = None,
 ) -> list[ThreadInfo]:
-    """A page of the scope's threads, newest first by `order` (then by row id).
+    """A page of the scope's threads, newest first by `order` (then by row id), only
+    those whose `status` is the one given (see `ThreadInfo.status`) when one is.
 
     Raises:
-        InvalidArgumentError: a bad `order`, `limit` or cursor.
+        InvalidArgumentError: a bad `order`, `limit`, `status` or cursor.
     """
     if order not in ORDERS:
         raise InvalidArgumentError(f"order must be one of {ORDERS}, not {order!r}")
@@ -137,15 +162,35 @@ def page(
         raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
     if owner is not None and not isinstance(owner, str):
         raise InvalidArgumentError(f"owner must be a str, not {type(owner).__name__}")
-    sql, args = page_query(scope, owner, order, _cursor(before, order) if before else None)
-    return _infos(conn, fetchall(conn, sql, (*args, limit)), order)
+    _check_status(status)
+    running = live(conn, scope) if status is not None else set()
+    if status == "running" and not running:
+        return []
+    sql, args = page_query(
+        scope,
+        owner,
+        order,
+        _cursor(before, order) if before else None,
+        status=status,
+        running=running,
+    )
+    return _infos(conn, scope, fetchall(conn, sql, (*args, limit)), order)
 
 
 def page_query(
-    scope: int, owner: str | None, order: str, after: tuple[float, int] | None
+    scope: int,
+    owner: str | None,
+    order: str,
+    after: tuple[float, int] | None,
+    *,
+    status: str | None = None,
+    running: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[str, list[Any]]:
     """The SQL of a page (its LIMIT bound last) and its arguments: read in the order of
-    the index of `order` (and `owner`), so a page costs its rows."""
+    the index of `order` (and `owner`), so a page costs its rows. With a `status`, the
+    threads `running` names are those running: a page of a stored status leaves them
+    out; one of "interrupted" or "error" by last activity reads `threads_by_status`; one
+    of "running" looks its few threads up by id and sorts them."""
     column = f"t.{order}_at"
     where = ["t.scope = ?"]
     args: list[Any] = [scope]
@@ -154,6 +199,14 @@ def page_query(
         where.append("t.owner = ?")
         args.append(owner)
         index = "threads_by_owner" if order == "updated" else "threads_by_owner_created"
+    if status is not None:
+        clause, extra = _status_clause(status, running)
+        where.append(clause)
+        args += extra
+        if status in ("interrupted", "error") and owner is None and order == "updated":
+            index = "threads_by_status"
+        elif status == "running":
+            index = BY_ID
     if after is not None:
         where.append(f"({column}, t.id) < (?, ?)")
         args += list(after)
@@ -171,7 +224,7 @@ def one(conn: apsw.Connection, scope: int, thread_id: str) -> ThreadInfo | None:
         f"SELECT {_COLUMNS} FROM threads t WHERE t.scope = ? AND t.thread_id = ?",
         (scope, thread_id),
     )
-    found = _infos(conn, rows, "updated")
+    found = _infos(conn, scope, rows, "updated")
     return found[0] if found else None
 
 
@@ -183,9 +236,11 @@ def matching(
     owner: str | None = None,
     limit: int = 20,
     before: str | None = None,
+    status: str | None = None,
 ) -> list[ThreadInfo]:
     """A page of the scope's threads whose id or title holds `text` (case-insensitive for
-    ASCII), newest activity first; paged like `page` (pass the last `cursor` as `before`).
+    ASCII), newest activity first, of one `status` when given; paged like `page` (pass
+    the last `cursor` as `before`).
 
     Walks the last-activity index and tests each row: a page of frequent matches stops
     early, a rare text reads the scope's rows once (no per-row body is read).
@@ -208,23 +263,50 @@ def matching(
     if owner is not None:
         where.append(f"t.owner = ?{len(args) + 1}")
         args.append(owner)
+    _check_status(status)
+    if status is not None:
+        running = live(conn, scope)
+        if status == "running" and not running:
+            return []
+        clause, extra = _status_clause(status, running)
+        where.append(clause.replace("?", f"?{len(args) + 1}"))
+        args += extra
     if before is not None:
         moment, row = _cursor(before, "updated")
         where.append(f"(t.updated_at, t.id) < (?{len(args) + 1}, ?{len(args) + 2})")
         args += [moment, row]
     # Without an owner, walk activity order (the planner would read the (scope, thread_id)
-    # index and sort the scope's every row).
+    # index and sort the scope's every row); running threads are few: look them up by id.
     hint = " INDEXED BY threads_by_updated" if owner is None else ""
+    if status == "running":
+        hint = f" INDEXED BY {BY_ID}"
     rows = fetchall(
         conn,
         f"SELECT {_COLUMNS} FROM threads t{hint} "
         f"WHERE {' AND '.join(where)} ORDER BY t.updated_at DESC, t.id DESC LIMIT ?{len(args) + 1}",
         (*args, limit),
     )
-    return _infos(conn, rows, "updated")
+    return _infos(conn, scope, rows, "updated")
 
 
-def _infos(conn: apsw.Connection, rows: Sequence[Any], order: str) -> list[ThreadInfo]:
+def _check_status(status: str | None) -> None:
+    if status is not None and status not in STATUSES:
+        raise InvalidArgumentError(f"status must be one of {STATUSES}, not {status!r}")
+
+
+def _status_clause(status: str, running: set[str] | frozenset[str]) -> tuple[str, list[Any]]:
+    """The condition a page of `status` adds (at most one `?`), and its argument."""
+    if status == "running":
+        return "t.thread_id IN carray(?)", [ids(running)]
+    # Literals, not a bound value, and the partial index's own term: SQLite uses a partial
+    # index only when the query holds its WHERE term as written.
+    clause = f"t.status = '{status}'" + (" AND t.status <> 'idle'" if status != "idle" else "")
+    if not running:
+        return clause, []
+    return clause + " AND t.thread_id NOT IN carray(?)", [ids(running)]
+
+
+def _infos(conn: apsw.Connection, scope: int, rows: Sequence[Any], order: str) -> list[ThreadInfo]:
     heads: dict[int, list[tuple[str, str, int]]] = {row[0]: [] for row in rows}
     if heads:
         for thread, ns, checkpoint_id, count in conn.execute(
@@ -233,8 +315,21 @@ def _infos(conn: apsw.Connection, rows: Sequence[Any], order: str) -> list[Threa
             (ids(heads),),
         ):
             heads[thread].append((ns, checkpoint_id, count))
+    running = live(conn, scope, [row[1] for row in rows])
     found = []
-    for row, thread_id, owner, name, summary, tags, created, updated, messages, size in rows:
+    for (
+        row,
+        thread_id,
+        owner,
+        name,
+        summary,
+        tags,
+        created,
+        updated,
+        messages,
+        size,
+        stored,
+    ) in rows:
         mine = heads[row]
         root = [checkpoint_id for ns, checkpoint_id, _ in mine if ns == ""]
         moment = updated if order == "updated" else created
@@ -245,14 +340,15 @@ def _infos(conn: apsw.Connection, rows: Sequence[Any], order: str) -> list[Threa
                 title=name,
                 summary=summary,
                 tags=tuple(json.loads(tags)) if tags else (),
-                created_at=created,
-                updated_at=updated,
+                created_at=utc(created),
+                updated_at=utc(updated),
                 checkpoints=sum(count for _, _, count in mine),
                 messages=messages,
                 bytes=size,
                 head=root[0] if root else None,
                 namespaces=tuple(sorted(ns for ns, _, _ in mine)),
                 cursor=f"{order[0]}{moment!r}/{row}",
+                status="running" if thread_id in running else stored,
             )
         )
     return found
