@@ -44,6 +44,11 @@ class InvalidValueError(ThreadloomError, ValueError):
     filter with an unknown operator, a vector of the wrong size, text UTF-8 cannot hold)."""
 
 
+class OutOfMemoryError(ThreadloomError, MemoryError):
+    """A value too large for the memory the process can allocate to encode it; nothing
+    was written."""
+
+
 class EngineError(ThreadloomError):
     """The SQLite engine could not do what was asked."""
 

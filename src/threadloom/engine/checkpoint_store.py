@@ -78,6 +78,7 @@ class CheckpointStore:
         budget: Budget | None = None,
         owner_keys: Sequence[str] = threadindex.OWNER_KEYS,
         messages_channel: str = threadindex.MESSAGES,
+        plaintext: Sequence[str] = (),
     ) -> None:
         self.scope = Scope(
             file,
@@ -88,6 +89,7 @@ class CheckpointStore:
             budget=budget,
             owner_keys=owner_keys,
             messages_channel=messages_channel,
+            plaintext=plaintext,
         )
         values = Values(self.scope)
         self.writer = Writer(self.scope)
@@ -175,6 +177,14 @@ class CheckpointStore:
                 f"set_thread sets title, summary, tags, owner; not {sorted(unknown)}"
             )
         given = {k: v for k, v in fields.items() if v is not UNSET}
+        for name in ("title", "summary", "tags"):
+            if given.get(name) not in (None, [], ()) and not self.scope.keeps_text(name):
+                raise InvalidArgumentError(
+                    f"this saver's serializer encrypts, and a thread's {name} would be "
+                    "stored in the clear in the thread index (which `threadloom threads` "
+                    f"and the viewer read without the key); pass plaintext=[{name!r}] to "
+                    "the saver to allow it, or keep the text in the graph's state"
+                )
         with self.file.write() as conn:
             thread = self.scope.ensure_thread(conn, thread_id, time.time())
             threadindex.set_fields(

@@ -44,7 +44,11 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         namespace: document namespace (default: the shared engine's).
         agent_id: agent id of every document (default: the engine's `engine.v1`).
         serde: LangGraph serializer; with `EncryptedSerializer` every stored value,
-            pending write and the metadata are encrypted.
+            pending write and the metadata are encrypted, and the thread index keeps no
+            text of the conversation (no title from the first message; `set_thread`
+            refuses a title, summary or tags) unless `plaintext` allows the field.
+            Ids, times, sizes and counts stay in the clear, as do the Store's items
+            (the Store does not encrypt): docs/conversations.md, "Encryption".
         synchronous: SQLite `synchronous` level, `NORMAL` (default) or `FULL`.
         readonly: open the file without writing anything (no migration; puts raise
             `ReadOnlyError`); None (default) opens read-only only where the file or its
@@ -58,6 +62,9 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
             present wins (default `user_id`, then `langgraph_auth_user_id`).
         messages_channel: the list channel whose length the thread index counts, whose
             first human message titles a thread, and that `messages()` reads.
+        plaintext: the thread index fields (`"title"`, `"summary"`, `"tags"`) an
+            encrypting `serde` may leave in the clear, for `threadloom threads` and the
+            viewer to show (default none).
 
     Every saver (and every other threadloom object) on one path in a process shares one
     open file: one connection pool, one write lock, one content store.
@@ -84,6 +91,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         memory_budget: int | MemoryBudget | None = None,
         owner_keys: Sequence[str] = OWNER_KEYS,
         messages_channel: str = MESSAGES,
+        plaintext: Sequence[str] = (),
     ) -> None:
         super().__init__(serde=serde)
         if isinstance(owner_keys, str) or not all(isinstance(k, str) for k in owner_keys):
@@ -102,6 +110,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
                 budget=budget,
                 owner_keys=tuple(owner_keys),
                 messages_channel=messages_channel,
+                plaintext=plaintext,
             )
         except BaseException:
             self.close()

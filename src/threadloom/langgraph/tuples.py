@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from langgraph.checkpoint.base import CheckpointTuple, get_checkpoint_metadata
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadloom.protocol import RedactingSerializer, Restored, Serialization, Serializer
@@ -28,7 +29,20 @@ def serialization(serde: Serializer | None = None) -> Serialization:
         chosen,
         merge_metadata=_merge_metadata,
         whole_lists=type(base).dumps_typed is JsonPlusSerializer.dumps_typed,
+        encrypts=encrypts(base),
     )
+
+
+def encrypts(serde: Serializer) -> bool:
+    """Whether `serde` encrypts: LangGraph's `EncryptedSerializer`, or a serializer whose
+    type names carry a cipher as LangGraph's do (`msgpack+aes`)."""
+    if isinstance(serde, EncryptedSerializer):
+        return True
+    try:
+        kind, _ = serde.dumps_typed("threadloom")
+    except Exception:  # a serializer that cannot write a str says nothing about ciphers
+        return False
+    return isinstance(kind, str) and "+" in kind
 
 
 def checkpoint_tuple(restored: Restored) -> CheckpointTuple:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
 from threadloom.core.lru import Budget, Lru
+from threadloom.core.room import PROBE_FROM, ensure_room
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol._fingerprint import Fingerprint, Views, array_header, fingerprint, views
 from threadloom.protocol.constants import (
@@ -275,13 +276,19 @@ class Planner:
         Raises:
             SerializationError: the serializer refused the value.
         """
+        kind = type(value)
+        if (kind is str or kind is bytes) and len(value) >= PROBE_FROM:
+            ensure_room(len(value), what)  # the serializer's encoder aborts when out of memory
         try:
-            return self.serde.dumps_typed(value)
+            typed = self.serde.dumps_typed(value)
         except Exception as exc:
             raise SerializationError(
                 f"cannot serialize {what}: {exc}; store only values the checkpoint "
                 "serializer supports (or pass a serde that handles this type)"
             ) from exc
+        if len(typed[1]) >= PROBE_FROM:
+            ensure_room(len(typed[1]), what)  # the body that will hold it is encoded next
+        return typed
 
     def dump_elements(self, items: list[Any], what: str) -> list[Typed]:
         """Serialize each element of a list, as `dumps` on each would.

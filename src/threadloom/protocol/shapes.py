@@ -142,12 +142,17 @@ class Serialization:
             so a grown list of models is proven unchanged by fingerprints
             (`protocol._fingerprint`) instead of being encoded again. None (the default)
             means the same as `whole_lists`.
+        encrypts: `serde` encrypts what it writes (LangGraph's `EncryptedSerializer`):
+            the engine then writes no text of a conversation outside it (no title read
+            from the messages; no title, summary or tags set in the clear unless the
+            adapter allows that field: `Scope.keeps_text`).
     """
 
     serde: Serializer
     merge_metadata: Callable[[Mapping[str, Any], Mapping[str, Any]], Any] = _metadata_as_given
     whole_lists: bool = False
     model_fingerprints: bool | None = None
+    encrypts: bool = False
 
 
 class _NoSerializer:

@@ -39,7 +39,7 @@ from threadloom.engine.format.tables import (
 )
 from threadloom.engine.sql import fetchall
 from threadloom.engine.threads import threadfacts, threadindex
-from threadloom.errors import EngineError, ProtocolError
+from threadloom.errors import EngineError, InvalidArgumentError, ProtocolError
 from threadloom.protocol import KnownReferences, Planner, Serialization
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -59,6 +59,11 @@ MEMORY_REFS = 20_000
 LIST_MEMO_BYTES = 4 * MiB
 #: Estimated bytes of remembered thread row ids per scope (~200 bytes each).
 THREAD_ROW_BYTES = 512 * 1024
+
+
+#: The thread index's fields of user text: with an encrypting serializer none is written
+#: in the clear unless the application names it (`Scope(plaintext=...)`).
+TEXT_FIELDS = ("title", "summary", "tags")
 
 
 class Reserved(NamedTuple):
@@ -92,6 +97,8 @@ class Scope:
             process's, `core.lru.process_budget()`).
         owner_keys: the `configurable` keys a thread's owner is taken from (index).
         messages_channel: the list channel the thread index counts and titles from.
+        plaintext: the thread index fields (`TEXT_FIELDS`) the application allows in the
+            clear when the serializer encrypts (`keeps_text`).
     """
 
     def __init__(
@@ -105,7 +112,12 @@ class Scope:
         budget: Budget | None = None,
         owner_keys: Sequence[str] = threadindex.OWNER_KEYS,
         messages_channel: str = threadindex.MESSAGES,
+        plaintext: Sequence[str] = (),
     ) -> None:
+        if isinstance(plaintext, str) or not set(plaintext) <= set(TEXT_FIELDS):
+            raise InvalidArgumentError(
+                f"plaintext names thread index fields among {list(TEXT_FIELDS)}, not {plaintext!r}"
+            )
         if not isinstance(namespace, str) or not namespace or "\0" in namespace:
             raise ProtocolError("namespace must be a non-empty string without NUL")
         self.file = file
@@ -129,6 +141,7 @@ class Scope:
         self.owner_keys: tuple[str, ...] = tuple(owner_keys)
         #: The channel the thread index counts messages of and takes titles from.
         self.messages_channel = messages_channel
+        self.plaintext = frozenset(plaintext)
         self._thread_rows: Lru[str, int] = Lru(
             THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
         )
@@ -319,6 +332,12 @@ class Scope:
         """The file's GC epoch."""
         rows = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
         return int(rows[0][0]) if rows else 0
+
+    def keeps_text(self, field: str) -> bool:
+        """Whether the thread index may hold `field` (`TEXT_FIELDS`) in the clear: yes
+        unless the serializer encrypts and the application did not allow the field."""
+        serialization = self.serialization
+        return serialization is None or not serialization.encrypts or field in self.plaintext
 
     def bump_epoch(self, conn: apsw.Connection) -> None:
         """Record a deletion of values (inside the deleting transaction).

@@ -352,7 +352,7 @@ class Writer:
             thread,
             checkpoint_id,
             len(messages) if isinstance(messages, (list, tuple)) else 0,
-            threadindex.derived_title(messages) if untitled else None,
+            threadindex.derived_title(messages) if untitled and scope.keeps_text("title") else None,
             threadindex.owner_of(config["configurable"], scope.owner_keys),
         )
 
