@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from threadloom.cli._files import one_file, same_file
 from threadloom.errors import EngineError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, MAX_PAGE
 
@@ -84,6 +86,12 @@ def operands(args: argparse.Namespace, threads: Literal[0, 1, "+"]) -> tuple[str
     """
     given = list(args.operands)
     path = args.db
+    if path is not None and given:
+        # `--db F F THREAD` names the file twice; `--db F G` (G another file) is refused.
+        if same_file(given[0], path):
+            given.pop(0)
+        elif threads != "+" and len(given) > (threads or 0) and os.path.isfile(given[0]):
+            one_file(args, given[0])
     if path is None:
         if not given:
             args.usage_error("give the threadloom file: --db FILE or the first argument")

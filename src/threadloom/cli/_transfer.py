@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli._files import file_arguments, file_of
 from threadloom.cli.bar import shown
 from threadloom.errors import EngineError, InvalidArgumentError
 
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
     """The options of `export` (direction "to") or `import` (direction "from")."""
     from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
-    parser.add_argument("--db", required=True, help="the threadloom file")
+    file_arguments(parser)
     parser.add_argument(
         f"--{direction}",
         dest="url",
@@ -74,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
 
 def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
+    args.db = file_of(args)
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
     with shown(quiet=args.json) as progress:

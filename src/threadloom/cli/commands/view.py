@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli._files import one_file
 from threadloom.errors import ThreadloomError
 
 HELP = "serve a read-only web viewer of a file on 127.0.0.1 (the view extra)"
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom view`."""
     parser.add_argument("path", nargs="?", help="the threadloom file (or --db)")
     parser.add_argument("--db", help="the threadloom file")
+    parser.set_defaults(usage_error=parser.error)
     parser.add_argument(
         "--host",
         default="127.0.0.1",
@@ -85,7 +87,7 @@ def _missing(name: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Serve the viewer until interrupted; return the exit code."""
-    path = args.db or args.path
+    path = one_file(args, args.path)
     if not path:
         print("error: no file to view", file=sys.stderr)
         print("hint: threadloom view memory.db (or --db memory.db)", file=sys.stderr)
