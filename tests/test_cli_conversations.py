@@ -597,7 +597,8 @@ def test_progress_shows_on_a_terminal_only(
     path = copy(written, tmp_path)
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     code, _, err = run(capsys, "delete", str(path), "t-2")
-    assert code == 0 and err == "\r\x1b[Kdeleting 1/1: t-2\r\x1b[K"
+    drawn = "\r\x1b[Kdeleting [........................] 0/1 threads  t-2\r\x1b[K"
+    assert code == 0 and err == drawn
     code, _, err = run(capsys, "erase", str(path), "--owner", "ada", "--apply")
     assert err == "\r\x1b[Kerasing 2 threads and 2 Store items of 'ada'...\r\x1b[K"
     code, out, err = run(capsys, "delete", str(path), "tt", "--json")

@@ -7,7 +7,8 @@ Command modules import only the standard library, `threadloom.errors`, the proto
 the helpers of `cli/` at their top level (building the parser imports every one of them);
 the engine, LangGraph, NATS and the web stack are imported inside `run`.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems. Errors go to stderr as
+Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems, 130 interrupted (Ctrl-C),
+141 the reader of the output went away (a closed pipe). Errors go to stderr as
 `error: what went wrong` and `hint: what to do`.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from threadloom import __version__
+from threadloom.cli._signals import interrupted, pipe_closed, watch_waits
 from threadloom.errors import ThreadloomError
 
 #: Every command, in the order `threadloom --help` lists them: its name, then its module
@@ -79,13 +81,23 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
+    """Run the command line; return the exit code.
+
+    A reader that closed the pipe (`threadloom threads F | head -1`) ends the command
+    quietly (`PIPE_CLOSED`); Ctrl-C ends it with what was done and how to resume
+    (`INTERRUPTED`), never a traceback.
+    """
     args = _parser().parse_args(argv)
+    watch_waits()
     try:
         return command(args.command).run(args)
     except ThreadloomError as exc:
         report(exc)
         return 1
+    except BrokenPipeError:
+        return pipe_closed()
+    except KeyboardInterrupt:
+        return interrupted(args.command)
 
 
 def report(exc: BaseException) -> None:
@@ -102,4 +114,9 @@ def report(exc: BaseException) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered, while a closed pipe can be caught
+    except BrokenPipeError:
+        code = pipe_closed()
+    sys.exit(code)

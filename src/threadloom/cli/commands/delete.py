@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from threadloom.cli._conversations import (
-    Progress,
     opened,
     operands,
     plural,
@@ -13,6 +12,7 @@ from threadloom.cli._conversations import (
     scope_arguments,
     size,
 )
+from threadloom.cli.bar import Bar
 from threadloom.errors import EngineError
 
 HELP = "delete threads (every checkpoint, write and value)"
@@ -32,17 +32,17 @@ def run(args: argparse.Namespace) -> int:
         infos = {tid: store.thread(tid) for tid in wanted}
     found = [info for info in infos.values() if info is not None]
     missing = [tid for tid, info in infos.items() if info is None]
-    progress = Progress(not args.json)
+    progress = Bar("threads", "deleting", enabled=not args.json)
     if found:
         # Opened writable only when there is something to delete: a scope the file
         # never held is not created.
         with opened(args, path, write=True) as store:
             try:
                 for number, info in enumerate(found, 1):
-                    progress.show(f"deleting {number}/{len(found)}: {info.thread_id}")
+                    progress(number - 1, len(found), info.thread_id)
                     store.maintenance.delete_thread(info.thread_id)
             finally:
-                progress.done()
+                progress.end()
     if args.json:
         print_json(
             {

@@ -1,0 +1,293 @@
+"""Every command on every file: the file given either way, files this process may not
+write, closed pipes, Ctrl-C and waiting for another writer (real files, real processes)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import apsw
+import pytest
+
+from threadloom.cli import main
+from threadloom.engine import file as engine_file
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+@pytest.fixture(scope="module")
+def demo_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A file the demo agent wrote: one thread, `demo`, of eleven checkpoints."""
+    path = tmp_path_factory.mktemp("files") / "demo.db"
+    assert main(["demo", "--db", str(path)]) == 0
+    return path
+
+
+@pytest.fixture
+def db(demo_file: Path, tmp_path: Path) -> Path:
+    """A copy of the demo file in a folder of its own."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    return Path(shutil.copy(demo_file, folder / "memory.db"))
+
+
+def cli(*args: str, stdin: int | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m threadloom` in a real process."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.run(
+        [sys.executable, "-m", "threadloom", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+@contextlib.contextmanager
+def unwritable(path: Path) -> Iterator[None]:
+    """Make `path` (a file or a folder) unwritable for this process: `chmod` for a user,
+    the immutable attribute for root (whom permissions do not stop)."""
+    if os.geteuid() == 0:
+        if shutil.which("chattr") is None:
+            pytest.skip("running as root without chattr: cannot make a file unwritable")
+        done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"chattr +i is not supported here: {done.stderr.strip()!r}")
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+    else:
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+
+
+# -- the file, positional or --db ------------------------------------------------------------
+
+FILE_COMMANDS = [
+    ["verify"],
+    ["verify", "--quick"],
+    ["doctor"],
+    ["compact"],
+    ["threads"],
+    ["history", "@", "demo"],
+    ["show", "@", "demo"],
+]
+
+
+@pytest.mark.parametrize("command", FILE_COMMANDS, ids=lambda c: " ".join(c))
+def test_every_command_takes_the_file_positionally_or_as_db(
+    db: Path, command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The file as the first argument and as --db run the same command with the same output,
+    and naming it both ways at once is accepted."""
+    name, *rest = command
+    at = rest.index("@") if "@" in rest else None
+    after = [r for r in rest if r != "@"]
+
+    def positional() -> list[str]:
+        return [name, str(db), *after] if at is not None else [name, str(db), *rest]
+
+    outputs = []
+    for argv in (positional(), [name, "--db", str(db), *after], [*positional(), "--db", str(db)]):
+        assert main(argv) == 0, argv
+        outputs.append(capsys.readouterr().out.replace(str(db), "F"))
+    if name != "compact":  # compact reports what it reclaimed, the first time only
+        assert outputs[0] == outputs[1] == outputs[2]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["verify", "A", "--db", "B"],
+        ["doctor", "A", "--db", "B"],
+        ["compact", "A", "--db", "B"],
+        ["export", "A", "--db", "B", "--to", "nats://127.0.0.1:1"],
+        ["import", "A", "--db", "B", "--from", "nats://127.0.0.1:1"],
+        ["serve", "A", "--db", "B", "--nats", "nats://127.0.0.1:1"],
+        ["view", "A", "--db", "B"],
+        ["demo", "A", "--db", "B"],
+        ["threads", "A", "--db", "B"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_two_different_files_are_a_usage_error(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A positional file and a --db naming another file exit 2 and touch neither."""
+    first, second = tmp_path / "a.db", tmp_path / "b.db"
+    first.write_bytes(b"")
+    second.write_bytes(b"")
+    argv = [str(first) if a == "A" else str(second) if a == "B" else a for a in argv]
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2
+    assert "two files given" in capsys.readouterr().err
+    assert first.read_bytes() == second.read_bytes() == b""
+
+
+# -- files this process may not write ----------------------------------------------------------
+
+READS = [
+    ["threads", "F"],
+    ["threads", "F", "--json"],
+    ["show", "F", "demo"],
+    ["history", "F", "demo"],
+    ["verify", "F"],
+    ["doctor", "F"],
+    ["prune", "F", "--keep-last", "1"],
+    ["erase", "F", "--owner", "ada"],
+]
+
+WRITES = [
+    ["delete", "F", "demo"],
+    ["compact", "F"],
+    ["prune", "F", "--keep-last", "1", "--apply"],
+    ["demo", "F"],
+]
+
+
+@pytest.mark.parametrize("locked", ["file", "folder"])
+def test_read_commands_read_an_unwritable_file_and_leave_nothing(
+    db: Path, locked: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every read command works on a file (or in a folder) this process may not write,
+    and leaves the file's bytes as they were and no -wal, -shm or -journal beside it."""
+    before = digest(db)
+    with unwritable(db if locked == "file" else db.parent):
+        for argv in READS:
+            code = main([str(db) if a == "F" else a for a in argv])
+            out, err = capsys.readouterr()
+            assert code == 0, (argv, err)
+            assert listing(db.parent) == ["memory.db"], argv
+    assert digest(db) == before
+
+
+def test_read_commands_leave_no_side_file_in_a_writable_folder(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On a file this process may write, read commands leave no side file either."""
+    for argv in READS:
+        assert main([str(db) if a == "F" else a for a in argv]) == 0, argv
+        assert listing(db.parent) == ["memory.db"], argv
+
+
+@pytest.mark.parametrize("argv", WRITES, ids=lambda a: " ".join(a[:1] + a[2:]))
+def test_a_write_command_on_an_unwritable_file_says_so_in_one_line(
+    db: Path, argv: list[str]
+) -> None:
+    """delete, compact, prune --apply and demo on a file this process may
+    not write exit 1 with `error:` and a `hint:` naming permissions, no traceback, no
+    mention of readonly=True, and change nothing."""
+    before = digest(db)
+    with unwritable(db):
+        done = cli(*[str(db) if a == "F" else a for a in argv])
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith(("error:", "hint:"))]
+    assert errors == done.stderr.splitlines()[-2:] and len(errors) == 2, done.stderr
+    assert "cannot be written" in errors[0] and "write permission" in errors[1]
+    assert "Traceback" not in done.stderr and "readonly=True" not in done.stderr
+    assert digest(db) == before and listing(db.parent) == ["memory.db"]
+
+
+# -- closed pipes and Ctrl-C --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["threads", "F"], ["show", "F", "demo"], ["history", "F", "demo", "--json"]],
+    ids=lambda a: a[0],
+)
+def test_a_closed_pipe_ends_the_command_quietly(db: Path, argv: list[str]) -> None:
+    """When the reader of stdout has gone (`| head -1` done reading), the command ends
+    without a word on stderr, with the exit status of a closed pipe (141)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line: every write fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "threadloom", *[str(db) if a == "F" else a for a in argv]],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+            timeout=120,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def hold_write_lock(path: Path) -> apsw.Connection:
+    """Another connection holding the file's write lock (as another process's writer)."""
+    holder = apsw.Connection(str(path))
+    holder.execute("BEGIN IMMEDIATE")
+    return holder
+
+
+def test_ctrl_c_ends_a_command_with_what_was_done_and_how_to_resume(db: Path) -> None:
+    """SIGINT to `delete` waiting for another writer: exit 130, an `error: interrupted`
+    line and a `hint:` to run it again, no traceback, the thread still there."""
+    holder = hold_write_lock(db)
+    try:
+        env = {**os.environ, "PYTHONPATH": SRC}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "threadloom", "delete", str(db), "demo"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert process.stderr is not None
+        assert process.stderr.readline().startswith("waiting for another writer on ")
+        process.send_signal(signal.SIGINT)
+        assert process.wait(60) == 130
+        err = process.stderr.read()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "Traceback" not in err
+    assert err.splitlines()[0].startswith("error: interrupted")
+    assert err.splitlines()[1].startswith("hint: run the same command again")
+    assert main(["threads", str(db), "--json"]) == 0
+
+
+def test_a_writer_says_it_waits_and_its_timeout_tells_the_truth(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind another writer, `delete` says it waits after WAIT_NOTICE seconds, gives up
+    after the busy timeout (not twice that) and says how long it waited."""
+    monkeypatch.setattr(engine_file, "BUSY_TIMEOUT_MS", 1500)
+    monkeypatch.setattr(engine_file, "WAIT_NOTICE", 0.3)
+    holder = hold_write_lock(db)
+    try:
+        started = time.monotonic()
+        code = main(["delete", str(db), "demo"])
+        took = time.monotonic() - started
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1 and took < 2.9
+    assert err[0] == f"waiting for another writer on {db} (up to 1 s; Ctrl-C to stop)..."
+    assert err[1].startswith(f"error: another process held {str(db)!r} for writing for 2 s")
+    assert "busy timeout (1 s)" in err[1] and err[2].startswith("hint: retry")
