@@ -291,3 +291,146 @@ def test_a_writer_says_it_waits_and_its_timeout_tells_the_truth(
     assert err[0] == f"waiting for another writer on {db} (up to 1 s; Ctrl-C to stop)..."
     assert err[1].startswith(f"error: another process held {str(db)!r} for writing for 2 s")
     assert "busy timeout (1 s)" in err[1] and err[2].startswith("hint: retry")
+
+
+def sqlite_saver_file(path: Path, threads: int) -> None:
+    """A LangGraph SqliteSaver file of `threads` threads of one checkpoint each."""
+    import sqlite3
+
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    with contextlib.closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        for number in range(threads):
+            made = empty_checkpoint()
+            made["channel_values"], made["channel_versions"] = {"x": number}, {"x": 1}
+            config = {"configurable": {"thread_id": f"t{number}", "checkpoint_ns": ""}}
+            saver.put(config, made, {"step": 0}, {"x": 1})  # type: ignore[arg-type, typeddict-item]
+
+
+def test_ctrl_c_during_migrate_apply_says_how_far_and_a_rerun_resumes(tmp_path: Path) -> None:
+    """SIGINT while `migrate --apply` copies threads (its progress on a terminal): exit 130,
+    `error: interrupted after N/400 threads`, a hint to run it again, no traceback; the
+    rerun copies the rest and the file holds every thread once."""
+    import json
+    import pty
+
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    source, target = tmp_path / "checkpoints.sqlite", tmp_path / "memory.db"
+    sqlite_saver_file(source, 400)
+    argv = [sys.executable, "-m", "threadloom", "migrate", str(source), "--db", str(target)]
+    terminal, stderr = pty.openpty()  # progress is drawn on a terminal only
+    process = subprocess.Popen(
+        [*argv, "--apply"],
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
+    os.close(stderr)
+    seen = b""
+    while b" threads" not in seen:  # the first progress line
+        seen += os.read(terminal, 1024)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(60) == 130
+    with contextlib.suppress(OSError):  # the terminal is closed once the process is gone
+        while chunk := os.read(terminal, 4096):
+            seen += chunk
+    os.close(terminal)
+    err = seen.decode().replace("\r\n", "\n").replace("\x1b[K", "").splitlines()
+    assert "Traceback" not in seen.decode()
+    assert any(
+        line.startswith("error: interrupted after ") and "/400 threads" in line for line in err
+    ), err
+    assert err[-1].startswith("hint: run the same command again")
+    done = subprocess.run(
+        [*argv, "--apply", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=120,
+    )
+    report = json.loads(done.stdout)
+    assert done.returncode == 0 and 0 < report["copied"] < 400
+    assert report["present"] == 400 - report["copied"]
+    listed = cli("threads", str(target), "--json", "--limit", "500")
+    assert len(json.loads(listed.stdout)["threads"]) == 400
+
+
+# -- one-line errors where tracebacks were -------------------------------------------------------
+
+
+def test_a_bad_backend_variable_is_a_one_line_error(db: Path) -> None:
+    """THREADLOOM_BACKEND=bogus: exit 1, `error:` naming the choices, `hint:` to unset it."""
+    done = subprocess.run(
+        [sys.executable, "-m", "threadloom", "threads", str(db)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC, "THREADLOOM_BACKEND": "bogus"},
+        timeout=120,
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "error: THREADLOOM_BACKEND='bogus' is not one of auto, native, python",
+        "hint: unset it to let threadloom choose",
+    ]
+
+
+@pytest.mark.parametrize("thread_id", ["\udc80", "caf\udce9"], ids=["lone", "latin-1 byte"])
+def test_an_argument_that_is_not_utf8_is_a_usage_error(
+    db: Path, thread_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A thread id holding bytes that are not UTF-8 (lone surrogates): exit 2, one
+    `error:` line and a `hint:`, nothing opened."""
+    assert main(["show", str(db), thread_id]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("error: the argument ") and "is not UTF-8 text" in err[0]
+    assert err[1].startswith("hint: give thread ids")
+    assert len(err) == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "F", "--to", "nats://127.0.0.1:1", "--token", "t"],
+        ["import", "F", "--from", "nats://127.0.0.1:1", "--token", "t"],
+        ["serve", "F", "--nats", "nats://127.0.0.1:1", "--jwt-secret", "s"],
+    ],
+    ids=lambda a: a[0],
+)
+def test_nats_commands_without_the_nats_extra_name_it(db: Path, argv: list[str]) -> None:
+    """Where nats-py does not import, export, import and serve exit 1 with an `error:`
+    and a `hint:` giving the install command, and the file keeps its bytes."""
+    before = digest(db)
+    code = (
+        "import sys\n"
+        "sys.modules['nats'] = None  # import nats raises ImportError, as when not installed\n"
+        "from threadloom.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *[str(db) if a == "F" else a for a in argv]],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": SRC},
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    err = done.stderr.splitlines()
+    assert len(err) == 2 and err[0].startswith("error: this command speaks NATS")
+    assert err[1] == "hint: install it: pip install 'threadloom[nats]'"
+    assert digest(db) == before
+
+
+def test_a_progress_line_has_counts_rate_and_time_left() -> None:
+    """The one progress style: bar, done/total and unit, then rate and ETA once known."""
+    from threadloom.cli.bar import line
+
+    assert line("", 100, 400, "threads", 10.0, 100) == (
+        "[######..................] 100/400 threads  10/s  ETA 0:30"
+    )
+    assert line("pruning", 1, 400, "threads", 0.1, 1) == (
+        "pruning [........................] 1/400 threads"
+    )
+    assert line("", 3, 3, "", 2.0, 3).endswith("3/3  1.5/s")

@@ -22,7 +22,7 @@ from typing import Protocol, cast
 
 from threadloom import __version__
 from threadloom.cli._signals import interrupted, pipe_closed, watch_waits
-from threadloom.errors import ThreadloomError
+from threadloom.errors import InvalidArgumentError, ThreadloomError
 
 #: Every command, in the order `threadloom --help` lists them: its name, then its module
 #: in `threadloom.cli.commands` (`import_`: `import` is a keyword).
@@ -87,7 +87,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     quietly (`PIPE_CLOSED`); Ctrl-C ends it with what was done and how to resume
     (`INTERRUPTED`), never a traceback.
     """
-    args = _parser().parse_args(argv)
+    try:
+        # Building the parser imports the protocol, which selects the core backend
+        # (THREADLOOM_BACKEND): a bad value is a one-line error too.
+        parser = _parser()
+    except ThreadloomError as exc:
+        report(exc)
+        return 1
+    args = parser.parse_args(argv)
+    unreadable = next(
+        (arg for arg in (sys.argv[1:] if argv is None else argv) if not utf8(arg)), None
+    )
+    if unreadable is not None:
+        report(
+            InvalidArgumentError(
+                f"the argument {unreadable!r} is not UTF-8 text (bytes the terminal or a "
+                "script passed as they were); give thread ids, paths and names as UTF-8 text"
+            )
+        )
+        return 2
     watch_waits()
     try:
         return command(args.command).run(args)
@@ -98,6 +116,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return pipe_closed()
     except KeyboardInterrupt:
         return interrupted(args.command)
+
+
+def utf8(text: str) -> bool:
+    """True when `text` is UTF-8 text (not bytes smuggled in as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def report(exc: BaseException) -> None:

@@ -90,6 +90,7 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
 def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> dict[str, Any]:
     """The report of an export ("to") or import ("from") with these options (also what
     `threadloom migrate --from nats` runs)."""
+    need_nats()
     from threadloom.engine import CheckpointStore, File
     from threadloom.nats import DocumentClient
     from threadloom.nats.transfer import export_threads, import_threads
@@ -118,6 +119,22 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
         return asyncio.run(main())
     finally:
         file.close()
+
+
+def need_nats() -> None:
+    """Check that the `nats` extra is installed (`export`, `import`, `serve`, `migrate
+    --from nats` speak NATS).
+
+    Raises:
+        EngineError: it is not, naming the install command.
+    """
+    try:
+        import nats  # noqa: F401  (only whether it imports)
+    except ImportError:
+        raise EngineError(
+            "this command speaks NATS and needs the nats extra (nats-py), which is not "
+            "installed; install it: pip install 'threadloom[nats]'"
+        ) from None
 
 
 def credentials(args: argparse.Namespace) -> Any:

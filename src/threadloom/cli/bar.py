@@ -55,7 +55,9 @@ class Bar:
         self.label = label
         self.enabled = enabled and sys.stderr.isatty()
         self.minimum = minimum
-        self.start = time.monotonic()
+        #: When and at what count the first report came: the rate counts from there, so
+        #: the time spent opening files before the work does not lower it.
+        self.first: tuple[float, int] | None = None
         self.drawn = 0.0
         self.shown = False
 
@@ -65,10 +67,14 @@ class Bar:
         if not self.enabled or total < self.minimum:
             return
         now = time.monotonic()
+        if self.first is None:
+            self.first = (now, done)
         if now - self.drawn < REDRAW and done < total:
             return
         self.drawn = now
-        sys.stderr.write("\r\x1b[K" + line(self.label, done, total, self.unit, now - self.start))
+        since, base = self.first
+        text = line(self.label, done, total, self.unit, now - since, done - base)
+        sys.stderr.write("\r\x1b[K" + text)
         if item:
             sys.stderr.write(f"  {item}")
         sys.stderr.flush()
@@ -82,14 +88,15 @@ class Bar:
             self.shown = False
 
 
-def line(label: str, done: int, total: int, unit: str, elapsed: float) -> str:
-    """The text of a progress line (no item): bar, counts, rate and time left."""
+def line(label: str, done: int, total: int, unit: str, elapsed: float, moved: int) -> str:
+    """The text of a progress line (no item): bar, counts, and once `moved` units took
+    `elapsed` seconds (half a second at least), the rate and the time left."""
     filled = WIDTH * done // total if total else WIDTH
     text = f"[{'#' * filled}{'.' * (WIDTH - filled)}] {done}/{total}" + (f" {unit}" if unit else "")
     if label:
         text = f"{label} {text}"
-    if done and elapsed > 0:
-        rate = done / elapsed
+    if moved > 0 and elapsed >= 0.5:
+        rate = moved / elapsed
         text += f"  {rate:.1f}/s" if rate < 10 else f"  {rate:.0f}/s"
         if done < total:
             text += f"  ETA {clock((total - done) / rate)}"

@@ -7,7 +7,7 @@ import argparse
 import os
 
 from threadloom.cli._files import file_arguments, file_of
-from threadloom.cli._transfer import SECRET_ENV
+from threadloom.cli._transfer import SECRET_ENV, need_nats
 from threadloom.errors import InvalidArgumentError
 
 HELP = (
@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
     import contextlib
     import signal
 
+    need_nats()
     from threadloom.nats.access import MAX_TOKEN_LIFETIME, Grants
     from threadloom.nats.serve import serve
 
