@@ -271,10 +271,7 @@ def test_an_unknown_thread_is_an_error(
     for command in ("show", "history"):
         code, _, err = run(capsys, command, str(written.path), "nope")
         assert code == 1
-        assert err.splitlines()[0] == (
-            f"error: no thread 'nope' in {written.path} "
-            "(scope naas_abi_core.services.agent / engine.v1)"
-        )
+        assert err.splitlines()[0] == f"error: no thread 'nope' in {written.path}"
         assert err.splitlines()[1].startswith("hint: `threadloom threads ")
 
 
@@ -522,9 +519,7 @@ def test_delete_deletes_the_threads_found_and_names_the_missing(
         ],
         "missing": ["t-9"],
     }
-    assert err.splitlines()[0] == (
-        f"error: no thread 't-9' in {path} (scope naas_abi_core.services.agent / engine.v1)"
-    )
+    assert err.splitlines()[0] == f"error: no thread 't-9' in {path}"
     assert err.splitlines()[1].startswith("hint: the others were deleted; ")
     left = [t["thread_id"] for t in run_json(capsys, "threads", str(path))["threads"]]
     assert left == ["raw", "tt", "sub", "rev", "t-3"]

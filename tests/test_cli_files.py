@@ -434,3 +434,91 @@ def test_a_progress_line_has_counts_rate_and_time_left() -> None:
         "pruning [........................] 1/400 threads"
     )
     assert line("", 3, 3, "", 2.0, 3).endswith("3/3  1.5/s")
+
+
+# -- the scope line, cursors, prune's report -------------------------------------------------
+
+
+@pytest.fixture
+def myapp(tmp_path: Path) -> Path:
+    """A file whose only threads (three) are in the scope `myapp / engine.v1`."""
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from threadloom import Saver
+
+    path = tmp_path / "myapp.db"
+    with Saver.from_conn_string(str(path), namespace="myapp") as saver:
+        for number in range(3):
+            config = {"configurable": {"thread_id": f"t{number}", "checkpoint_ns": ""}}
+            saver.put(config, empty_checkpoint(), {}, {})  # type: ignore[arg-type]
+    return path
+
+
+def test_an_empty_default_scope_names_the_scope_that_holds_threads(
+    myapp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """threads, show and delete on the default scope of a file whose threads are all in
+    `myapp` name that scope and the option that chooses it; no naas scope is printed."""
+    assert main(["threads", str(myapp)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        out
+        == "no threads in the default scope, scope 'myapp' holds 3 threads: use --namespace myapp\n"
+    )
+    assert main(["show", str(myapp), "t0"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"error: no thread 't0' in {myapp}",
+        "hint: no threads in the default scope, scope 'myapp' holds 3 threads: "
+        "use --namespace myapp",
+    ]
+    assert main(["delete", str(myapp), "t0"]) == 1
+    assert "use --namespace myapp" in capsys.readouterr().err
+
+
+def test_the_scope_is_named_only_when_it_is_not_the_default(
+    db: Path, myapp: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A thread missing from the default scope of a file that holds threads there: no
+    scope in the message; from another scope: that scope and the options to list it."""
+    assert main(["show", str(db), "nope"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == f"error: no thread 'nope' in {db}"
+    assert "naas_abi_core" not in err
+    assert main(["show", str(myapp), "nope", "--namespace", "myapp"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: no thread 'nope' in {myapp} (scope myapp / engine.v1)",
+        f"hint: `threadloom threads {myapp} --namespace myapp` lists its threads",
+    ]
+    assert main(["prune", str(db), "--keep-last", "1"]) == 0
+    assert capsys.readouterr().out.startswith("dry-run: 1 threads, keep last 1,")
+
+
+def test_history_before_a_cursor_it_never_gave_is_an_error(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """history --before garbage exits 1 naming what to pass; the `next` of a page works."""
+    assert main(["history", str(db), "demo", "--before", "garbage"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "error: before='garbage' names no checkpoint of thread 'demo'"
+    assert err[1].startswith("hint: pass a checkpoint id of the thread")
+    import json
+
+    assert main(["history", str(db), "demo", "--limit", "2", "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (
+        main(["history", str(db), "demo", "--limit", "2", "--json", "--before", first["next"]]) == 0
+    )
+    second = json.loads(capsys.readouterr().out)
+    assert second["checkpoints"][0]["checkpoint_id"] < first["checkpoints"][-1]["checkpoint_id"]
+
+
+def test_prune_min_age_0_does_not_blame_min_age_for_what_it_keeps(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --min-age 0 the values kept are young by the grace, and the report says so."""
+    assert main(["prune", str(db), "--keep-last", "1", "--min-age", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "younger than the grace (60 s)" in out and "--min-age" not in out
+    assert main(["prune", str(db), "--keep-last", "1"]) == 0
+    assert "younger than --min-age or the grace (60 s)" in capsys.readouterr().out

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 
 from threadloom.cli._conversations import (
+    listing,
     opened,
     operands,
     plural,
     print_json,
     scope_arguments,
+    scope_text,
     size,
 )
 from threadloom.cli.bar import Bar
@@ -69,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
         deleted = "the others were deleted; " if found else ""
         noun = "threads" if len(missing) > 1 else "thread"
         raise EngineError(
-            f"no {noun} {names} in {path} (scope {args.namespace} / {args.agent_id}); "
-            f"{deleted}`threadloom threads {path}` lists its threads"
+            f"no {noun} {names} in {path}{scope_text(args)}; {listing(args, path, deleted)}"
         )
     return 0

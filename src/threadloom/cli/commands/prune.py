@@ -182,10 +182,11 @@ def _human(found: dict[str, Any]) -> None:
     dry = found["mode"] == "dry-run"
     verb = "would delete" if dry else "deleted"
     target = found["target"]
+    default = (target["namespace"], target["agent_id"]) == (DEFAULT_NAMESPACE, DEFAULT_AGENT_ID)
+    scope = "" if default else f" of {target['namespace']}/{target['agent_id']}"
     print(
-        f"{found['mode']}: {found['threads']} threads of {target['namespace']}/"
-        f"{target['agent_id']}, keep last {found['keep_last'] or 'all'}, "
-        f"{found['kept']} checkpoints kept"
+        f"{found['mode']}: {found['threads']} threads{scope}, "
+        f"keep last {found['keep_last'] or 'all'}, {found['kept']} checkpoints kept"
     )
     print(
         f"{verb} {found['checkpoints']} checkpoints, {found['writes']} pending writes, "
@@ -203,8 +204,10 @@ def _human(found: dict[str, Any]) -> None:
     if more > 0:
         print(f"  ... and {more} more threads (--json lists {len(found['pruned'])})")
     if found["waiting"]:
+        # With --min-age 0 only the grace kept them (values written moments ago).
+        young = "--min-age or the grace (60 s)" if found["min_age"] else "the grace (60 s)"
         print(
-            f"{found['waiting']} unreferenced values are younger than --min-age; a later run "
+            f"{found['waiting']} unreferenced values are younger than {young}; a later run "
             "collects them"
         )
     if found["damaged"]:

@@ -7,11 +7,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING
 
 from threadloom.cli._conversations import (
+    elsewhere,
     opened,
     operands,
     page_arguments,
     print_json,
     scope_arguments,
+    scope_text,
     size,
     table,
 )
@@ -51,7 +53,9 @@ def run(args: argparse.Namespace) -> int:
         print_json({"threads": [info.as_json() for info in page], "next": following})
         return 0
     if not page:
-        print("no threads" + (f" of {args.owner!r}" if args.owner else ""))
+        other = "" if args.owner or args.before else elsewhere(args, path)
+        owner = f" of {args.owner!r}" if args.owner else ""
+        print(other or f"no threads{owner}{scope_text(args)}")
         return 0
     column = "CREATED" if args.order == "created" else "UPDATED"
     table(
