@@ -522,3 +522,22 @@ def test_prune_min_age_0_does_not_blame_min_age_for_what_it_keeps(
     assert "younger than the grace (60 s)" in out and "--min-age" not in out
     assert main(["prune", str(db), "--keep-last", "1"]) == 0
     assert "younger than --min-age or the grace (60 s)" in capsys.readouterr().out
+
+
+def test_ctrl_c_stops_the_viewer_with_exit_0_however_early(db: Path) -> None:
+    """SIGINT right after `view` printed its address (before its server may have taken
+    the signal over) stops it: exit 0, no `interrupted` error, no traceback."""
+    for _ in range(3):
+        process = subprocess.Popen(
+            [sys.executable, "-m", "threadloom", "view", str(db), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONPATH": SRC},
+        )
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("threadloom view: http://127.0.0.1:")
+        process.send_signal(signal.SIGINT)
+        rest = process.communicate(timeout=60)[0]
+        assert process.returncode == 0, rest
+        assert "interrupted" not in rest and "Traceback" not in rest

@@ -162,12 +162,12 @@ def elsewhere(args: argparse.Namespace, path: str) -> str:
     """When the scope asked for holds no thread and another scope does: a sentence naming
     the fullest such scope and the options that choose it (else "")."""
     from threadloom.engine import File
-    from threadloom.engine.checks.viewer_reads import scopes
+    from threadloom.engine.checks import viewer_reads
 
     file = File.open(path, readonly=True)
     try:
         with file.read() as conn:
-            found = scopes(conn)
+            found = viewer_reads.scopes(conn)
     finally:
         file.close()
     mine = (args.namespace, args.agent_id)

@@ -33,6 +33,10 @@ RESUME = {
     "demo": "run the demo again: it continues from the last stored turn",
 }
 
+#: Commands that run until Ctrl-C: for them it is the way to stop, not an interruption
+#: (also when it comes before their server has taken the signal over).
+SERVERS = frozenset({"view", "serve"})
+
 #: Where the engine says it is waiting for another writer (see `engine.file`).
 WAIT_LOGGER = "threadloom.engine.wait"
 
@@ -50,7 +54,10 @@ def pipe_closed() -> int:
 
 
 def interrupted(name: str) -> int:
-    """Say how far an interrupted command got and how to resume; return `INTERRUPTED`."""
+    """Say how far an interrupted command got and how to resume; return `INTERRUPTED`
+    (0, silently, for a server: Ctrl-C is how it stops)."""
+    if name in SERVERS:
+        return 0
     reached = bar.last
     done = f" after {reached}" if reached is not None and reached.total else ""
     if name in RESUME:

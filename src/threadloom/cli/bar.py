@@ -72,13 +72,13 @@ class Bar:
         if now - self.drawn < REDRAW and done < total:
             return
         self.drawn = now
+        self.shown = True  # first: a Ctrl-C while drawing must still clear the line
         since, base = self.first
         text = line(self.label, done, total, self.unit, now - since, done - base)
         sys.stderr.write("\r\x1b[K" + text)
         if item:
             sys.stderr.write(f"  {item}")
         sys.stderr.flush()
-        self.shown = True
 
     def end(self) -> None:
         """Clear the line (the command's report follows)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import signal
 import socket
 import sys
 import threading
@@ -138,6 +139,15 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(source, allowed_hosts=hosts)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
+
+    def stop(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
+    # A Ctrl-C before uvicorn takes the signal over (as soon as the address is printed)
+    # stops the server as uvicorn's own handler would, not with a KeyboardInterrupt
+    # inside the event loop's set-up.
+    main = threading.current_thread() is threading.main_thread()  # where signals go
+    previous = signal.signal(signal.SIGINT, stop) if main else None
     print(f"threadloom view: {address} (read-only; Ctrl-C to stop)", flush=True)
     if args.open:
         threading.Timer(0.5, _open, (address,)).start()
@@ -146,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         pass
     finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
         sock.close()
         source.close()  # after the lifespan closed it, a no-op
     return 0
