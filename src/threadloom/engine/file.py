@@ -300,6 +300,7 @@ class File:
             if not self._closed and len(self._idle) < self.pool_size:
                 self._idle.append(conn)
                 return
+            self._immutable.discard(id(conn))  # the id may be reused by a new connection
         conn.close()
 
     @property
