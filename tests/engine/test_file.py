@@ -443,3 +443,38 @@ def test_a_writable_open_of_a_file_this_process_may_not_write_is_refused_at_once
         File(path, readonly=False)
     assert "readonly=True" not in str(raised.value) and "permission" in str(raised.value)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_the_change_watcher_of_an_unwritable_file_sees_a_writer_appear(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Changes` on a file this process may not write (read immutable) reports a new
+    version once a writer appears and commits, and again after its next commit."""
+    from threadloom.engine import file as engine_file
+    from threadloom.engine.file import Changes
+
+    path = folder / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        put(saver, "t", 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_file, "_writable", lambda _: False)
+        reader = File(path)
+    changes = Changes(reader)
+    try:
+        first = changes.version()
+        assert changes.version() == first
+        writer = Saver(str(path))
+        try:
+            put(writer, "u", 1)
+            second = changes.version()
+            assert second != first
+            third = changes.version()
+            put(writer, "v", 1)
+            assert changes.version() != third
+        finally:
+            changes.close()
+            reader._close()
+            writer.close()
+    finally:
+        changes.close()
+        reader._close()

@@ -185,7 +185,7 @@ def elsewhere(args: argparse.Namespace, path: str) -> str:
         flags.append(f"--namespace {best['namespace']}")
     if best["agent_id"] != args.agent_id:
         flags.append(f"--agent-id {best['agent_id']}")
-    which = "the default scope" if not scope_text(args) else "that scope"
+    which = "the default scope" if not scope_text(args) else f"scope {mine[0]} / {mine[1]}"
     name = (
         best["namespace"]
         if best["agent_id"] == args.agent_id

@@ -562,12 +562,21 @@ class Changes:
     def __init__(self, file: File) -> None:
         # Its own connection, outside the pool: the value is per connection, and a pooled
         # one would not see the commits made through it.
+        self._file = file
         self._conn: apsw.Connection | None = file._open()
 
     def version(self) -> int:
         """The file's data version as this watcher sees it (changes on every commit)."""
         if self._conn is None:
             raise EngineError("the change watcher is closed")
+        file = self._file
+        if id(self._conn) in file._immutable and os.path.exists(file.path + "-wal"):
+            # Opened immutable (a file this process may not write), it sees no commit:
+            # a writer appeared, so watch through a connection that reads its WAL.
+            file._immutable.discard(id(self._conn))
+            self._conn.close()
+            self._conn = file._open()
+            return -1  # differs from every value before: the reopen may have missed one
         return int(fetchall(self._conn, "PRAGMA data_version")[0][0])
 
     def close(self) -> None:
