@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from threadloom import __version__
+from threadloom.cli import bar
 from threadloom.cli._signals import interrupted, pipe_closed, watch_waits
 from threadloom.errors import InvalidArgumentError, ThreadloomError
 
@@ -107,6 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     watch_waits()
+    bar.last = None  # progress of an earlier command of this process says nothing here
     try:
         return command(args.command).run(args)
     except ThreadloomError as exc:
