@@ -541,3 +541,21 @@ def test_ctrl_c_stops_the_viewer_with_exit_0_however_early(db: Path) -> None:
         rest = process.communicate(timeout=60)[0]
         assert process.returncode == 0, rest
         assert "interrupted" not in rest and "Traceback" not in rest
+
+
+def test_migrate_apply_into_an_unwritable_file_says_so_in_one_line(
+    db: Path, tmp_path: Path
+) -> None:
+    """migrate --apply into a file this process may not write: exit 1, `error:` and a
+    `hint:` about permissions, no traceback, the file unchanged."""
+    pytest.importorskip("langgraph.checkpoint.sqlite")
+    source = tmp_path / "checkpoints.sqlite"
+    sqlite_saver_file(source, 2)
+    before = digest(db)
+    with unwritable(db):
+        done = cli("migrate", str(source), "--db", str(db), "--apply")
+    assert done.returncode == 1, done.stderr
+    err = done.stderr.splitlines()
+    assert err[-2].startswith("error: ") and "cannot be written" in err[-2]
+    assert err[-1].startswith("hint: ") and "write permission" in err[-1]
+    assert "Traceback" not in done.stderr and digest(db) == before
