@@ -18,7 +18,7 @@ import apsw
 import pytest
 
 from threadloom.cli import main
-from threadloom.engine import file as engine_file
+from threadloom.engine import lock_wait
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
@@ -276,8 +276,8 @@ def test_a_writer_says_it_waits_and_its_timeout_tells_the_truth(
 ) -> None:
     """Behind another writer, `delete` says it waits after WAIT_NOTICE seconds, gives up
     after the busy timeout (not twice that) and says how long it waited."""
-    monkeypatch.setattr(engine_file, "BUSY_TIMEOUT_MS", 1500)
-    monkeypatch.setattr(engine_file, "WAIT_NOTICE", 0.3)
+    monkeypatch.setattr(lock_wait, "BUSY_TIMEOUT_MS", 1500)
+    monkeypatch.setattr(lock_wait, "WAIT_NOTICE", 0.3)
     holder = hold_write_lock(db)
     try:
         started = time.monotonic()

@@ -27,11 +27,13 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine import lock_wait
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import seal, text
 from threadloom.engine.format.recognize import Kind, recognize, uri
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
+from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
 from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
@@ -39,12 +41,6 @@ __all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]
 
 log = logging.getLogger("threadloom.engine")
 
-BUSY_TIMEOUT_MS = 30_000
-#: Seconds of waiting for a lock after which the wait is reported (`_Waiting`).
-WAIT_NOTICE = 1.0
-#: Seconds between two tries for a lock: short at first, as SQLite's own handler.
-_PAUSES = (0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.025, 0.025, 0.025, 0.05, 0.05, 0.1)
-wait_log = logging.getLogger("threadloom.engine.wait")
 #: Bytes the WAL is truncated to after each checkpoint (`journal_size_limit`).
 WAL_LIMIT = 4 * 1024 * 1024
 _SYNCHRONOUS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
@@ -204,7 +200,7 @@ class File:
             raise EngineError(
                 f"cannot open {self.path!r}: {exc}; check the path and its permissions"
             ) from exc
-        conn.set_busy_handler(_Waiting(self.path))
+        conn.set_busy_handler(Waiting(self.path))
         conn.create_scalar_function(
             seal.SQL_FUNCTION,
             seal.sql_seal,  # type: ignore[arg-type]  # apsw's stubs type blobs as Any
@@ -352,7 +348,7 @@ class File:
                     raise BusyError(
                         f"another process held {self.path!r} for writing for "
                         f"{time.monotonic() - started:.0f} s, longer than the busy timeout "
-                        f"({BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
+                        f"({lock_wait.BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
                         "keeps a transaction open"
                     ) from None
                 try:
@@ -430,7 +426,7 @@ class File:
                 with contextlib.suppress(apsw.BusyError, apsw.LockedError):
                     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             finally:
-                conn.set_busy_handler(_Waiting(self.path))
+                conn.set_busy_handler(Waiting(self.path))
 
     def close(self) -> None:
         """Give back one `open` of this file; the last one closes its connections.
@@ -500,36 +496,6 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         if isinstance(exc, (apsw.CorruptError, apsw.NotADBError, UnicodeDecodeError)):
             # SQLite found a damaged page, or a damaged row holds text that is not UTF-8.
             raise self._file.damaged(exc) from exc
-
-
-class _Waiting:
-    """SQLite's busy handler of a connection: retries for `BUSY_TIMEOUT_MS`, sleeping in
-    Python (so Ctrl-C interrupts the wait), and says once, after `WAIT_NOTICE` seconds,
-    that it waits (logger `threadloom.engine.wait`, which the CLI prints)."""
-
-    __slots__ = ("path", "started", "told")
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.started = 0.0
-        self.told = False
-
-    def __call__(self, tries: int) -> bool:
-        now = time.monotonic()
-        if tries == 0:
-            self.started, self.told = now, False
-        waited = now - self.started
-        if waited >= BUSY_TIMEOUT_MS / 1000:
-            return False
-        if waited >= WAIT_NOTICE and not self.told:
-            self.told = True
-            wait_log.info(
-                "waiting for another writer on %s (up to %d s; Ctrl-C to stop)...",
-                self.path,
-                BUSY_TIMEOUT_MS // 1000,
-            )
-        time.sleep(_PAUSES[min(tries, len(_PAUSES) - 1)])
-        return True
 
 
 def _writable(path: str) -> bool:
