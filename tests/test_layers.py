@@ -38,6 +38,7 @@ SQL_HOMES = ("threadloom.engine",)
 #: The engine's rooms, lowest first: a room imports only its own modules and lower rooms.
 ROOMS = [
     "sql",
+    "lock_wait",
     "format",
     "foreign",
     "content",

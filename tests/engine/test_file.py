@@ -395,3 +395,86 @@ def test_a_read_only_open_leaves_a_wal_it_found_as_it_was(tmp_path: Path) -> Non
     with Saver.from_conn_string(str(path)) as saver:  # a writable open folds it in
         assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 20
     assert not wal.exists()
+
+
+def test_a_reader_that_may_not_write_leaves_nothing_and_sees_a_writer_appear(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file this process may not write (its permission check answering no, as for
+    another user's file) is read with no side file created; once a writer appears (its
+    -wal exists), the reader's next read sees what it committed."""
+    from threadloom.engine import file as engine_file
+
+    path = folder / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        put(saver, "t", 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_file, "_writable", lambda _: False)
+        reader = Saver(str(path))
+    try:
+        assert reader.readonly and reader.checkpoints.scope.thread_ids() == ["t"]
+        assert sorted(p.name for p in folder.iterdir()) == ["memory.db"]
+        writer = Saver(str(path))
+        try:
+            put(writer, "u", 1)
+            assert (folder / "memory.db-wal").exists()
+            assert sorted(reader.checkpoints.scope.thread_ids()) == ["t", "u"]
+        finally:
+            reader.close()
+            writer.close()
+    finally:
+        reader.close()
+    assert sorted(p.name for p in folder.iterdir()) == ["memory.db"]
+
+
+def test_a_writable_open_of_a_file_this_process_may_not_write_is_refused_at_once(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """readonly=False on a file this process may not write raises ReadOnlyError naming
+    permissions (not readonly=True) before anything is read or written."""
+    from threadloom.engine import file as engine_file
+
+    path = folder / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        put(saver, "t", 1)
+    before = hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setattr(engine_file, "_writable", lambda _: False)
+    with pytest.raises(ReadOnlyError, match="cannot be written") as raised:
+        File(path, readonly=False)
+    assert "readonly=True" not in str(raised.value) and "permission" in str(raised.value)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == before
+
+
+def test_the_change_watcher_of_an_unwritable_file_sees_a_writer_appear(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Changes` on a file this process may not write (read immutable) reports a new
+    version once a writer appears and commits, and again after its next commit."""
+    from threadloom.engine import file as engine_file
+    from threadloom.engine.file import Changes
+
+    path = folder / "memory.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        put(saver, "t", 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(engine_file, "_writable", lambda _: False)
+        reader = File(path)
+    changes = Changes(reader)
+    try:
+        first = changes.version()
+        assert changes.version() == first
+        writer = Saver(str(path))
+        try:
+            put(writer, "u", 1)
+            second = changes.version()
+            assert second != first
+            third = changes.version()
+            put(writer, "v", 1)
+            assert changes.version() != third
+        finally:
+            changes.close()
+            reader._close()
+            writer.close()
+    finally:
+        changes.close()
+        reader._close()

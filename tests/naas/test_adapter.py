@@ -292,3 +292,24 @@ def test_without_naas_the_extra_says_what_to_install() -> None:
     """threadloom's own venv has no naas: importing threadloom.naas says what it needs."""
     with pytest.raises(ImportError, match=r"threadloom\[naas\]"):
         import threadloom.naas  # noqa: F401
+
+
+def test_a_fallback_given_as_a_path_is_refused_with_the_block_to_write(
+    naas_env: NaasEnv, tmp_path: Path
+) -> None:
+    """DocumentAdapter(fallback="x.sqlite") raises a TypeError showing the block to give
+    (not pydantic's "dictionary update sequence"), and creates no file."""
+    script = tmp_path / "fallback_path.py"
+    script.write_text(
+        "import sys\n"
+        "from threadloom.naas import DocumentAdapter\n"
+        "try:\n"
+        "    DocumentAdapter(sys.argv[1], fallback=sys.argv[2])\n"
+        "except TypeError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    memory = tmp_path / "memory.db"
+    run = naas_env.run(script, str(memory), "x.sqlite", threadloom=True)
+    assert run.stdout.startswith("InvalidArgumentError fallback must be a naas document")
+    assert "{'adapter': 'sqlite', 'config': {'path': 'x.sqlite'}}" in run.stdout
+    assert not memory.exists() and not (tmp_path / "x.sqlite").exists()

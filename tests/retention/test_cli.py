@@ -133,7 +133,7 @@ def test_prune_prints_a_summary_without_json(
     """The human report says what would go and how to apply it."""
     assert main(["prune", str(chat_file), "--keep-last", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("dry-run: 2 threads of naas_abi_core.services.agent/engine.v1")
+    assert out.startswith("dry-run: 2 threads, keep last")
     assert "would delete" in out and "pass --apply" in out
 
 

@@ -7,7 +7,8 @@ Command modules import only the standard library, `threadloom.errors`, the proto
 the helpers of `cli/` at their top level (building the parser imports every one of them);
 the engine, LangGraph, NATS and the web stack are imported inside `run`.
 
-Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems. Errors go to stderr as
+Exit codes: 0 ok, 1 error, 2 usage, 3 `verify` found problems, 130 interrupted (Ctrl-C),
+141 the reader of the output went away (a closed pipe). Errors go to stderr as
 `error: what went wrong` and `hint: what to do`.
 """
 
@@ -20,7 +21,9 @@ from collections.abc import Sequence
 from typing import Protocol, cast
 
 from threadloom import __version__
-from threadloom.errors import ThreadloomError
+from threadloom.cli import bar
+from threadloom.cli._signals import interrupted, pipe_closed, watch_waits
+from threadloom.errors import InvalidArgumentError, ThreadloomError
 
 #: Every command, in the order `threadloom --help` lists them: its name, then its module
 #: in `threadloom.cli.commands` (`import_`: `import` is a keyword).
@@ -80,13 +83,51 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit code."""
-    args = _parser().parse_args(argv)
+    """Run the command line; return the exit code.
+
+    A reader that closed the pipe (`threadloom threads F | head -1`) ends the command
+    quietly (`PIPE_CLOSED`); Ctrl-C ends it with what was done and how to resume
+    (`INTERRUPTED`), never a traceback.
+    """
+    try:
+        # Building the parser imports the protocol, which selects the core backend
+        # (THREADLOOM_BACKEND): a bad value is a one-line error too.
+        parser = _parser()
+    except ThreadloomError as exc:
+        report(exc)
+        return 1
+    args = parser.parse_args(argv)
+    unreadable = next(
+        (arg for arg in (sys.argv[1:] if argv is None else argv) if not utf8(arg)), None
+    )
+    if unreadable is not None:
+        report(
+            InvalidArgumentError(
+                f"the argument {unreadable!r} is not UTF-8 text (bytes the terminal or a "
+                "script passed as they were); give thread ids, paths and names as UTF-8 text"
+            )
+        )
+        return 2
+    watch_waits()
+    bar.last = None  # progress of an earlier command of this process says nothing here
     try:
         return command(args.command).run(args)
     except ThreadloomError as exc:
         report(exc)
         return 1
+    except BrokenPipeError:
+        return pipe_closed()
+    except KeyboardInterrupt:
+        return interrupted(args.command)
+
+
+def utf8(text: str) -> bool:
+    """True when `text` is UTF-8 text (not bytes smuggled in as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def report(exc: BaseException) -> None:
@@ -103,4 +144,9 @@ def report(exc: BaseException) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    code = main()
+    try:
+        sys.stdout.flush()  # what is still buffered, while a closed pipe can be caught
+    except BrokenPipeError:
+        code = pipe_closed()
+    sys.exit(code)

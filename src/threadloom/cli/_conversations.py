@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from threadloom.cli._files import one_file, same_file
 from threadloom.errors import EngineError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE, MAX_PAGE
 
@@ -84,6 +86,12 @@ def operands(args: argparse.Namespace, threads: Literal[0, 1, "+"]) -> tuple[str
     """
     given = list(args.operands)
     path = args.db
+    if path is not None and given:
+        # `--db F F THREAD` names the file twice; `--db F G` (G another file) is refused.
+        if same_file(given[0], path):
+            given.pop(0)
+        elif threads != "+" and len(given) > (threads or 0) and os.path.isfile(given[0]):
+            one_file(args, given[0])
     if path is None:
         if not given:
             args.usage_error("give the threadloom file: --db FILE or the first argument")
@@ -123,8 +131,70 @@ def opened(
 def missing_thread(thread_id: str, args: argparse.Namespace, path: str) -> EngineError:
     """The error for a thread the scope does not hold, naming how to list its threads."""
     return EngineError(
-        f"no thread {thread_id!r} in {path} (scope {args.namespace} / {args.agent_id}); "
-        f"`threadloom threads {path}` lists its threads (another scope: --namespace, --agent-id)"
+        f"no thread {thread_id!r} in {path}{scope_text(args)}; {listing(args, path)}"
+    )
+
+
+def listing(args: argparse.Namespace, path: str, deleted: str = "") -> str:
+    """What to do about a thread not found: the scope that holds threads when the one
+    asked for holds none, else how to list the threads."""
+    other = elsewhere(args, path)
+    if other:
+        return deleted + other
+    flags = ""
+    if args.namespace != DEFAULT_NAMESPACE:
+        flags += f" --namespace {args.namespace}"
+    if args.agent_id != DEFAULT_AGENT_ID:
+        flags += f" --agent-id {args.agent_id}"
+    return f"{deleted}`threadloom threads {path}{flags}` lists its threads" + (
+        " (another scope: --namespace, --agent-id)" if not flags else ""
+    )
+
+
+def scope_text(args: argparse.Namespace) -> str:
+    """` (scope NAMESPACE / AGENT)` when the scope asked for is not the default, else ""."""
+    if (args.namespace, args.agent_id) == (DEFAULT_NAMESPACE, DEFAULT_AGENT_ID):
+        return ""
+    return f" (scope {args.namespace} / {args.agent_id})"
+
+
+def elsewhere(args: argparse.Namespace, path: str) -> str:
+    """When the scope asked for holds no thread and another scope does: a sentence naming
+    the fullest such scope and the options that choose it (else "")."""
+    from threadloom.engine import File
+    from threadloom.engine.checks import viewer_reads
+
+    file = File.open(path, readonly=True)
+    try:
+        with file.read() as conn:
+            found = viewer_reads.scopes(conn)
+    finally:
+        file.close()
+    mine = (args.namespace, args.agent_id)
+    if any((s["namespace"], s["agent_id"]) == mine and s["threads"] for s in found):
+        return ""
+    others = sorted(
+        (s for s in found if s["threads"] and (s["namespace"], s["agent_id"]) != mine),
+        key=lambda s: -s["threads"],
+    )
+    if not others:
+        return ""
+    best = others[0]
+    flags = []
+    if best["namespace"] != args.namespace:
+        flags.append(f"--namespace {best['namespace']}")
+    if best["agent_id"] != args.agent_id:
+        flags.append(f"--agent-id {best['agent_id']}")
+    which = "the default scope" if not scope_text(args) else f"scope {mine[0]} / {mine[1]}"
+    name = (
+        best["namespace"]
+        if best["agent_id"] == args.agent_id
+        else (f"{best['namespace']} / {best['agent_id']}")
+    )
+    more = f" ({len(others) - 1} more scopes hold threads)" if len(others) > 1 else ""
+    return (
+        f"no threads in {which}, scope {name!r} holds {plural(best['threads'], 'thread')}"
+        f"{more}: use {' '.join(flags)}"
     )
 
 

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli._files import file_arguments, file_of
 from threadloom.cli.bar import shown
 from threadloom.errors import EngineError, InvalidArgumentError
 
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
     """The options of `export` (direction "to") or `import` (direction "from")."""
     from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
-    parser.add_argument("--db", required=True, help="the threadloom file")
+    file_arguments(parser)
     parser.add_argument(
         f"--{direction}",
         dest="url",
@@ -74,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
 
 def run_transfer(args: argparse.Namespace, direction: str) -> int:
     """Run an export ("to") or import ("from"); print the report; 1 on a conflict."""
+    args.db = file_of(args)
     if direction == "to" and not Path(args.db).is_file():
         raise EngineError(f"{args.db!r} is not a file; give the threadloom file to export")
     with shown(quiet=args.json) as progress:
@@ -88,6 +90,7 @@ def run_transfer(args: argparse.Namespace, direction: str) -> int:
 def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> dict[str, Any]:
     """The report of an export ("to") or import ("from") with these options (also what
     `threadloom migrate --from nats` runs)."""
+    need_nats()
     from threadloom.engine import CheckpointStore, File
     from threadloom.nats import DocumentClient
     from threadloom.nats.transfer import export_threads, import_threads
@@ -116,6 +119,22 @@ def transfer(args: argparse.Namespace, direction: str, progress: Any = None) -> 
         return asyncio.run(main())
     finally:
         file.close()
+
+
+def need_nats() -> None:
+    """Check that the `nats` extra is installed (`export`, `import`, `serve`, `migrate
+    --from nats` speak NATS).
+
+    Raises:
+        EngineError: it is not, naming the install command.
+    """
+    try:
+        import nats  # noqa: F401  (only whether it imports)
+    except ImportError:
+        raise EngineError(
+            "this command speaks NATS and needs the nats extra (nats-py), which is not "
+            "installed; install it: pip install '.[nats]' in threadloom's clone"
+        ) from None
 
 
 def credentials(args: argparse.Namespace) -> Any:

@@ -27,11 +27,13 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine import lock_wait
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import seal, text
 from threadloom.engine.format.recognize import Kind, recognize, uri
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
+from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
 from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
@@ -39,7 +41,6 @@ __all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]
 
 log = logging.getLogger("threadloom.engine")
 
-BUSY_TIMEOUT_MS = 30_000
 #: Bytes the WAL is truncated to after each checkpoint (`journal_size_limit`).
 WAL_LIMIT = 4 * 1024 * 1024
 _SYNCHRONOUS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
@@ -105,6 +106,11 @@ class File:
                 f"{self.path!r} does not exist (or is empty) and cannot be created read-only; "
                 "open it writable once, or check the path"
             )
+        if self.locked and not readonly:
+            raise ReadOnlyError(
+                f"{self.path!r} cannot be written: this process may not write the file or "
+                "its folder; give this process write permission on both (or work on a copy)"
+            )
         self.readonly = readonly
         #: A read-only open that found a WAL with content leaves it as found: its
         #: connections never fold it into the file on close (another process's writes,
@@ -120,6 +126,8 @@ class File:
         self._inherited: list[apsw.Connection] = []
         self._closed = False
         self._wal_checked = False
+        #: Connections opened immutable (see `_readable`), retired once a `-wal` appears.
+        self._immutable: set[int] = set()
         self._users = 0
         self._key: tuple[str, bool] | None = None
         try:
@@ -192,7 +200,7 @@ class File:
             raise EngineError(
                 f"cannot open {self.path!r}: {exc}; check the path and its permissions"
             ) from exc
-        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        conn.set_busy_handler(Waiting(self.path))
         conn.create_scalar_function(
             seal.SQL_FUNCTION,
             seal.sql_seal,  # type: ignore[arg-type]  # apsw's stubs type blobs as Any
@@ -223,18 +231,24 @@ class File:
         return conn
 
     def _readable(self, conn: apsw.Connection, flags: int) -> apsw.Connection:
-        """A read-only connection that can read, in a folder where SQLite cannot create the
-        WAL index: without a `-wal` the file holds every committed page, so it is opened
-        immutable (a writer of another user creating a WAL meanwhile would go unseen
-        until the file is opened again)."""
-        try:
+        """A connection to a file this process may not write that leaves nothing on disk.
+
+        A read-only SQLite connection to a WAL file creates the `-wal` and its index
+        (`-shm`) when they are missing, and cannot remove them on close (nor can it create
+        them in a read-only folder). Without a `-wal` no process has the file open and the
+        file holds every committed page, so it is opened immutable: no lock, no side file.
+        Limit: a writer (of another user) starting meanwhile is seen by the next
+        connection, which reads its WAL (`_acquire` retires immutable ones once a `-wal`
+        exists); a read under way while that writer folds its WAL into the file may fail
+        as damaged, and succeeds when run again.
+        """
+        if os.path.exists(self.path + "-wal"):
             conn.execute("PRAGMA schema_version").fetchall()
             return conn
-        except apsw.CantOpenError:
-            if os.path.exists(self.path + "-wal"):
-                raise
-            conn.close()
-            return apsw.Connection(uri(self.path, readonly=True, immutable=True), flags=flags)
+        conn.close()
+        found = apsw.Connection(uri(self.path, readonly=True, immutable=True), flags=flags)
+        self._immutable.add(id(found))
+        return found
 
     def _set_wal(self, conn: apsw.Connection) -> None:
         # The journal mode is persistent: set once per file. Switching needs a lock
@@ -265,8 +279,14 @@ class File:
                 self._idle = []
                 self._pid = os.getpid()
                 self._write_lock = threading.Lock()  # another thread may have held it
-            if self._idle:
-                return self._idle.pop()
+            while self._idle:
+                conn = self._idle.pop()
+                if id(conn) in self._immutable and os.path.exists(self.path + "-wal"):
+                    # A writer appeared: its commits are in the WAL this one never reads.
+                    self._immutable.discard(id(conn))
+                    conn.close()
+                    continue
+                return conn
         return self._open()
 
     def _release(self, conn: apsw.Connection) -> None:
@@ -276,6 +296,7 @@ class File:
             if not self._closed and len(self._idle) < self.pool_size:
                 self._idle.append(conn)
                 return
+            self._immutable.discard(id(conn))  # the id may be reused by a new connection
         conn.close()
 
     @property
@@ -306,21 +327,28 @@ class File:
             ReadOnlyError: the file is open read-only.
             BusyError: another process kept the write lock past the busy timeout.
         """
+        if self.locked:
+            raise ReadOnlyError(
+                f"{self.path!r} cannot be written: this process may not write the file or "
+                "its folder; give this process write permission on both (or work on a copy)"
+            )
         if self.readonly:
             raise ReadOnlyError(
-                f"{self.path!r} is open read-only; open it without readonly=True (and with "
-                "write permission on the file and its folder) to change it"
+                f"{self.path!r} is open read-only (readonly=True); open it without "
+                "readonly=True to change it"
             )
         with self.connection() as conn:
             if conn.in_transaction:
                 raise EngineError("a write cannot start inside another transaction")
             with self._write_lock:
+                started = time.monotonic()
                 try:
                     conn.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError:
                     raise BusyError(
-                        f"another process held {self.path!r} for writing longer than "
-                        f"{BUSY_TIMEOUT_MS // 1000} s; retry, or find the process that "
+                        f"another process held {self.path!r} for writing for "
+                        f"{time.monotonic() - started:.0f} s, longer than the busy timeout "
+                        f"({lock_wait.BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
                         "keeps a transaction open"
                     ) from None
                 try:
@@ -366,9 +394,15 @@ class File:
     def migrate(self) -> None:
         """Create or upgrade the schema to FORMAT_VERSION.
 
+        The write lock is taken only when the file is not at this format yet, so opening
+        a current file does not wait for another process's writer.
+
         Raises:
             FormatError: the file was written by a newer threadloom.
         """
+        with self.connection() as conn:
+            if int(fetchall(conn, "PRAGMA user_version")[0][0]) == FORMAT_VERSION:
+                return
         with self.write() as conn:
             version: int = fetchall(conn, "PRAGMA user_version")[0][0]
             if version > FORMAT_VERSION:
@@ -382,11 +416,17 @@ class File:
     # -- closing ---------------------------------------------------------------------------
 
     def checkpoint_wal(self) -> None:
-        """Fold the WAL into the file and truncate it (a no-op while readers hold it)."""
+        """Fold the WAL into the file and truncate it (a no-op while others hold it: this
+        tidying never waits for another process, the next close does it)."""
         if self.readonly:
             return
-        with self.connection() as conn, contextlib.suppress(apsw.BusyError, apsw.LockedError):
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        with self.connection() as conn:
+            conn.set_busy_timeout(0)
+            try:
+                with contextlib.suppress(apsw.BusyError, apsw.LockedError):
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.set_busy_handler(Waiting(self.path))
 
     def close(self) -> None:
         """Give back one `open` of this file; the last one closes its connections.
@@ -447,6 +487,12 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         self._conn = None
         self._file._local.held = None
         self._file._release(conn)
+        if isinstance(exc, apsw.ReadOnlyError):
+            # The file or its folder stopped being writable after it was opened.
+            raise ReadOnlyError(
+                f"{self._file.path!r} cannot be written ({exc}); give this process write "
+                "permission on the file and its folder (or work on a copy)"
+            ) from exc
         if isinstance(exc, (apsw.CorruptError, apsw.NotADBError, UnicodeDecodeError)):
             # SQLite found a damaged page, or a damaged row holds text that is not UTF-8.
             raise self._file.damaged(exc) from exc
@@ -482,12 +528,21 @@ class Changes:
     def __init__(self, file: File) -> None:
         # Its own connection, outside the pool: the value is per connection, and a pooled
         # one would not see the commits made through it.
+        self._file = file
         self._conn: apsw.Connection | None = file._open()
 
     def version(self) -> int:
         """The file's data version as this watcher sees it (changes on every commit)."""
         if self._conn is None:
             raise EngineError("the change watcher is closed")
+        file = self._file
+        if id(self._conn) in file._immutable and os.path.exists(file.path + "-wal"):
+            # Opened immutable (a file this process may not write), it sees no commit:
+            # a writer appeared, so watch through a connection that reads its WAL.
+            file._immutable.discard(id(self._conn))
+            self._conn.close()
+            self._conn = file._open()
+            return -1  # differs from every value before: the reopen may have missed one
         return int(fetchall(self._conn, "PRAGMA data_version")[0][0])
 
     def close(self) -> None:

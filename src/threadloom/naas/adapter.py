@@ -43,7 +43,12 @@ from typing import Any
 from threadloom.documents import FileDocuments, query
 from threadloom.engine import File
 from threadloom.engine.checkpoints import StoredDocument, agent_ids
-from threadloom.errors import DocumentServiceError, NaasMemoryWarning, ThreadloomError
+from threadloom.errors import (
+    DocumentServiceError,
+    InvalidArgumentError,
+    NaasMemoryWarning,
+    ThreadloomError,
+)
 from threadloom.protocol import CHECKPOINTS, CHECKPOINTS_V1, COLLECTIONS
 from threadloom.protocol.constants import LEGACY_COLLECTIONS
 
@@ -99,6 +104,7 @@ class DocumentAdapter:
     Raises:
         NotOurFileError: `path` holds another application's file (left untouched).
         ValueError: the fallback block is not one naas accepts.
+        InvalidArgumentError: (a TypeError) the fallback is not a block (e.g. a path).
     """
 
     def __init__(
@@ -110,6 +116,12 @@ class DocumentAdapter:
         self.path = Path(path)
         self.fallback: IDocumentAdapter | None = None
         if fallback is not None:
+            if not isinstance(fallback, Mapping):
+                raise InvalidArgumentError(
+                    f"fallback must be a naas document adapter block (a dict), not "
+                    f"{type(fallback).__name__} {fallback!r}; for a SQLite file give "
+                    f"fallback={{'adapter': 'sqlite', 'config': {{'path': {str(fallback)!r}}}}}"
+                )
             self.fallback = DocumentAdapterConfiguration.model_validate(dict(fallback)).load()
         self._closed = False
         self._close_lock = threading.Lock()

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from threadloom.cli._files import file_arguments, file_of
 from threadloom.errors import EngineError
 
 HELP = "retrain the compression dictionary, re-encode every body and VACUUM a file"
@@ -13,7 +14,7 @@ HELP = "retrain the compression dictionary, re-encode every body and VACUUM a fi
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom compact`."""
-    parser.add_argument("--db", required=True, help="the threadloom file")
+    file_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print what it did as JSON")
 
 
@@ -23,7 +24,8 @@ def run(args: argparse.Namespace) -> int:
     from threadloom.engine import File
     from threadloom.engine.checks import compact, figures
 
-    db = args.db
+    db = file_of(args)
+    assert db is not None  # required: file_of exits without it
     if not Path(db).is_file():
         raise EngineError(f"{db!r} is not a file; give the path of a threadloom database")
     file = File.open(db, readonly=False)

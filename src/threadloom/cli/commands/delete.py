@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 
 from threadloom.cli._conversations import (
-    Progress,
+    listing,
     opened,
     operands,
     plural,
     print_json,
     scope_arguments,
+    scope_text,
     size,
 )
+from threadloom.cli.bar import Bar
 from threadloom.errors import EngineError
 
 HELP = "delete threads (every checkpoint, write and value)"
@@ -32,17 +34,17 @@ def run(args: argparse.Namespace) -> int:
         infos = {tid: store.thread(tid) for tid in wanted}
     found = [info for info in infos.values() if info is not None]
     missing = [tid for tid, info in infos.items() if info is None]
-    progress = Progress(not args.json)
+    progress = Bar("threads", "deleting", enabled=not args.json)
     if found:
         # Opened writable only when there is something to delete: a scope the file
         # never held is not created.
         with opened(args, path, write=True) as store:
             try:
                 for number, info in enumerate(found, 1):
-                    progress.show(f"deleting {number}/{len(found)}: {info.thread_id}")
+                    progress(number - 1, len(found), info.thread_id)
                     store.maintenance.delete_thread(info.thread_id)
             finally:
-                progress.done()
+                progress.end()
     if args.json:
         print_json(
             {
@@ -69,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
         deleted = "the others were deleted; " if found else ""
         noun = "threads" if len(missing) > 1 else "thread"
         raise EngineError(
-            f"no {noun} {names} in {path} (scope {args.namespace} / {args.agent_id}); "
-            f"{deleted}`threadloom threads {path}` lists its threads"
+            f"no {noun} {names} in {path}{scope_text(args)}; {listing(args, path, deleted)}"
         )
     return 0

@@ -8,6 +8,7 @@ import json
 import platform
 
 from threadloom import __version__
+from threadloom.cli._files import file_arguments, file_of
 
 HELP = "show versions and the file format in use"
 
@@ -15,7 +16,7 @@ HELP = "show versions and the file format in use"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom doctor`."""
     parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--db", help="also report what this threadloom file holds")
+    file_arguments(parser, required=False, help="also report what this threadloom file holds")
 
 
 def report(db: str | None = None) -> dict[str, object]:
@@ -47,7 +48,7 @@ def inspect(path: str) -> dict[str, object]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report as a table or JSON; return 0."""
-    found = report(args.db)
+    found = report(file_of(args))
     if args.json:
         print(json.dumps(found, indent=2))
     else:

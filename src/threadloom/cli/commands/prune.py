@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli.bar import Bar
 from threadloom.errors import EngineError, InvalidArgumentError, InvalidValueError
 from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             return 0
         store = CheckpointStore(file, namespace=args.namespace, agent_id=args.agent_id)
         try:
-            progress = _Progress() if sys.stderr.isatty() else None
+            progress = Bar("threads", "pruning", enabled=not args.json, minimum=PROGRESS_FROM)
             report = store.retention.run(
                 keep_last=policy.keep_last,
                 max_age=policy.max_age,
@@ -112,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
                 apply=args.apply,
                 progress=progress,
             )
-            if progress is not None:
-                progress.end()
+            progress.end()
         finally:
             store.close()
     finally:
@@ -183,10 +182,11 @@ def _human(found: dict[str, Any]) -> None:
     dry = found["mode"] == "dry-run"
     verb = "would delete" if dry else "deleted"
     target = found["target"]
+    default = (target["namespace"], target["agent_id"]) == (DEFAULT_NAMESPACE, DEFAULT_AGENT_ID)
+    scope = "" if default else f" of {target['namespace']}/{target['agent_id']}"
     print(
-        f"{found['mode']}: {found['threads']} threads of {target['namespace']}/"
-        f"{target['agent_id']}, keep last {found['keep_last'] or 'all'}, "
-        f"{found['kept']} checkpoints kept"
+        f"{found['mode']}: {found['threads']} threads{scope}, "
+        f"keep last {found['keep_last'] or 'all'}, {found['kept']} checkpoints kept"
     )
     print(
         f"{verb} {found['checkpoints']} checkpoints, {found['writes']} pending writes, "
@@ -204,8 +204,10 @@ def _human(found: dict[str, Any]) -> None:
     if more > 0:
         print(f"  ... and {more} more threads (--json lists {len(found['pruned'])})")
     if found["waiting"]:
+        # With --min-age 0 only the grace kept them (values written moments ago).
+        young = "--min-age or the grace (60 s)" if found["min_age"] else "the grace (60 s)"
         print(
-            f"{found['waiting']} unreferenced values are younger than --min-age; a later run "
+            f"{found['waiting']} unreferenced values are younger than {young}; a later run "
             "collects them"
         )
     if found["damaged"]:
@@ -214,23 +216,3 @@ def _human(found: dict[str, Any]) -> None:
         print(f"kept whole (metadata unreadable here): {', '.join(found['unreadable'])}")
     if dry:
         print("dry run: nothing changed; pass --apply to delete")
-
-
-class _Progress:
-    """`prune: 120/1000 threads` on stderr, at most five times a second."""
-
-    def __init__(self) -> None:
-        self.last = 0.0
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if total < PROGRESS_FROM or (now - self.last < 0.2 and done < total):
-            return
-        self.last = now
-        self.shown = True
-        print(f"\rprune: {done}/{total} threads", end="", file=sys.stderr, flush=True)
-
-    def end(self) -> None:
-        if self.shown:
-            print(file=sys.stderr)

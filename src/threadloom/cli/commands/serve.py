@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from threadloom.cli._transfer import SECRET_ENV
+from threadloom.cli._files import file_arguments, file_of
+from threadloom.cli._transfer import SECRET_ENV, need_nats
 from threadloom.errors import InvalidArgumentError
 
 HELP = (
@@ -17,7 +18,7 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom serve`."""
-    parser.add_argument("--db", required=True, help="the threadloom file (created if missing)")
+    file_arguments(parser, help="the threadloom file (created if missing)")
     parser.add_argument(
         "--nats", required=True, metavar="nats://HOST:PORT", help="the broker to serve on"
     )
@@ -53,9 +54,11 @@ def run(args: argparse.Namespace) -> int:
     import contextlib
     import signal
 
+    need_nats()
     from threadloom.nats.access import MAX_TOKEN_LIFETIME, Grants
     from threadloom.nats.serve import serve
 
+    args.db = file_of(args)
     secret = args.jwt_secret or os.environ.get(SECRET_ENV)
     if not secret:
         raise InvalidArgumentError(f"give --jwt-secret (or set {SECRET_ENV})")

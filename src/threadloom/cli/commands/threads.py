@@ -6,11 +6,13 @@ import argparse
 from typing import TYPE_CHECKING
 
 from threadloom.cli._conversations import (
+    elsewhere,
     opened,
     operands,
     page_arguments,
     print_json,
     scope_arguments,
+    scope_text,
     size,
     table,
 )
@@ -60,7 +62,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not page:
         which = f" {args.status}" if args.status else ""
-        print(f"no{which} threads" + (f" of {args.owner!r}" if args.owner else ""))
+        other = "" if args.owner or args.before or args.status else elsewhere(args, path)
+        owner = f" of {args.owner!r}" if args.owner else ""
+        print(other or f"no{which} threads{owner}{scope_text(args)}")
         return 0
     column = "CREATED" if args.order == "created" else "UPDATED"
     table(

@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from threadloom.cli._files import file_arguments, file_of
+
 #: Exit status of `verify` when it found problems (docs/cli.md).
 PROBLEMS_FOUND = 3
 
@@ -20,7 +22,7 @@ HELP = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom verify`."""
-    parser.add_argument("--db", required=True, help="the threadloom file")
+    file_arguments(parser)
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -47,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from threadloom.engine.checks import Problem, Report, verify
     from threadloom.errors import CorruptionError, DamagedDatabaseError
 
-    db, quick = args.db, args.quick
+    db, quick = file_of(args), args.quick
+    assert db is not None  # required: file_of exits without it
     try:
         file = File.open(db, readonly=True)
     except (DamagedDatabaseError, CorruptionError, apsw.Error, UnicodeDecodeError) as exc:

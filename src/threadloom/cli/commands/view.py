@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
+import signal
 import socket
 import sys
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from threadloom.cli._files import one_file
 from threadloom.errors import ThreadloomError
 
 HELP = "serve a read-only web viewer of a file on 127.0.0.1 (the view extra)"
@@ -32,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of `threadloom view`."""
     parser.add_argument("path", nargs="?", help="the threadloom file (or --db)")
     parser.add_argument("--db", help="the threadloom file")
+    parser.set_defaults(usage_error=parser.error)
     parser.add_argument(
         "--host",
         default="127.0.0.1",
@@ -87,7 +90,7 @@ def _missing(name: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Serve the viewer until interrupted; return the exit code."""
-    path = args.db or args.path
+    path = one_file(args, args.path)
     if not path:
         print("error: no file to view", file=sys.stderr)
         print("hint: threadloom view memory.db (or --db memory.db)", file=sys.stderr)
@@ -138,6 +141,15 @@ def run(args: argparse.Namespace) -> int:
     app = create_app(source, allowed_hosts=hosts)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
+
+    def stop(signum: int, frame: Any) -> None:
+        server.should_exit = True
+
+    # A Ctrl-C before uvicorn takes the signal over (as soon as the address is printed)
+    # stops the server as uvicorn's own handler would, not with a KeyboardInterrupt
+    # inside the event loop's set-up.
+    main = threading.current_thread() is threading.main_thread()  # where signals go
+    previous = signal.signal(signal.SIGINT, stop) if main else None
     print(f"threadloom view: {address} (read-only; Ctrl-C to stop)", flush=True)
     if args.open:
         threading.Timer(0.5, _open, (address,)).start()
@@ -146,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown
         pass
     finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
         sock.close()
         source.close()  # after the lifespan closed it, a no-op
     return 0

@@ -182,7 +182,8 @@ class Histories:
                 `next` of the page before.
 
         Raises:
-            InvalidArgumentError: a bad limit, namespace or cursor.
+            InvalidArgumentError: a bad limit, namespace or cursor (one that names no
+                checkpoint of the thread).
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
             raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_PAGE}, not {limit!r}")
@@ -201,6 +202,17 @@ class Histories:
                 where += " AND c.checkpoint_ns = ?"
                 args.append(ns)
             if cursor is not None:
+                # A cursor names a checkpoint of the thread; any other text would compare
+                # as a position among ids and page from somewhere arbitrary.
+                if not fetchall(
+                    conn,
+                    "SELECT 1 FROM checkpoints WHERE thread = ? AND checkpoint_id = ? LIMIT 1",
+                    (thread, cursor[0]),
+                ):
+                    raise InvalidArgumentError(
+                        f"before={before!r} names no checkpoint of thread {thread_id!r}; pass "
+                        "a checkpoint id of the thread, or the `next` of the previous page"
+                    )
                 where += " AND (c.checkpoint_id, c.checkpoint_ns) < (?, ?)"
                 args += list(cursor)
             found = fetchall(
