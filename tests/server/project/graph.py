@@ -28,9 +28,19 @@ class EchoModel(BaseChatModel):
 model = EchoModel()
 
 
-def chat(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:
-    """Answer the last message; "approve" waits on an interrupt first."""
+class State(MessagesState):
+    """The messages, and a value msgpack cannot encode (only the server's serializer,
+    which pickles what msgpack cannot, stores it)."""
+
+    odd: complex
+
+
+def chat(state: State, *, store: BaseStore) -> dict[str, Any]:
+    """Answer the last message; "approve" waits on an interrupt first; "odd" stores a
+    complex number."""
     last = state["messages"][-1]
+    if "odd" in str(last.content):
+        return {"messages": [AIMessage(content="odd kept")], "odd": complex(1, 2)}
     if "approve" in str(last.content):
         answer = interrupt({"question": "approve?"})
         return {"messages": [AIMessage(content=f"approved: {answer}")]}
@@ -38,4 +48,4 @@ def chat(state: MessagesState, *, store: BaseStore) -> dict[str, Any]:
     return {"messages": [model.invoke(state["messages"])]}
 
 
-graph = StateGraph(MessagesState).add_node(chat).add_edge(START, "chat").compile()
+graph = StateGraph(State).add_node(chat).add_edge(START, "chat").compile()
