@@ -5,6 +5,7 @@ start for the module (plus the restart)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -164,3 +165,19 @@ def test_kill_9_loses_no_acknowledged_run(client: Any, server: AgentServer) -> N
     again = get_sync_client(url=server.url, api_key=None)
     thread = again.threads.create()["thread_id"]
     assert _texts(again.runs.wait(thread, "agent", input=_say("back")))[-1] == "echo: back"
+
+
+def test_a_delete_ttl_stops_the_server_with_the_reason(tmp_path: Path) -> None:
+    """langgraph.json's `checkpointer.ttl` with `strategy: delete` stops the server at
+    start-up with threadloom's reason and what to use instead; no file is created."""
+    require_server()
+    refused = AgentServer(tmp_path / "project")
+    config = json.loads((refused.folder / "langgraph.json").read_text())
+    config["checkpointer"]["ttl"] = {"strategy": "delete", "default_ttl": 60}
+    (refused.folder / "langgraph.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError, match="did not start"):
+        refused.start()
+    log = refused.log.read_text(errors="replace")
+    assert 'checkpointer.ttl strategy "delete" is not supported' in log
+    assert '"keep_latest"' in log
+    assert not refused.db.exists()

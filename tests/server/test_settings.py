@@ -171,3 +171,74 @@ def test_the_store_index_embeds_the_servers_way(
     assert index["dims"] == 4 and index["embed"].embed_query("aa") == [2.01, 0.01, 0.01, 0.01]
     assert ttl == {"default_ttl": 5}
     assert _store_settings(None) == (None, None)
+
+
+@pytest.fixture
+def server_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """`langgraph_api.config` as `langgraph dev` leaves it, with THREADLOOM_DB in
+    `tmp_path` (each test sets the TTL and store settings it needs)."""
+    for key, value in SERVER_ENV.items():
+        monkeypatch.setenv(key, value)
+    config = pytest.importorskip("langgraph_api.config")
+    monkeypatch.setenv("THREADLOOM_DB", str(tmp_path / "memory.db"))
+    monkeypatch.setattr(config, "THREAD_TTL", None)
+    monkeypatch.setattr(config, "STORE_CONFIG", None)
+    return config
+
+
+def test_the_checkpointer_uses_the_servers_serializer_and_ttl(
+    server_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`checkpointer()` opens THREADLOOM_DB with the server's serializer, runs one
+    keep_latest sweeper for `checkpointer.ttl`, and refuses a delete TTL before opening."""
+    from langgraph_api.serde import Serializer
+
+    from threadloom.langgraph_server import checkpointer
+
+    keep = {"strategy": "keep_latest", "default_ttl": 1, "sweep_interval_minutes": 1}
+    monkeypatch.setattr(server_config, "THREAD_TTL", keep)
+
+    async def opened() -> tuple[Any, int]:
+        async with checkpointer() as saver, checkpointer():
+            sweepers = [t for t in asyncio.all_tasks() if "_keep_latest_loop" in repr(t)]
+            return saver, len(sweepers)
+
+    saver, sweepers = asyncio.run(opened())
+    assert isinstance(saver, ServerSaver) and isinstance(saver.serde, Serializer)
+    assert Path(saver.file.path) == tmp_path / "memory.db" and sweepers == 1
+    monkeypatch.setattr(server_config, "THREAD_TTL", {"strategy": "delete", "default_ttl": 1})
+    monkeypatch.setenv("THREADLOOM_DB", str(tmp_path / "other.db"))
+
+    async def refused() -> None:
+        async with checkpointer():
+            pass
+
+    with pytest.raises(ServerConfigError, match="delete"):
+        asyncio.run(refused())
+    assert not (tmp_path / "other.db").exists()
+
+
+def test_the_store_takes_the_servers_index_and_ttl(
+    server_config: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`store()` embeds with langgraph.json's `store.index` and keeps its `ttl`, starting
+    the sweeper when `sweep_interval_minutes` is set."""
+    from threadloom.langgraph_server import store
+
+    monkeypatch.chdir(PROJECT)
+    settings = {
+        "index": {"dims": 4, "embed": "./embed.py:embed", "fields": ["text"]},
+        "ttl": {"default_ttl": 10, "sweep_interval_minutes": 1},
+    }
+    monkeypatch.setattr(server_config, "STORE_CONFIG", settings)
+
+    async def used() -> tuple[list[str], Any, bool]:
+        async with store() as opened:
+            await opened.aput(("notes",), "a", {"text": "aaaa"})
+            await opened.aput(("notes",), "o", {"text": "oooo"})
+            found = await opened.asearch(("notes",), query="aa")
+            running = opened._task_sweeper is not None and not opened._task_sweeper.done()
+            return [i.key for i in found], opened.ttl_config, running
+
+    keys, ttl, running = asyncio.run(used())
+    assert keys == ["a", "o"] and ttl == settings["ttl"] and running
