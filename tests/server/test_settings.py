@@ -242,3 +242,20 @@ def test_the_store_takes_the_servers_index_and_ttl(
 
     keys, ttl, running = asyncio.run(used())
     assert keys == ["a", "o"] and ttl == settings["ttl"] and running
+
+
+def test_the_documented_langgraph_json_lines_are_the_tested_ones() -> None:
+    """The langgraph.json lines README.md and docs/agent-server.md show load the same
+    checkpointer and store as the test project's langgraph.json."""
+    import json
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    tested = json.loads((PROJECT / "langgraph.json").read_text())
+    wanted = {"checkpointer": tested["checkpointer"]["path"], "store": tested["store"]["path"]}
+    for doc in (root / "README.md", root / "docs" / "agent-server.md"):
+        blocks = re.findall(r"```json\n(.*?)```", doc.read_text(), re.S)
+        # A block is a whole langgraph.json or the lines to add to one.
+        shown = [json.loads(b if b.lstrip().startswith("{") else "{" + b + "}") for b in blocks]
+        paths = [{k: v["path"] for k, v in b.items() if k in wanted} for b in shown]
+        assert wanted in paths, doc.name
