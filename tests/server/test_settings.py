@@ -222,7 +222,7 @@ def test_the_store_takes_the_servers_index_and_ttl(
     server_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`store()` embeds with langgraph.json's `store.index` and keeps its `ttl`, starting
-    the sweeper when `sweep_interval_minutes` is set."""
+    one sweeper per file when `sweep_interval_minutes` is set."""
     from threadloom.langgraph_server import store
 
     monkeypatch.chdir(PROJECT)
@@ -232,16 +232,19 @@ def test_the_store_takes_the_servers_index_and_ttl(
     }
     monkeypatch.setattr(server_config, "STORE_CONFIG", settings)
 
-    async def used() -> tuple[list[str], Any, bool]:
-        async with store() as opened:
+    def sweeping(opened: Any) -> bool:
+        return opened._task_sweeper is not None and not opened._task_sweeper.done()
+
+    async def used() -> tuple[list[str], Any, list[bool]]:
+        async with store() as opened, store() as second:
             await opened.aput(("notes",), "a", {"text": "aaaa"})
             await opened.aput(("notes",), "o", {"text": "oooo"})
             found = await opened.asearch(("notes",), query="aa")
-            running = opened._task_sweeper is not None and not opened._task_sweeper.done()
-            return [i.key for i in found], opened.ttl_config, running
+            return [i.key for i in found], opened.ttl_config, [sweeping(opened), sweeping(second)]
 
     keys, ttl, running = asyncio.run(used())
-    assert keys == ["a", "o"] and ttl == settings["ttl"] and running
+    assert keys == ["a", "o"] and ttl == settings["ttl"]
+    assert running == [True, False]  # one sweeper per file, however often it is entered
 
 
 def test_the_documented_langgraph_json_lines_are_the_tested_ones() -> None:

@@ -255,6 +255,8 @@ async def _keep_latest_loop(saver: ServerSaver, idle: float, every: float) -> No
 
 #: Files whose `checkpointer.ttl` sweeper runs in this process (one per file).
 _SWEEPING: set[Path] = set()
+#: Files whose store TTL sweeper runs in this process (one per file).
+_STORE_SWEEPING: set[Path] = set()
 
 
 @contextlib.asynccontextmanager
@@ -309,7 +311,14 @@ async def store() -> AsyncIterator[AsyncStore]:
     path = database_path()
     index, ttl = _store_settings(_server_config().STORE_CONFIG)
     async with AsyncStore.from_conn_string(path, index=index, ttl=ttl) as opened:
-        if ttl and ttl.get("sweep_interval_minutes"):
+        # The server enters the store once per event-loop thread; one sweeper per file.
+        sweeps = bool(ttl and ttl.get("sweep_interval_minutes")) and path not in _STORE_SWEEPING
+        if sweeps:
+            _STORE_SWEEPING.add(path)
             await opened.start_ttl_sweeper()
         log.info("threadloom store on %s", path)
-        yield opened
+        try:
+            yield opened
+        finally:
+            if sweeps:
+                _STORE_SWEEPING.discard(path)
