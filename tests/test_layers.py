@@ -23,6 +23,7 @@ LAYERS = {
     "threadloom.documents": 3,  # the document operations over the file (no LangGraph)
     "threadloom.langgraph": 3,  # the adapters' wing: the only importer of LangGraph
     "threadloom": 3,  # the package root re-exports the wing's names
+    "threadloom.langgraph_server": 3,  # the Agent Server's public module path (the wing's)
     "threadloom.viewer": 4,
     "threadloom.cli": 4,
     "threadloom.nats": 4,

@@ -79,6 +79,10 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         FormatError: the file was written by a newer threadloom.
     """
 
+    #: Metadata keys no checkpoint stores, from the config or the caller (a subclass
+    #: names them: the Agent Server's per-request keys, `threadloom.langgraph_server`).
+    dropped_metadata: frozenset[str] = frozenset()
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -106,7 +110,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
                 self.file,
                 namespace=namespace,
                 agent_id=agent_id,
-                serialization=serialization(self.serde),
+                serialization=serialization(self.serde, dropped_metadata=self.dropped_metadata),
                 budget=budget,
                 owner_keys=tuple(owner_keys),
                 messages_channel=messages_channel,

@@ -21,13 +21,27 @@ def _merge_metadata(config: Mapping[str, Any], metadata: Mapping[str, Any]) -> A
     return get_checkpoint_metadata(config, metadata)  # type: ignore[arg-type]
 
 
-def serialization(serde: Serializer | None = None) -> Serialization:
-    """Describe `serde` (default `JsonPlusSerializer()`) for the protocol's planner."""
+class _MergeDropping:
+    """LangGraph's metadata merge, without the keys a checkpoint must not keep."""
+
+    def __init__(self, dropped: frozenset[str]) -> None:
+        self.dropped = dropped
+
+    def __call__(self, config: Mapping[str, Any], metadata: Mapping[str, Any]) -> Any:
+        merged = _merge_metadata(config, metadata)
+        return {k: v for k, v in merged.items() if k not in self.dropped}
+
+
+def serialization(
+    serde: Serializer | None = None, *, dropped_metadata: frozenset[str] = frozenset()
+) -> Serialization:
+    """Describe `serde` (default `JsonPlusSerializer()`) for the protocol's planner;
+    `dropped_metadata` names metadata keys never stored (the config's or the caller's)."""
     chosen: Serializer = serde if serde is not None else JsonPlusSerializer()
     base = chosen.serde if isinstance(chosen, RedactingSerializer) else chosen
     return Serialization(
         chosen,
-        merge_metadata=_merge_metadata,
+        merge_metadata=_MergeDropping(dropped_metadata) if dropped_metadata else _merge_metadata,
         whole_lists=type(base).dumps_typed is JsonPlusSerializer.dumps_typed,
         encrypts=encrypts(base),
     )
