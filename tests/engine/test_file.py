@@ -169,10 +169,21 @@ def test_an_empty_file_becomes_a_threadloom_file(folder: Path) -> None:
     )
 
 
-def test_memory_is_refused_with_what_to_do() -> None:
-    """':memory:' would give every pooled connection its own database: refused clearly."""
-    with pytest.raises(EngineError, match="InMemorySaver"):
-        Saver(":memory:")
+def test_sqlite_uri_is_refused_with_what_to_do() -> None:
+    """An SQLite URI is not a path (its options would be read from a file name): refused,
+    naming ':memory:' for a private database."""
+    with pytest.raises(EngineError, match="':memory:'"):
+        Saver("file:x.db?mode=memory")
+
+
+def test_memory_file_is_removed_on_close() -> None:
+    """':memory:' lives in a temporary folder of its own, removed when the saver closes."""
+    saver = Saver(":memory:")
+    folder = saver.file.scratch
+    assert folder is not None and os.path.isdir(folder)
+    put(saver, "t", 1)
+    saver.close()
+    assert not os.path.exists(folder)
 
 
 def test_savers_on_one_path_share_one_file(db_path: Path) -> None:
