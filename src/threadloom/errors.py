@@ -39,6 +39,10 @@ class InvalidValueError(ThreadloomError, ValueError):
     filter with an unknown operator, a vector of the wrong size, text UTF-8 cannot hold)."""
 
 
+class NoEventLoopError(ThreadloomError, RuntimeError):
+    """An async object was created outside a running event loop."""
+
+
 class EngineError(ThreadloomError):
     """The SQLite engine could not do what was asked."""
 
