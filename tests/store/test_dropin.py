@@ -12,10 +12,12 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langgraph.store.sqlite.aio import AsyncSqliteStore
 
+from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import AsyncStore, Store
 from threadloom.errors import NoEventLoopError, ReadOnlyError
 
@@ -136,3 +138,15 @@ def test_from_conn_string_takes_readonly(tmp_path: Path) -> None:
                 await store.aput(("a",), "k2", {"v": 2})
 
     asyncio.run(run())
+
+
+def test_index_takes_sqlite_stores_text_fields(tmp_path: Path) -> None:
+    """An index config written for SqliteStore (`text_fields`) embeds those fields, as
+    `fields` would, not the whole value."""
+    embedder = HashingEmbedder()
+    index: Any = {"dims": embedder.dims, "embed": embedder, "text_fields": ["title"]}
+    with Store.from_conn_string(tmp_path / "s.db", index=index) as store:
+        store.put(("d",), "k", {"title": "lisbon tea", "body": "unrelated words here"})
+        found = store.search(("d",), query="lisbon tea")
+    assert found and found[0].score is not None and found[0].score > 0.99
+    assert [text for method, texts in embedder.calls for text in texts][:1] == ["lisbon tea"]

@@ -94,7 +94,7 @@ class _StoreBase:
                 )
             self.embeddings = ensure_embeddings(index["embed"])
             self._fields = [
-                (p, tokenize_path(p) if p != "$" else "$") for p in index.get("fields") or ["$"]
+                (p, tokenize_path(p) if p != "$" else "$") for p in _index_fields(index)
             ]
             metric = cast(Metric, dict(index).get("distance_type", "cosine"))
             if metric not in ("cosine", "l2", "inner_product"):
@@ -401,13 +401,25 @@ class _StoreBase:
         self.close()
 
 
+def _index_fields(index: IndexConfig) -> list[str]:
+    """The paths an index embeds: `fields`, or `text_fields` as SqliteStore and
+    PostgresStore spell it; the whole value (`$`) when neither is given."""
+    given = index.get("fields") or dict(index).get("text_fields") or ["$"]
+    if isinstance(given, str):
+        given = [given]
+    if not isinstance(given, list) or not all(isinstance(p, str) for p in given):
+        raise InvalidArgumentError(f"index fields are a list of paths, not {given!r}")
+    return given
+
+
 class Store(Sweeping, _StoreBase, BaseStore):
     """A LangGraph `BaseStore` in a threadloom file (the same file the savers use).
 
     Args:
         path: the file (created if missing; shared with every saver and store on it);
             `":memory:"` for a private in-memory database that lives as long as the store.
-        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) plus `distance_type`
+        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`, or SqliteStore's
+            `text_fields`) plus `distance_type`
             ("cosine" (default), "l2" or "inner_product"), to embed items for `search(query=)`.
             Without it, `search(query=)` is a full-text search (docs/store.md: scores).
         ttl: LangGraph's `TTLConfig` (`default_ttl` and `sweep_interval_minutes` in
