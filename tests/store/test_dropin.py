@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -150,3 +151,15 @@ def test_index_takes_sqlite_stores_text_fields(tmp_path: Path) -> None:
         found = store.search(("d",), query="lisbon tea")
     assert found and found[0].score is not None and found[0].score > 0.99
     assert [text for method, texts in embedder.calls for text in texts][:1] == ["lisbon tea"]
+
+
+def test_docs_langgraph_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The example of docs/langgraph.md runs as written (sync and async halves)."""
+    text = (ROOT / "docs" / "langgraph.md").read_text()
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found is not None
+    monkeypatch.chdir(tmp_path)
+    names: dict[str, Any] = {}
+    exec(compile(found.group(1), "docs/langgraph.md", "exec"), names)
+    asyncio.run(names["main"]())
+    assert (tmp_path / "agent.db").exists()
