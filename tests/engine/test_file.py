@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -17,7 +18,7 @@ import zstandard
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from threadloom import Saver
+from threadloom import Saver, Store
 from threadloom.engine.file import File
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.tables import BODY_TABLES
@@ -406,3 +407,15 @@ def test_a_read_only_open_leaves_a_wal_it_found_as_it_was(tmp_path: Path) -> Non
     with Saver.from_conn_string(str(path)) as saver:  # a writable open folds it in
         assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 20
     assert not wal.exists()
+
+
+def test_memory_file_dropped_unclosed_is_removed() -> None:
+    """A ':memory:' file dropped without close (as tests drop an InMemoryStore) leaves no
+    temporary folder behind once collected."""
+    store = Store(":memory:")
+    store.put(("a",), "k", {"v": 1})
+    folder = store.file.scratch
+    assert folder is not None and os.path.isdir(folder)
+    del store
+    gc.collect()
+    assert not os.path.exists(folder)

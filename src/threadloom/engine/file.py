@@ -112,6 +112,9 @@ class File:
                 )
             self.scratch = tempfile.mkdtemp(prefix="threadloom-memory-")
             self.path = os.path.join(self.scratch, "memory.db")
+            # Removed on close, and also when the object is dropped unclosed (as tests
+            # drop an InMemoryStore) or the process exits.
+            weakref.finalize(self, shutil.rmtree, self.scratch, ignore_errors=True)
             synchronous = "OFF"  # nothing of it outlives the process: no fsync
         kind = recognize(self.path)
         #: The process may not write the file or its folder: connections are opened
