@@ -9,15 +9,17 @@ repository root:
 What it does:
 
 1. `pip download --no-binary :all: --no-deps` the sdists of the installed
-   `langgraph-checkpoint-sqlite` and `langgraph-checkpoint` (they ship their `tests/`),
-   and `pip install --target` the two pytest plugins those tests need
-   (`pytest-asyncio`, `pytest-mock`), all under `--work` (default: a `langgraph-suites`
-   folder in the system's temporary folder); nothing is installed into the environment.
+   `langgraph-checkpoint-sqlite`, `langgraph-checkpoint` and `langgraph` (they ship their
+   `tests/`), and `pip install --target` what those tests import beyond this environment
+   (`pytest-asyncio`, `pytest-mock`, `redis`, `syrupy`), all under `--work` (default: a
+   `langgraph-suites` folder in the system's temporary folder); nothing is installed into
+   the environment.
 2. Runs each suite twice with pytest, stock and with `threadloom_shim` (the plugin beside
    this file, which puts `Saver`, `AsyncSaver`, `Store`, `AsyncStore` and a `":memory:"`
    `Store` where the tests import `SqliteSaver`, `AsyncSqliteSaver`, `SqliteStore`,
-   `AsyncSqliteStore` and `InMemoryStore`): `libs/checkpoint-sqlite/tests` whole and
-   `libs/checkpoint/tests/test_store.py`.
+   `AsyncSqliteStore` and `InMemoryStore`): `libs/checkpoint-sqlite/tests` whole,
+   `libs/checkpoint/tests/test_store.py`, and the cases of `libs/langgraph/tests` run with
+   the `sqlite`, `sqlite_aes` and `sqlite_aio` savers (`-k sqlite`, `NO_DOCKER=true`).
 3. Runs `langgraph-checkpoint-conformance` on SqliteSaver (its sync methods),
    AsyncSqliteSaver, Saver (sync) and AsyncSaver.
 4. Prints the counts side by side, then every test whose outcome differs.
@@ -45,12 +47,16 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-#: (distribution, the test paths run inside its sdist).
+#: (distribution, the pytest arguments run inside its sdist).
 SUITES = (
     ("langgraph-checkpoint-sqlite", ("tests",)),
     ("langgraph-checkpoint", ("tests/test_store.py",)),
+    # The library's cases parametrized with the sqlite, sqlite_aes and sqlite_aio savers
+    # (NO_DOCKER: without the PostgreSQL and Redis ones).
+    ("langgraph", ("tests", "-k", "sqlite")),
 )
-PLUGINS = ("pytest-asyncio", "pytest-mock")
+#: What LangGraph's test modules import beyond threadloom's own test environment.
+PLUGINS = ("pytest-asyncio", "pytest-mock", "redis", "syrupy")
 
 
 @dataclass
@@ -96,7 +102,7 @@ def sdist(distribution: str, work: Path) -> Path:
 
 def plugins(work: Path) -> Path:
     target = work / "plugins"
-    if not (target / "pytest_asyncio").is_dir() or not (target / "pytest_mock").is_dir():
+    if not all((target / name.replace("-", "_")).is_dir() for name in PLUGINS):
         pip("install", "--no-deps", "--target", str(target), *PLUGINS)
     return target
 
@@ -104,7 +110,7 @@ def plugins(work: Path) -> Path:
 def run_suite(tree: Path, paths: tuple[str, ...], deps: Path, *, ours: bool, out: Path) -> Outcomes:
     """Run pytest on `paths` of `tree`; with `ours`, through the shim."""
     path = [str(deps)] + ([str(HERE), str(ROOT / "src")] if ours else [])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "NO_DOCKER": "true"}
     command = [sys.executable, "-m", "pytest", *paths, "-q", "-p", "no:cacheprovider",
                "-o", "addopts=", "-W", "ignore", f"--junitxml={out}"]  # fmt: skip
     if ours:
@@ -200,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'suite':48} {'stock':34} threadloom")
     for distribution, paths in SUITES:
         tree = sdist(distribution, work)
-        label = f"{tree.name} {' '.join(paths)}"
+        label = f"{tree.name} {' '.join(paths)}"[:48]
         stock = run_suite(tree, paths, deps, ours=False, out=work / f"{tree.name}-stock.xml")
         ours = run_suite(tree, paths, deps, ours=True, out=work / f"{tree.name}-ours.xml")
         print(f"{label:48} {stock.line():34} {ours.line()}")
