@@ -49,6 +49,10 @@ class OutOfMemoryError(ThreadloomError, MemoryError):
     was written."""
 
 
+class NoEventLoopError(ThreadloomError, RuntimeError):
+    """An async object was created outside a running event loop."""
+
+
 class EngineError(ThreadloomError):
     """The SQLite engine could not do what was asked."""
 

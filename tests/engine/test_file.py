@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -17,7 +18,7 @@ import zstandard
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from threadloom import Saver
+from threadloom import Saver, Store
 from threadloom.engine.file import File
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.tables import BODY_TABLES
@@ -169,10 +170,21 @@ def test_an_empty_file_becomes_a_threadloom_file(folder: Path) -> None:
     )
 
 
-def test_memory_is_refused_with_what_to_do() -> None:
-    """':memory:' would give every pooled connection its own database: refused clearly."""
-    with pytest.raises(EngineError, match="InMemorySaver"):
-        Saver(":memory:")
+def test_sqlite_uri_is_refused_with_what_to_do() -> None:
+    """An SQLite URI is not a path (its options would be read from a file name): refused,
+    naming ':memory:' for a private database."""
+    with pytest.raises(EngineError, match="':memory:'"):
+        Saver("file:x.db?mode=memory")
+
+
+def test_memory_file_is_removed_on_close() -> None:
+    """':memory:' lives in a temporary folder of its own, removed when the saver closes."""
+    saver = Saver(":memory:")
+    folder = saver.file.scratch
+    assert folder is not None and os.path.isdir(folder)
+    put(saver, "t", 1)
+    saver.close()
+    assert not os.path.exists(folder)
 
 
 def test_savers_on_one_path_share_one_file(db_path: Path) -> None:
@@ -478,3 +490,15 @@ def test_the_change_watcher_of_an_unwritable_file_sees_a_writer_appear(
     finally:
         changes.close()
         reader._close()
+
+
+def test_memory_file_dropped_unclosed_is_removed() -> None:
+    """A ':memory:' file dropped without close (as tests drop an InMemoryStore) leaves no
+    temporary folder behind once collected."""
+    store = Store(":memory:")
+    store.put(("a",), "k", {"v": 1})
+    folder = store.file.scratch
+    assert folder is not None and os.path.isdir(folder)
+    del store
+    gc.collect()
+    assert not os.path.exists(folder)

@@ -21,6 +21,6 @@ Outer layers import `threadloom.engine` and the rooms' packages, never a room's 
 """
 
 from threadloom.engine.checkpoint_store import CheckpointStore
-from threadloom.engine.file import Changes, File
+from threadloom.engine.file import MEMORY, Changes, File
 
-__all__ = ["Changes", "CheckpointStore", "File"]
+__all__ = ["MEMORY", "Changes", "CheckpointStore", "File"]

@@ -9,7 +9,10 @@ for writes, and a fork check before a connection is reused.
 Invariants:
 - nothing is changed before the path is recognised as ours or new (`recognize.py`);
 - a read-only file is never written: no journal-mode change, no migration;
-- the WAL is kept to `WAL_LIMIT` bytes while running and folded in on the last close.
+- the WAL is kept to `WAL_LIMIT` bytes while running and folded in on the last close;
+- `":memory:"` is a private database of one `File`: a file of its own in a new temporary
+  folder (so every pooled connection shares it, with the same WAL discipline as any
+  file), removed with its folder when the File closes.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import atexit
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
 import weakref
@@ -37,13 +42,15 @@ from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
 from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
-__all__ = ["BUSY_TIMEOUT_MS", "WAL_LIMIT", "File"]
+__all__ = ["BUSY_TIMEOUT_MS", "MEMORY", "WAL_LIMIT", "File"]
 
 log = logging.getLogger("threadloom.engine")
 
 #: Bytes the WAL is truncated to after each checkpoint (`journal_size_limit`).
 WAL_LIMIT = 4 * 1024 * 1024
 _SYNCHRONOUS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+#: The path of a private in-memory database (as `sqlite3` and LangGraph's savers take it).
+MEMORY = ":memory:"
 
 _registry: dict[tuple[str, bool], File] = {}
 _registry_lock = threading.Lock()
@@ -64,6 +71,8 @@ class File:
 
     Args:
         path: the file; created with the current format if missing or empty.
+            `":memory:"`: a new private database, shared by this object's connections
+            and removed when it closes (in a temporary folder, never synced to disk).
         readonly: open without writing anything; None (default) decides from the
             permissions of the file and its folder.
         synchronous: SQLite `synchronous` level (`NORMAL` is durable across
@@ -89,12 +98,25 @@ class File:
                 f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
             )
         self.path = str(Path(path))
-        if self.path == ":memory:" or self.path.startswith("file:"):
+        if self.path.startswith("file:"):
             raise EngineError(
-                f"{self.path!r} is not a file path: threadloom keeps memory in a file that "
-                "every connection of the pool shares; give a path (a temporary one for tests), "
-                "or use LangGraph's InMemorySaver"
+                f"{self.path!r} is an SQLite URI, not a file path; give the file's path "
+                f"(or {MEMORY!r} for a private database that lives as long as it is open)"
             )
+        #: The temporary folder of a `":memory:"` database (removed on close), else None.
+        self.scratch: str | None = None
+        if self.path == MEMORY:
+            if readonly:
+                raise ReadOnlyError(
+                    f"{MEMORY!r} is a new empty database and cannot be opened read-only; "
+                    "open it without readonly=True"
+                )
+            self.scratch = tempfile.mkdtemp(prefix="threadloom-memory-")
+            self.path = os.path.join(self.scratch, "memory.db")
+            # Removed on close, and also when the object is dropped unclosed (as tests
+            # drop an InMemoryStore) or the process exits.
+            weakref.finalize(self, shutil.rmtree, self.scratch, ignore_errors=True)
+            synchronous = "OFF"  # nothing of it outlives the process: no fsync
         kind = recognize(self.path)
         #: The process may not write the file or its folder: connections are opened
         #: read-only (SQLite then reads the WAL without changing anything on disk).
@@ -156,6 +178,11 @@ class File:
         read-only and a writable open of one path are two objects (the first never
         writes). A second writable open must ask for the same `synchronous` level.
         """
+        if str(path) == MEMORY:
+            # Private: every open of ":memory:" is a database of its own.
+            opened = cls(path, readonly=readonly, synchronous=synchronous)
+            opened._users = 1
+            return opened
         if readonly is None:
             readonly = not _writable(str(path)) if os.path.exists(path) else False
         key = (_identity(str(path)), bool(readonly))
@@ -457,6 +484,8 @@ class File:
             for conn in idle:
                 with contextlib.suppress(apsw.Error):
                     conn.close()
+            if self.scratch is not None:
+                shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):

@@ -3,7 +3,8 @@ imports it (tests/test_layers.py checks it).
 
 - `saver.py`: `Saver` and `AsyncSaver`, the checkpoint savers; `tuples.py`: the
   serializers and checkpoint tuples LangGraph defines.
-- `store.py` and `store_ops.py`: `Store` and `AsyncStore`, the LangGraph Store.
+- `store.py`, `store_ops.py` and `store_ttl.py`: `Store` and `AsyncStore`, the LangGraph
+  Store (its ops; its TTL sweeps).
 - `memories.py`: profiles, content-addressed keys and one owner's view over any store.
 - `conversations.py` and `retention.py`: the saver's conversation records and
   retention policy.

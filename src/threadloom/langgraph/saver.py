@@ -2,6 +2,10 @@
 
 Both classes offer the sync and the async API families (as InMemorySaver does).
 Async methods run engine calls on a worker thread and never block the event loop.
+
+The serializer is the saver's `serde` at every call: assigning another one (as
+`with_allowlist` does on its clone) gives the saver a scope of its own wired to it, on
+the same file; a clone never closes the file of the saver it was copied from.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
 
 from threadloom.core.lru import Budget as MemoryBudget
 from threadloom.engine import CheckpointStore, File
@@ -49,6 +53,7 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
             refuses a title, summary or tags) unless `plaintext` allows the field.
             Ids, times, sizes and counts stay in the clear, as do the Store's items
             (the Store does not encrypt): docs/conversations.md, "Encryption".
+            Assigning `saver.serde` later takes effect for every later put and read.
         synchronous: SQLite `synchronous` level, `NORMAL` (default) or `FULL`.
         readonly: open the file without writing anything (no migration; puts raise
             `ReadOnlyError`); None (default) opens read-only only where the file or its
@@ -74,7 +79,11 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
         checkpoints: the engine's checkpoints of this saver's scope
             (`engine.CheckpointStore`); the methods here call its parts directly.
 
+    `":memory:"` as the path gives the saver a private in-memory database, shared by its
+    connections and gone when it closes (a `Store(":memory:")` is another database).
+
     Raises:
+        InvalidArgumentError: a bad argument (checked before the file is created).
         NotOurFileError: the path holds another application's file (left untouched).
         FormatError: the file was written by a newer threadloom.
     """
@@ -102,23 +111,81 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
             raise InvalidArgumentError("owner_keys must be a list of configurable keys")
         if not isinstance(messages_channel, str) or not messages_channel:
             raise InvalidArgumentError("messages_channel must be a channel name")
-        budget = _budget(memory_budget)
+        for name, given in (("namespace", namespace), ("agent_id", agent_id)):
+            if not isinstance(given, str) or not given or "\0" in given:
+                raise InvalidArgumentError(
+                    f"{name} must be a non-empty string without NUL, not {given!r}; "
+                    f"leave it out for the default"
+                )
+        self._budget = _budget(memory_budget)
         self.file = File.open(path, readonly=readonly, synchronous=synchronous)
         self._closed = False
+        #: id() of the saver that opened the file and of the one whose scope
+        #: `checkpoints` is: a copy (`with_allowlist`) closes neither.
+        self._file_owner = self._scope_owner = id(self)
         try:
-            self.checkpoints = CheckpointStore(
-                self.file,
-                namespace=namespace,
-                agent_id=agent_id,
-                serialization=serialization(self.serde, dropped_metadata=self.dropped_metadata),
-                budget=budget,
-                owner_keys=tuple(owner_keys),
-                messages_channel=messages_channel,
-                plaintext=plaintext,
+            self.checkpoints = self._scope(
+                namespace, agent_id, tuple(owner_keys), messages_channel, plaintext
             )
         except BaseException:
             self.close()
             raise
+
+    def _scope(
+        self,
+        namespace: str,
+        agent_id: str,
+        owner_keys: tuple[str, ...],
+        messages_channel: str,
+        plaintext: Sequence[str],
+    ) -> CheckpointStore:
+        return CheckpointStore(
+            self.file,
+            namespace=namespace,
+            agent_id=agent_id,
+            serialization=serialization(self.serde, dropped_metadata=self.dropped_metadata),
+            budget=self._budget,
+            owner_keys=owner_keys,
+            messages_channel=messages_channel,
+            plaintext=plaintext,
+        )
+
+    @property
+    def serde(self) -> SerializerProtocol:
+        """The serializer of every put and read; assign one to change it from then on."""
+        found: SerializerProtocol | None = self.__dict__.get("_serde")
+        # Before the first assignment (BaseCheckpointSaver.__init__ reads it): the default.
+        return found if found is not None else vars(BaseCheckpointSaver)["serde"]
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        value = maybe_add_typed_methods(value)
+        if value is self.__dict__.get("_serde"):
+            return
+        self._serde = value
+        old: CheckpointStore | None = self.__dict__.get("checkpoints")
+        if old is None:  # still in __init__
+            return
+        scope = old.scope
+        fresh = self._scope(
+            scope.namespace,
+            scope.agent_id,
+            scope.owner_keys,
+            scope.messages_channel,
+            tuple(scope.plaintext),
+        )
+        fresh.grace = old.grace
+        self.checkpoints = fresh
+        if self._scope_owner == id(self):
+            old.close()
+        self._scope_owner = id(self)
+
+    def setup(self) -> None:
+        """Nothing to do, as LangGraph's `SqliteSaver.setup()` asks: the file is created and
+        migrated when the saver opens it."""
+
+    async def asetup(self) -> None:
+        """Nothing to do (see `setup`)."""
 
     @property
     def namespace(self) -> str:
@@ -137,13 +204,19 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
 
     def close(self) -> None:
         """Give back this saver's use of the file (the last user closes it; idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self.stop_retention(5)
-            checkpoints = getattr(self, "checkpoints", None)
-            if checkpoints is not None:
+        if self._closed:
+            return
+        self._closed = True
+        checkpoints = self.__dict__.get("checkpoints")
+        if self._file_owner != id(self):
+            # A copy (`with_allowlist`): the file is the original's to close.
+            if checkpoints is not None and self._scope_owner == id(self):
                 checkpoints.close()
-            self.file.close()
+            return
+        self.stop_retention(5)
+        if checkpoints is not None:
+            checkpoints.close()
+        self.file.close()
 
     # -- sync ----------------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import threading
 import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
@@ -33,9 +32,14 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
-from threadloom.engine import File
+from threadloom.engine import MEMORY, File
 from threadloom.engine.items import Items, Recall, Reindex, Stored, VectorIndex, now_us, time_us
-from threadloom.errors import InvalidArgumentError, ThreadloomError, UnembeddedItemsWarning
+from threadloom.errors import (
+    InvalidArgumentError,
+    NoEventLoopError,
+    ThreadloomError,
+    UnembeddedItemsWarning,
+)
 from threadloom.langgraph.reembed import Reembedded, fill_text, reembed
 from threadloom.langgraph.store_index import Indexing
 from threadloom.langgraph.store_ops import (
@@ -46,6 +50,7 @@ from threadloom.langgraph.store_ops import (
     namespace_matches,
     validate,
 )
+from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +76,6 @@ class _StoreBase:
             raise
         self.items = Items(self.file, vectors)
         self.recall = Recall(self.items)
-        self._sweeper: threading.Thread | None = None
-        self._stop = threading.Event()
         #: A vector search warned of items without vectors (once per store).
         self._warned = False
         try:
@@ -355,10 +358,6 @@ class _StoreBase:
             prepared.queries[query] = list(await self.embeddings.aembed_query(query))
         return await asyncio.to_thread(self._run, prepared)
 
-    async def asweep_ttl(self) -> int:
-        """Delete the items whose TTL ran out; return how many."""
-        return await asyncio.to_thread(self.sweep_ttl)
-
     async def apurge(self, namespace_prefix: tuple[str, ...]) -> int:
         """Delete every item under `namespace_prefix` in one transaction; return how many."""
         return await asyncio.to_thread(self.purge, namespace_prefix)
@@ -370,58 +369,15 @@ class _StoreBase:
         check_labels(namespace_prefix, full=True)
         return self.items.purge(namespace_prefix)
 
-    def _sweep_logged(self) -> None:
-        """One sweep of a background sweeper: logged, never raised (one failure, a busy
-        file, is not the last sweep)."""
-        try:
-            swept = self.sweep_ttl()
-            if swept:
-                log.info("%s: swept %d expired store items", self.file.path, swept)
-        except Exception:
-            log.exception("%s: the TTL sweep failed", self.file.path)
+    def _stop_sweeping(self) -> None:
+        raise NotImplementedError  # Sweeping or AsyncSweeping
 
-    def sweep_ttl(self) -> int:
-        """Delete the items whose TTL ran out; return how many."""
-        return self.items.sweep()
-
-    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> threading.Thread:
-        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's
-        `sweep_interval_minutes`, else 5) on a daemon thread until `stop_ttl_sweeper`."""
-        minutes = (
-            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        )
-        if self._sweeper is not None and self._sweeper.is_alive():
-            return self._sweeper
-        self._stop.clear()
-
-        def loop() -> None:
-            while not self._stop.wait(float(minutes) * 60):
-                self._sweep_logged()
-
-        self._sweeper = threading.Thread(target=loop, name="threadloom-ttl-sweeper", daemon=True)
-        self._sweeper.start()
-        return self._sweeper
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Stop the sweeper thread; True when it stopped within `timeout` seconds."""
-        return self._stop_thread(timeout)
-
-    def _stop_thread(self, timeout: float | None) -> bool:
-        self._stop.set()
-        if self._sweeper is None:
-            return True
-        self._sweeper.join(timeout)
-        stopped = not self._sweeper.is_alive()
-        if stopped:
-            self._sweeper = None
-        return stopped
+    async def asetup(self) -> None:
+        """Nothing to do (see `setup`)."""
 
     def close(self) -> None:
         """Stop the sweeper and let go of the file (others on it keep it open)."""
-        self._stop_thread(5)
-        task = getattr(self, "_task_sweeper", None)
-        if task is not None:
-            task.cancel()
+        self._stop_sweeping()
         self.file.close()
 
     def __enter__(self) -> Any:
@@ -431,12 +387,25 @@ class _StoreBase:
         self.close()
 
 
-class Store(_StoreBase, BaseStore):
+def _index_fields(index: IndexConfig) -> list[str]:
+    """The paths an index embeds: `fields`, or `text_fields` as SqliteStore and
+    PostgresStore spell it; the whole value (`$`) when neither is given."""
+    given = index.get("fields") or dict(index).get("text_fields") or ["$"]
+    if isinstance(given, str):
+        given = [given]
+    if not isinstance(given, list) or not all(isinstance(p, str) for p in given):
+        raise InvalidArgumentError(f"index fields are a list of paths, not {given!r}")
+    return given
+
+
+class Store(Sweeping, _StoreBase, BaseStore):
     """A LangGraph `BaseStore` in a threadloom file (the same file the savers use).
 
     Args:
-        path: the file (created if missing; shared with every saver and store on it).
-        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`) plus `distance_type`
+        path: the file (created if missing; shared with every saver and store on it);
+            `":memory:"` for a private in-memory database that lives as long as the store.
+        index: LangGraph's `IndexConfig` (`dims`, `embed`, `fields`, or SqliteStore's
+            `text_fields`) plus `distance_type`
             ("cosine" (default), "l2" or "inner_product"), to embed items for `search(query=)`.
             Without it, `search(query=)` ignores the query, as LangGraph's stores do
             (every item under the prefix passing the filter, newest first).
@@ -457,6 +426,7 @@ class Store(_StoreBase, BaseStore):
         text: bool | None = None,
     ) -> None:
         self._setup(path, index, ttl, readonly, text)
+        self._init_sweeping()
 
     @classmethod
     @contextlib.contextmanager
@@ -466,14 +436,19 @@ class Store(_StoreBase, BaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
         text: bool | None = None,
     ) -> Iterator[Store]:
-        """A Store on `path`, closed when the block ends."""
-        store = cls(path, index=index, ttl=ttl, text=text)
+        """A Store on `path` (or `":memory:"`), closed when the block ends."""
+        store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
         try:
             yield store
         finally:
             store.close()
+
+    def setup(self) -> None:
+        """Nothing to do, as LangGraph's `SqliteStore.setup()` asks: the file is created and
+        migrated when the store opens it."""
 
     def get(
         self,
@@ -501,11 +476,13 @@ class Store(_StoreBase, BaseStore):
         return await self._abatch(ops)
 
 
-class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
+class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
     """`Store` for asyncio apps: concurrent calls are batched (AsyncBatchedBaseStore),
     embeddings are awaited, and the file is used on a worker thread, never on the loop.
+    As AsyncSqliteStore's, `setup`, `sweep_ttl` and the sweeper's methods are coroutines.
 
-    Construct it inside a running event loop (`async with AsyncStore.from_conn_string(…)`).
+    Construct it inside a running event loop (`async with AsyncStore.from_conn_string(…)`);
+    outside one it raises `NoEventLoopError` before opening anything.
     """
 
     def __init__(
@@ -517,9 +494,17 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         readonly: bool | None = None,
         text: bool | None = None,
     ) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            self._task = None  # AsyncBatchedBaseStore.__del__ reads it
+            raise NoEventLoopError(
+                "AsyncStore needs a running event loop; create it inside async code "
+                "(`async with AsyncStore.from_conn_string(path) as store:`), or use Store"
+            ) from None
         AsyncBatchedBaseStore.__init__(self)
         self._setup(path, index, ttl, readonly, text)
-        self._task_sweeper: asyncio.Task[None] | None = None
+        self._init_sweeping()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -529,49 +514,36 @@ class AsyncStore(_StoreBase, AsyncBatchedBaseStore):
         *,
         index: IndexConfig | None = None,
         ttl: TTLConfig | None = None,
+        readonly: bool | None = None,
         text: bool | None = None,
     ) -> AsyncIterator[AsyncStore]:
-        """An AsyncStore on `path`, closed when the block ends."""
-        # The file is opened (and migrated) on a worker thread; the store then shares it.
-        file = await asyncio.to_thread(File.open, path)
+        """An AsyncStore on `path` (or `":memory:"`), closed when the block ends."""
+        # A file is opened (and migrated) on a worker thread; the store then shares it.
+        # (":memory:" is private to each open, and new: nothing to migrate.)
+        file = None
+        if str(path) != MEMORY:
+            file = await asyncio.to_thread(File.open, path, readonly=readonly)
         try:
-            store = cls(path, index=index, ttl=ttl, text=text)
+            store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
         finally:
-            file.close()
+            if file is not None:
+                file.close()
         try:
             yield store
         finally:
             await store.stop_ttl_sweeper(5)
             await asyncio.to_thread(store.close)
 
+    async def setup(self) -> None:
+        """Nothing to do, as LangGraph's `AsyncSqliteStore.setup()` asks: the file is
+        created and migrated when the store opens it."""
+
+    async def __aenter__(self) -> AsyncStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_ttl_sweeper(5)
+        await asyncio.to_thread(self.close)
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         return await self._abatch(ops)
-
-    async def start_ttl_sweeper(  # type: ignore[override]
-        self, sweep_interval_minutes: float | None = None
-    ) -> asyncio.Task[None]:
-        """Sweep expired items every `sweep_interval_minutes` (default: the TTLConfig's,
-        else 5) on the event loop, each sweep on a worker thread; as LangGraph's async
-        stores, a task to await or cancel (or `stop_ttl_sweeper`)."""
-        if self._task_sweeper is not None and not self._task_sweeper.done():
-            return self._task_sweeper
-        minutes = float(
-            sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
-        )
-
-        async def loop() -> None:
-            while True:
-                await asyncio.sleep(minutes * 60)
-                await asyncio.to_thread(self._sweep_logged)
-
-        self._task_sweeper = asyncio.create_task(loop())
-        return self._task_sweeper
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # type: ignore[override]
-        """Cancel the sweeper task; True when it ended within `timeout` seconds."""
-        task, self._task_sweeper = self._task_sweeper, None
-        if task is None or task.done():
-            return True
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=timeout)
-        return bool(done)

@@ -59,7 +59,7 @@ class Indexing:
                 "a function from texts to vectors)"
             )
         self.embeddings = ensure_embeddings(index["embed"])
-        self.fields = _fields(index.get("fields") or ["$"])
+        self.fields = _fields(_index_fields(index))
         metric = cast(Metric, dict(index).get("distance_type", "cosine"))
         if metric not in ("cosine", "l2", "inner_product"):
             raise InvalidArgumentError(
@@ -143,6 +143,17 @@ class Indexing:
                     embedded.append(text)
             entries.append(Entry(item, texts, vectors))
         return entries, embedded, slots
+
+
+def _index_fields(index: IndexConfig) -> list[str]:
+    """The paths an index embeds: `fields`, or `text_fields` as SqliteStore and
+    PostgresStore spell it; the whole value (`$`) when neither is given."""
+    given = index.get("fields") or dict(index).get("text_fields") or ["$"]
+    if isinstance(given, str):
+        given = [given]
+    if not isinstance(given, list) or not all(isinstance(p, str) for p in given):
+        raise InvalidArgumentError(f"index fields are a list of paths, not {given!r}")
+    return given
 
 
 def check_count(got: int, wanted: int) -> None:
