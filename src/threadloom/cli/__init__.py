@@ -29,6 +29,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("doctor", "doctor"),
     ("compact", "compact"),
     ("verify", "verify"),
+    ("backup", "backup"),
     ("export", "export"),
     ("import", "import_"),
     ("migrate", "migrate"),
