@@ -32,6 +32,8 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("backup", "backup"),
     ("export", "export"),
     ("import", "import_"),
+    ("bundle", "bundle"),
+    ("unbundle", "unbundle"),
     ("migrate", "migrate"),
     ("reembed", "reembed"),
     ("serve", "serve"),
