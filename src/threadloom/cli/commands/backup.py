@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Back the file up; print the report; 0 once the copy verified and is in place."""
+    from threadloom.cli._conversations import plural
     from threadloom.engine.checks import backup
 
     given = list(args.operands)
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
         return 0
     print(
-        f"{report.path}: {report.threads} threads, {report.checkpoints} checkpoints, "
+        f"{report.path}: {plural(report.threads, 'thread')}, "
+        f"{plural(report.checkpoints, 'checkpoint')}, "
         f"{report.bytes:,} bytes, verified in {report.seconds:.2f} s"
     )
     for old in report.removed:

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Write the bundle; print what it holds."""
-    from threadloom.cli._conversations import opened
+    from threadloom.cli._conversations import opened, plural
     from threadloom.documents import bundles
 
     given = list(args.operands)
@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=2))
     else:
         print(
-            f"{args.to_file}: {len(found['threads'])} threads, {found['documents']} documents, "
+            f"{args.to_file}: {plural(len(found['threads']), 'thread')}, "
+            f"{plural(found['documents'], 'document')}, "
             f"{found['bytes']:,} bytes ({found['content_bytes']:,} uncompressed)"
         )
     return 0

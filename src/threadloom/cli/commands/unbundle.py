@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Verify the bundle, import it (or say what an import would do); 1 on a conflict."""
+    from threadloom.cli._conversations import plural
     from threadloom.documents import bundles
     from threadloom.engine import CheckpointStore, File
 
@@ -67,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(found, indent=2))
     else:
         print(
-            f"{found['mode']}: {found['threads']} threads, {found['checkpoints']} checkpoints "
+            f"{found['mode']}: {plural(found['threads'], 'thread')}, "
+            f"{plural(found['checkpoints'], 'checkpoint')} "
             f"({found['present']} present, {found['missing']} missing, {found['copied']} "
             f"copied), {found['documents_copied']} documents written"
         )

@@ -231,11 +231,26 @@ def _copy(file: File, partial: str, method: str, report: BackupReport) -> None:
             target = apsw.Connection(partial)
             try:
                 with target.backup("main", conn, "main") as copying:
-                    while not copying.done:
-                        copying.step(STEP_PAGES)
-                        report.steps += 1
+                    copying.step(STEP_PAGES)
+                    report.steps += 1
+                    # Each step's pages go to disk before the next: the copy never piles
+                    # up a gigabyte of dirty pages for a writer's next fsync to wait on.
+                    synced = os.open(partial, os.O_RDONLY)
+                    try:
+                        while not copying.done:
+                            os.fsync(synced)
+                            copying.step(STEP_PAGES)
+                            report.steps += 1
+                    finally:
+                        os.close(synced)
             finally:
                 target.close()
+    if not file.readonly:
+        # What writers appended during the copy waited behind its snapshot; fold it in
+        # here, so no writer's commit pays for it (a passive checkpoint never waits, and a
+        # writer's own automatic one gives way while this one runs).
+        with file.connection() as conn, contextlib.suppress(apsw.BusyError):
+            conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
     with open(partial, "rb+") as handle:
         os.fsync(handle.fileno())
 
