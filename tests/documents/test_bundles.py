@@ -187,3 +187,38 @@ def test_bundle_refuses_a_missing_thread_and_a_file_that_is_not_a_bundle(
     assert "not a thread bundle" in capsys.readouterr().err
     with pytest.raises(EngineError):
         bundles.write(tmp_path / "missing" / "x.tlb", b"")
+
+
+def test_store_items_under_a_prefix_travel_with_their_times(tmp_path: Path) -> None:
+    """With --store-prefix the Store items under it are carried (others are not), keep
+    their times in the importing file, and the file bundles to the same bytes again."""
+    import time
+
+    from threadloom import Store
+
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    source(a)
+    with Store(a) as store:
+        store.put(("acme", "user", "u1"), "profile", {"name": "Ada", "langs": ["fr", "en"]})
+        time.sleep(0.01)
+        store.put(("acme", "user", "u1", "notes"), "n1", {"text": "likes trains"})
+        store.put(("other",), "x", {"secret": True})
+    out = tmp_path / "a.tlb"
+    args = ["bundle", str(a), "agent-1", "--store-prefix", "acme.user", "--to-file", str(out)]
+    assert main(args) == 0
+    assert bundles.read(out).header["store_items"] == 2
+    assert main(["unbundle", str(b), "--from-file", str(out), "--apply"]) == 0
+
+    def items(path: Path, prefix: tuple[str, ...]) -> list[Any]:
+        with Store(path, readonly=True) as store:
+            return sorted(
+                (i.namespace, i.key, i.value, i.created_at, i.updated_at)
+                for i in store.search(prefix, limit=100)
+            )
+
+    assert items(b, ("acme",)) == items(a, ("acme",)) and len(items(b, ("acme",))) == 2
+    assert items(b, ("other",)) == []
+    again = tmp_path / "b.tlb"
+    args = ["bundle", str(b), "--store-prefix", "acme.user", "--to-file", str(again)]
+    assert main(args) == 0
+    assert again.read_bytes() == out.read_bytes()

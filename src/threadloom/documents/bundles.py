@@ -9,7 +9,10 @@ A bundle is two parts:
    blake3 digest of the uncompressed content;
 2. the content, one zstd frame (level 10): a msgpack array of `[collection, key, data]`
    records, thread by thread (sorted by id), each thread's documents in put order
-   (values, then checkpoints oldest first, each followed by its pending writes).
+   (values, then checkpoints oldest first, each followed by its pending writes); then,
+   when asked for (`store_prefixes` in the header), the Store items under those
+   prefixes, sorted by namespace and key, as `["threadloom_store_items", "", {"namespace",
+   "key", "value", "created_at", "updated_at"}]` (times in microseconds since the epoch).
 
 `data` is the schema-2 document exactly as `threadloom export` puts it to the document
 service (the dict its protobuf is encoded from; bytes stay bytes), so a bundle's
@@ -18,14 +21,16 @@ where it was written: the same threads give the same bytes, and a file that impo
 bundle gives the same bundle again.
 
 Reading checks the content's size and digest, then every record's key and every value's
-ref against its content (`protocol.digests`), before anything is stored.
+ref against its content (`protocol.digests`) and every Store item's shape, before
+anything is stored. The Store items are read and written by the caller (the LangGraph
+Store, which indexes them with its own config): this module only carries them.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +51,8 @@ VERSION = 1
 LEVEL = 10
 #: The collections a bundle holds (schema 2; a thread's schema-1 rows are left out).
 COLLECTIONS = (*VALUES, CHECKPOINTS, WRITES)
+#: The record collection of a Store item (not a protocol collection: never sent).
+STORE_ITEMS = "threadloom_store_items"
 #: The most bytes of a header line read before a file is called no bundle.
 _HEADER_LIMIT = 1 << 20
 
@@ -54,10 +61,11 @@ Record = tuple[str, str, dict[str, Any]]
 
 @dataclass
 class Bundle:
-    """A bundle read and verified: its header and its records."""
+    """A bundle read and verified: its header, its documents and its Store items."""
 
     header: dict[str, Any]
     records: list[Record]
+    items: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -77,8 +85,20 @@ class ThreadImport:
     conflicts: list[str] = field(default_factory=list)
 
 
-def pack(store: CheckpointStore, threads: Sequence[str] | None = None) -> bytes:
+def pack(
+    store: CheckpointStore,
+    threads: Sequence[str] | None = None,
+    *,
+    items: Sequence[Mapping[str, Any]] | None = None,
+    prefixes: Sequence[Sequence[str]] = (),
+) -> bytes:
     """The bundle of `threads` of `store` (default: every thread of the scope).
+
+    Args:
+        items: Store items to carry (`{"namespace", "key", "value", "created_at",
+            "updated_at"}`, times in microseconds), read by the caller under `prefixes`.
+        prefixes: the Store namespace prefixes `items` were read under (the header
+            records them; none and no items: the bundle holds no Store items).
 
     Raises:
         EngineError: a thread the scope does not hold.
@@ -96,8 +116,10 @@ def pack(store: CheckpointStore, threads: Sequence[str] | None = None) -> bytes:
         docs = [(c, d) for c, _, d in store.view.documents(thread_id) if c in COLLECTIONS]
         for collection, data in put_order(docs):
             records.append([collection, key_of(collection, data), data])
+    for item in sorted(items or (), key=lambda i: (list(i["namespace"]), i["key"])):
+        records.append([STORE_ITEMS, "", _item(item)])
     content = ormsgpack.packb(records)
-    header = {
+    header: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "schema": 2,
@@ -110,6 +132,10 @@ def pack(store: CheckpointStore, threads: Sequence[str] | None = None) -> bytes:
         "content_bytes": len(content),
         "content_blake3": blake3.blake3(content).hexdigest(),
     }
+    if prefixes or items:
+        header["store_prefixes"] = sorted(".".join(p) for p in prefixes)
+        header["store_items"] = len(items or ())
+        header["documents"] = len(records) - len(items or ())
     frame = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True).compress(content)
     return _header_line(header) + frame
 
@@ -174,10 +200,14 @@ def read(path: str | os.PathLike[str]) -> Bundle:
         records = [(str(c), str(k), dict(d)) for c, k, d in ormsgpack.unpackb(content)]
     except (ormsgpack.MsgpackDecodeError, ValueError, TypeError) as exc:
         raise _damaged(path, f"its content is not a list of documents ({exc})") from None
-    wrong = problems(records)
+    items = [d for c, _, d in records if c == STORE_ITEMS]
+    records = [r for r in records if r[0] != STORE_ITEMS]
+    wrong = problems(records) + [
+        f"store item: {_item_problem(i)}" for i in items if _item_problem(i)
+    ]
     if wrong:
         raise _damaged(path, f"{len(wrong)} documents do not verify, first: {wrong[0]}")
-    return Bundle(header, records)
+    return Bundle(header, records, items)
 
 
 def load(
@@ -244,6 +274,29 @@ def summary(entries: Sequence[ThreadImport]) -> dict[str, Any]:
     out["conflicts"] = [c for t in entries for c in t.conflicts]
     out["per_thread"] = [asdict(t) for t in entries]
     return out
+
+
+def _item(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A Store item as a bundle holds it (its fields in one order)."""
+    return {
+        "namespace": [str(label) for label in item["namespace"]],
+        "key": str(item["key"]),
+        "value": item["value"],
+        "created_at": int(item["created_at"]),
+        "updated_at": int(item["updated_at"]),
+    }
+
+
+def _item_problem(item: Mapping[str, Any]) -> str:
+    """Why a Store item record is malformed ("" when it is not)."""
+    namespace = item.get("namespace")
+    if not isinstance(namespace, list) or not all(isinstance(x, str) for x in namespace):
+        return "its namespace is not a list of labels"
+    if not isinstance(item.get("key"), str) or not isinstance(item.get("value"), dict):
+        return f"{'.'.join(namespace)}: its key is not text or its value not a mapping"
+    if not all(isinstance(item.get(t), int) for t in ("created_at", "updated_at")):
+        return f"{'.'.join(namespace)}/{item.get('key')}: its times are not microseconds"
+    return ""
 
 
 def _header_line(header: dict[str, Any]) -> bytes:

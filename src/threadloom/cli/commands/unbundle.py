@@ -54,6 +54,11 @@ def run(args: argparse.Namespace) -> int:
                 store.close()
         finally:
             file.close()
+    written = 0
+    if args.apply and bundle.items:
+        from threadloom.langgraph.store_bundles import import_items
+
+        written = import_items(path, bundle.items)
     header = bundle.header
     found = {
         "mode": "applied" if args.apply else "dry-run",
@@ -63,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         },
         "target": {"namespace": args.namespace, "agent_id": args.agent_id, "file": path},
         **bundles.summary(entries),
+        "store_items": len(bundle.items),
+        "store_items_written": written,
     }
     if args.json:
         print(json.dumps(found, indent=2))
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
             f"{plural(found['checkpoints'], 'checkpoint')} "
             f"({found['present']} present, {found['missing']} missing, {found['copied']} "
             f"copied), {found['documents_copied']} documents written"
+            + (f", {written} of {len(bundle.items)} Store items" if bundle.items else "")
         )
         for thread_id in found["diverged"]:
             skipped = " (skipped; --include-diverged writes it)" if args.apply else ""
