@@ -147,7 +147,8 @@ def rotate(folder: str | os.PathLike[str], source: str, keep: int) -> list[str]:
     """Remove all but the newest `keep` backups of `source` in `folder`; return those
     removed. A file of the naming that is not a threadloom file is left alone."""
     removed = []
-    for old in backups(folder, source)[: max(len(backups(folder, source)) - keep, 0)]:
+    found = backups(folder, source)
+    for old in found[: max(len(found) - keep, 0)]:
         try:
             ours = recognize(str(old)) is Kind.OURS
         except ThreadloomError:
