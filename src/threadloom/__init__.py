@@ -31,6 +31,7 @@ __all__ = [
     "Transcript",
     "__version__",
     "aupdate_profile",
+    "backup",
     "memory_budget",
     "memory_key",
     "merge_profile",
@@ -76,6 +77,11 @@ def __getattr__(name: str) -> Any:
         from threadloom.langgraph import migration
 
         return getattr(migration, name)
+    if name == "backup":
+        # An online, verified copy of a file (engine/checks/backup.py); no LangGraph.
+        from threadloom.engine.checks import backup
+
+        return backup
     if name in _MEMORIES:
         from threadloom.langgraph import memories
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import apsw
 
+from threadloom.engine.checks.wal import wal
 from threadloom.engine.format.recognize import Kind, look, recognize
 from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
@@ -20,7 +21,8 @@ TOP_THREADS = 10
 
 
 def figures(path: str) -> dict[str, object]:
-    """What a threadloom file holds: format, sizes, rows, blocks and the dictionary.
+    """What a threadloom file holds: format, sizes, rows, blocks, the dictionary, and
+    the WAL (`wal.py`: its size, and why it is large and what to do).
 
     Raises:
         EngineError: the path is not a file (NotOurFileError: not a threadloom file).
@@ -38,6 +40,7 @@ def figures(path: str) -> dict[str, object]:
         )
         out.update(counts(conn, version))
         out.update(space(conn, version))
+        out["wal"] = wal(path)
         return out
     finally:
         conn.close()
