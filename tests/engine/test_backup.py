@@ -131,6 +131,19 @@ def test_rotation_keeps_the_newest_backups_in_a_folder(tmp_path: Path) -> None:
     assert Path(made[0]).name.startswith("memory-") and made[0].endswith("Z.db")
 
 
+def test_a_destination_ending_with_a_slash_is_a_folder_made_if_missing(tmp_path: Path) -> None:
+    """`backups/` names a folder: made when missing, the backup named inside it; without
+    the slash a missing folder is refused for `keep` (it would be a file)."""
+    source = tmp_path / "memory.db"
+    write(source)
+    report = threadloom.backup(source, f"{tmp_path / 'backups'}/", keep=3)
+    assert Path(report.path).parent == tmp_path / "backups"
+    assert len(backups(tmp_path / "backups", str(source))) == 1
+    with pytest.raises(InvalidArgumentError, match="keep needs a folder"):
+        threadloom.backup(source, tmp_path / "elsewhere", keep=3)
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_backup_names_sort_by_time() -> None:
     """Backup names sort in the order they were taken."""
     import datetime

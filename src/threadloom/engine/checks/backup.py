@@ -81,7 +81,8 @@ def backup(
 
     Args:
         path: the threadloom file (opened as every threadloom process opens it).
-        dest: a file path (an earlier backup there is replaced), or an existing folder:
+        dest: a file path (an earlier backup there is replaced), or a folder (an existing
+            one, or one named with a trailing `/`, made if missing):
             the copy is then named `<stem>-<UTC time>Z<suffix>` after the source.
         keep: with a folder, keep only the newest `keep` backups of this naming.
         method: "pages" (SQLite's backup API, page by page from one snapshot) or
@@ -163,6 +164,8 @@ def _destination(source: str, dest: str, keep: int | None) -> tuple[str, bool]:
     """The path to write and whether `dest` is a folder; refuse what must not be written."""
     if keep is not None and keep < 1:
         raise InvalidArgumentError(f"keep must be 1 or more, not {keep}; or leave it out")
+    if dest.endswith(("/", os.sep)) and not os.path.lexists(dest):
+        Path(dest).mkdir()  # a trailing separator names a folder: made if missing
     folder = Path(dest).is_dir()
     if keep is not None and not folder:
         raise InvalidArgumentError(
