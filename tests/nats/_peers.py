@@ -473,6 +473,7 @@ def run_document_service(
     *,
     jwt_secret: str = TEST_JWT_SECRET,
     timeout: float = START_TIMEOUT,
+    sqlite_timeout: float | None = None,
 ) -> Iterator[RunningDocumentService]:
     """Run the real document service (SQLite in `workdir`) until the context exits.
 
@@ -489,7 +490,10 @@ def run_document_service(
             stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=_clean_env({"NAAS_JWT_SECRET": jwt_secret}),
+            env=_clean_env(
+                {"NAAS_JWT_SECRET": jwt_secret}
+                | ({"NAAS_SQLITE_TIMEOUT": str(sqlite_timeout)} if sqlite_timeout else {})
+            ),
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
     service = RunningDocumentService(nats_url, jwt_secret, sqlite_path, log_path, process)

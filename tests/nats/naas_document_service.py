@@ -49,7 +49,10 @@ def _set_when_stdin_closes(event: asyncio.Event) -> None:
 
 async def serve(url: str, sqlite_path: str, jwt_secret: str) -> None:
     """Serve the document service until asked to stop."""
-    adapter = DocumentSecondaryAdapterSQLite(sqlite_path)
+    # NAAS_SQLITE_TIMEOUT: the seconds the backend waits for SQLite's lock (naas's default
+    # 5 s unless a test asks for less, to see a busy backend's STORAGE_ERROR at once).
+    timeout = float(os.environ.get("NAAS_SQLITE_TIMEOUT") or 5.0)
+    adapter = DocumentSecondaryAdapterSQLite(sqlite_path, timeout=timeout)
     primary = DocumentPrimaryAdapterNATS(DocumentService._for_engine(adapter), jwt_secret)
     stop = asyncio.Event()
 

@@ -401,3 +401,36 @@ def test_an_imported_thread_keeps_its_checkpoints_times(
         assert info is not None
         assert info.created_at == datetime.fromisoformat(stamps[0])
         assert info.updated_at == datetime.fromisoformat(stamps[-1])
+
+
+def test_export_tries_a_put_again_when_the_services_backend_is_busy(
+    tmp_path: Path, naas_env: Any, nats_server: str, document_namespace: str
+) -> None:
+    """naas's SQLite backend answers STORAGE_ERROR when its lock stays taken past its
+    timeout (5 s by default; many puts in flight under load reach it). Export tries such a
+    put again, so a backend locked for a second (here: its file held by another writer,
+    the service's timeout cut to 50 ms) delays the export instead of failing it, and every
+    document arrives."""
+    import sqlite3
+    import threading
+
+    from tests.nats._peers import run_document_service
+
+    with run_document_service(
+        naas_env, nats_server, tmp_path / "busy-service", sqlite_timeout=0.05
+    ) as service:
+        with Saver.from_conn_string(
+            str(tmp_path / "src.db"), namespace=document_namespace
+        ) as saver:
+            put(saver, {"n": 0}, thread_id="warm", number=1)
+            export(saver, service, document_namespace, apply=True)  # the collections exist
+            for number in range(1, 4):
+                put(saver, {"n": number, "text": "x" * 5000}, thread_id="b", number=number)
+            original = local(saver, "b")
+            holder = sqlite3.connect(service.sqlite_path, timeout=30, check_same_thread=False)
+            holder.execute("BEGIN IMMEDIATE")  # the backend's writes now find its lock taken
+            threading.Timer(1.0, holder.rollback).start()
+            report = export(saver, service, document_namespace, apply=True, threads=["b"])
+            holder.close()
+        assert report["copied"] == 3, report
+        assert remote(service, document_namespace, saver.agent_id, "b") == original

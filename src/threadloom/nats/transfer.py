@@ -18,14 +18,15 @@ target in pages within the read budget. Both can re-key documents to another age
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from threadloom.engine import CheckpointStore
 from threadloom.errors import (
     CheckpointConflictError,
     CollectionNotFoundError,
+    DocumentServiceError,
     VersionConflictError,
 )
 from threadloom.nats.client import DocumentClient
@@ -35,6 +36,8 @@ from threadloom.protocol.lineage import VALUES as _VALUES
 from threadloom.protocol.lineage import diverged
 from threadloom.protocol.lineage import put_order as _put_order
 from threadloom.protocol.refs import key_of
+
+T = TypeVar("T")
 
 #: Collections the savers ensure, with their declared indexed string fields (SPEC §1.2).
 COLLECTIONS: dict[str, tuple[str, ...]] = {
@@ -102,7 +105,7 @@ def rekey(documents: Iterable[Document], agent_id: str) -> list[Document]:
 async def prepare(client: DocumentClient) -> None:
     """Ensure the LangGraph collections exist on the target, as the savers' setup() does."""
     for name, fields in COLLECTIONS.items():
-        await client.ensure_collection(name, fields)
+        await _again_if_busy(lambda: client.ensure_collection(name, fields))  # noqa: B023
 
 
 async def fetch_thread(
@@ -282,10 +285,35 @@ async def _put_anchor(
             )
 
 
+#: Tries of a write the service failed with `STORAGE_ERROR`: its backend was busy or
+#: locked (naas's SQLite backend gives up on its lock after 5 s, which many puts in flight
+#: under load reach), a transient failure. The waits between tries double from
+#: STORAGE_WAIT (6.2 s in all).
+STORAGE_TRIES = 6
+STORAGE_WAIT = 0.2
+
+
+async def _again_if_busy(write: Callable[[], Awaitable[T]]) -> T:
+    """`write()`, tried again while the service answers `STORAGE_ERROR`. Only for writes
+    a replay cannot double: naas says a failed write's outcome may be unknown, and the
+    writes here are create-only puts (a first try that did commit turns the replay into a
+    version conflict) or collection set-ups that accept an existing collection."""
+    for attempt in range(STORAGE_TRIES - 1):
+        try:
+            return await write()
+        except DocumentServiceError as exc:
+            if exc.code != "STORAGE_ERROR":
+                raise
+            await asyncio.sleep(STORAGE_WAIT * 2**attempt)
+    return await write()
+
+
 async def _create(client: DocumentClient, collection: str, data: Mapping[str, Any]) -> bool:
-    """Create-only put; False when the document was already there."""
+    """Create-only put; False when the document was already there (`_again_if_busy`)."""
     try:
-        await client.put(collection, key_of(collection, data), data, if_version=0)
+        await _again_if_busy(
+            lambda: client.put(collection, key_of(collection, data), data, if_version=0)
+        )
     except VersionConflictError:
         return False
     return True
