@@ -404,7 +404,7 @@ def test_an_imported_thread_keeps_its_checkpoints_times(
 
 
 def test_export_tries_a_put_again_when_the_services_backend_is_busy(
-    tmp_path: Path, naas_env: Any, nats_server: str, document_namespace: str
+    tmp_path: Path, naas_env: Any, document_namespace: str
 ) -> None:
     """naas's SQLite backend answers STORAGE_ERROR when its lock stays taken past its
     timeout (5 s by default; many puts in flight under load reach it). Export tries such a
@@ -414,11 +414,16 @@ def test_export_tries_a_put_again_when_the_services_backend_is_busy(
     import sqlite3
     import threading
 
-    from tests.nats._peers import run_document_service
+    from tests.nats._peers import nats_server_binary, require, run_document_service, run_nats_server
 
-    with run_document_service(
-        naas_env, nats_server, tmp_path / "busy-service", sqlite_timeout=0.05
-    ) as service:
+    # A broker of its own: the session's document service answers on the session's broker
+    # too, and the first answer to a request wins.
+    with (
+        run_nats_server(require(nats_server_binary), tmp_path / "nats") as broker,
+        run_document_service(
+            naas_env, broker.url, tmp_path / "busy-service", sqlite_timeout=0.05
+        ) as service,
+    ):
         with Saver.from_conn_string(
             str(tmp_path / "src.db"), namespace=document_namespace
         ) as saver:

@@ -12,6 +12,7 @@ naas document adapter (`threadloom.naas`, in a naas engine's process). Refusals 
 from __future__ import annotations
 
 from threadloom.documents import bundles
+from threadloom.documents.bundles import ThreadReport
 from threadloom.documents.service import FileDocuments, Limits
 
-__all__ = ["FileDocuments", "Limits", "bundles"]
+__all__ = ["FileDocuments", "Limits", "ThreadReport", "bundles"]

@@ -69,8 +69,9 @@ class Bundle:
 
 
 @dataclass
-class ThreadImport:
-    """What importing a bundle found (and did) for one thread."""
+class ThreadReport:
+    """What moving a thread's documents found (and did): importing a bundle, or an export
+    or import over NATS (`threadloom.nats.transfer`)."""
 
     thread_id: str
     checkpoints: int = 0
@@ -216,7 +217,7 @@ def load(
     *,
     apply: bool = False,
     include_diverged: bool = False,
-) -> list[ThreadImport]:
+) -> list[ThreadReport]:
     """Import a verified bundle's threads into `store`, one transaction per thread
     (create-only: documents present are kept; a checkpoint present must be identical).
     Documents of another agent id are re-keyed to the store's. A dry run unless `apply`;
@@ -231,7 +232,7 @@ def load(
         threads.setdefault(str(data["thread_id"]), []).append((collection, data))
     found = []
     for thread_id, docs in threads.items():
-        entry = ThreadImport(thread_id)
+        entry = ThreadReport(thread_id)
         found.append(entry)
         ours = [d for c, d in docs if c == CHECKPOINTS]
         local = (
@@ -263,7 +264,7 @@ def load(
     return found
 
 
-def summary(entries: Sequence[ThreadImport]) -> dict[str, Any]:
+def summary(entries: Sequence[ThreadReport]) -> dict[str, Any]:
     """Totals over the threads of an import, with each thread's figures (`per_thread`)."""
     out: dict[str, Any] = {"threads": len(entries)}
     for name in ("checkpoints", "writes", "values", "present", "missing", "copied"):

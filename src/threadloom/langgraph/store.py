@@ -387,17 +387,6 @@ class _StoreBase:
         self.close()
 
 
-def _index_fields(index: IndexConfig) -> list[str]:
-    """The paths an index embeds: `fields`, or `text_fields` as SqliteStore and
-    PostgresStore spell it; the whole value (`$`) when neither is given."""
-    given = index.get("fields") or dict(index).get("text_fields") or ["$"]
-    if isinstance(given, str):
-        given = [given]
-    if not isinstance(given, list) or not all(isinstance(p, str) for p in given):
-        raise InvalidArgumentError(f"index fields are a list of paths, not {given!r}")
-    return given
-
-
 class Store(Sweeping, _StoreBase, BaseStore):
     """A LangGraph `BaseStore` in a threadloom file (the same file the savers use).
 

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
+from threadloom.documents import ThreadReport
 from threadloom.engine import CheckpointStore
 from threadloom.errors import (
     CheckpointConflictError,
@@ -52,23 +53,6 @@ CONCURRENCY = 4
 
 Progress = Callable[[int, int], None]
 Document = tuple[str, dict[str, Any]]
-
-
-@dataclass
-class ThreadReport:
-    """What a transfer found (and did) for one thread."""
-
-    thread_id: str
-    checkpoints: int = 0
-    writes: int = 0
-    values: int = 0
-    present: int = 0
-    missing: int = 0
-    copied: int = 0
-    documents_copied: int = 0
-    diverged: bool = False
-    skipped: bool = False
-    conflicts: list[str] = field(default_factory=list)
 
 
 @dataclass
