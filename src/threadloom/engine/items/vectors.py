@@ -67,8 +67,7 @@ SAMPLE_PER_LIST = 64
 ITERATIONS = 12
 #: Rows read and rewritten at a time while reassigning.
 _BATCH = 2048
-#: Vectors up to which a search is the exact quantized scan (`scan.py`), when its codes fit
-#: the memory budget: ~4 ms at 384 dims on one core (bench/README.md, bench_vectors.py).
+#: Vectors up to which a search is the exact scan (`scan.py`; ~5 ms at 384 dims, bench/).
 EXACT_UP_TO = 131072
 
 
@@ -79,6 +78,9 @@ class _Lists:
     generation: int
     ids: list[int]
     centroids: bytes
+
+
+Accept = Callable[[Sequence[int]], Collection[int]] | None
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,8 @@ class VectorIndex:
             reports them: cosine similarity, minus the euclidean distance, dot product).
         probes: lists probed before any is added for a short result (recall vs speed).
         train_from: vectors needed before the first training.
-        exact_up_to: vectors up to which a search is the exact quantized scan (0: never).
+        exact_up_to: vectors up to which a search is the exact quantized scan (0: never;
+            None: EXACT_UP_TO, or `train_from` on the pure-Python core).
 
     Raises:
         ValueError: dims below 1, an unknown metric, or probes/train_from below 1.
@@ -117,7 +120,7 @@ class VectorIndex:
         *,
         probes: int = PROBES,
         train_from: int = TRAIN_FROM,
-        exact_up_to: int = EXACT_UP_TO,
+        exact_up_to: int | None = None,
     ) -> None:
         if not isinstance(dims, int) or dims < 1:
             raise ValueError(f"dims must be a positive integer, not {dims!r}")
@@ -127,7 +130,9 @@ class VectorIndex:
         self.metric: Metric = check_metric(metric)
         self.probes = probes
         self.train_from = train_from
-        self.exact_up_to = exact_up_to
+        # The pure-Python core scans ~100x slower: there, only as far as list 0 is scanned.
+        default = EXACT_UP_TO if core.backend() == "native" else train_from
+        self.exact_up_to = default if exact_up_to is None else exact_up_to
         self.scan = ExactScan(dims, self.metric)
         # Lists are partitions of space: for inner product they are trained and assigned by
         # euclidean distance (the dot product would crowd everything into the longest centroid).
@@ -370,12 +375,7 @@ class VectorIndex:
         return self.probe(conn, blob, want, accept, probes or self.probes)
 
     def probe(
-        self,
-        conn: apsw.Connection,
-        blob: bytes,
-        want: int,
-        accept: Callable[[Sequence[int]], Collection[int]] | None,
-        probes: int,
+        self, conn: apsw.Connection, blob: bytes, want: int, accept: Accept, probes: int
     ) -> list[tuple[int, float]]:
         """`search` by the lists alone, `probes` of them first (the query packed)."""
         lists = self._lists(conn)
