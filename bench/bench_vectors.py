@@ -13,7 +13,7 @@ Build: items are put the way the Store will: `replace` per item in write transac
 at 65,536 vectors when 100k are in). Then one forced training at the full count is timed.
 
 Measured: the default `search` (the exact int8 scan with float32 re-ranking up to
-`EXACT_UP_TO` vectors when its codes fit THREADLOOM_MEMORY_BUDGET, else the lists with the
+`EXACT_CODE_BYTES` of codes when its codes fit THREADLOOM_MEMORY_BUDGET, else the lists with the
 recall recorded at training), the lists alone per probe setting (`probe`; 16 probes is the
 old default path), and `exact` (a float32 scan of the file): p50 and p95 over the queries
 (the whole call: SQLite reads, scores, selection; the connection's default page cache, warm

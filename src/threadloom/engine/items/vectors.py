@@ -67,8 +67,8 @@ SAMPLE_PER_LIST = 64
 ITERATIONS = 12
 #: Rows read and rewritten at a time while reassigning.
 _BATCH = 2048
-#: Vectors up to which a search is the exact scan (`scan.py`; ~5 ms at 384 dims, bench/).
-EXACT_UP_TO = 131072
+#: Code bytes (vectors x dims) up to which a search is the exact scan: ~5 ms (bench/README.md).
+EXACT_CODE_BYTES = 40 * 2**20
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class VectorIndex:
         probes: lists probed before any is added for a short result (recall vs speed).
         train_from: vectors needed before the first training.
         exact_up_to: vectors up to which a search is the exact quantized scan (0: never;
-            None: EXACT_UP_TO, or `train_from` on the pure-Python core).
+            None: EXACT_CODE_BYTES // dims, or `train_from` on the pure-Python core).
 
     Raises:
         ValueError: dims below 1, an unknown metric, or probes/train_from below 1.
@@ -131,7 +131,7 @@ class VectorIndex:
         self.probes = probes
         self.train_from = train_from
         # The pure-Python core scans ~100x slower: there, only as far as list 0 is scanned.
-        default = EXACT_UP_TO if core.backend() == "native" else train_from
+        default = EXACT_CODE_BYTES // dims if core.backend() == "native" else train_from
         self.exact_up_to = default if exact_up_to is None else exact_up_to
         self.scan = ExactScan(dims, self.metric)
         # Lists are partitions of space: for inner product they are trained and assigned by
