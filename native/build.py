@@ -31,6 +31,7 @@ SOURCES = [
     "msgpack.c",
     "vectors.c",
     "vectors_x86.c",
+    "vectors_q.c",
 ]
 # Listed as `depends`: a change rebuilds the module, and an sdist ships them (this file too).
 DEPENDS = ["threadloom.h", "tl_internal.h", "build.py", "README.md"]

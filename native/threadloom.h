@@ -261,6 +261,34 @@ int64_t tl_vector_top(const double *scores, const int64_t *keys, size_t count, s
 int tl_vector_means(const float *vectors, size_t count, const uint32_t *assignment, size_t k,
                     size_t dims, int normalize, double *sums, float *means, uint64_t *counts);
 
+/*
+ * Quantize `count` vectors of `dims` float32 (the Python spec: similarity.quantize):
+ * codes[i*dims + j] = floor(v_j * 127 / max|v| + 0.5) clamped to [-127, 127] (0 for a
+ * zero vector); params[3*i..3*i+2] = max|v| / 127, |v|, |v - scale * codes| (doubles
+ * summed in order, so equal to the spec bit for bit).
+ * Preconditions: dims >= 1; vectors readable for count * dims floats, codes writable
+ * for count * dims bytes, params for 3 * count doubles (all may be NULL when count is 0).
+ * Returns TL_OK or TL_EINVAL. Complexity: O(count * dims), no allocation.
+ * Thread safety: reentrant.
+ */
+int tl_vector_quantize(const float *vectors, size_t count, size_t dims, int8_t *codes,
+                       double *params);
+
+/*
+ * bounds[i] = an upper bound of the exact score (tl_vector_scores, per `metric`) of the
+ * query against vector i, from the int8 codes and params of tl_vector_quantize (the
+ * query's too): the formula of similarity.bounds, equal to it bit for bit.
+ * Preconditions: dims >= 1; query_codes readable for dims bytes, query_params for 3
+ * doubles; codes for count * dims bytes, params for 3 * count doubles, bounds writable
+ * for count doubles (those three may be NULL when count is 0).
+ * `features`: TL_HW_AVX2 for the AVX2 integer kernel (the result is the same).
+ * Returns TL_OK or TL_EINVAL. Complexity: O(count * dims) integer multiply-adds, no
+ * allocation. Thread safety: reentrant.
+ */
+int tl_vector_bounds(const int8_t *query_codes, const double *query_params, const int8_t *codes,
+                     const double *params, size_t count, size_t dims, int metric,
+                     unsigned features, double *bounds);
+
 /* CDEF-END */
 
 #ifdef __cplusplus

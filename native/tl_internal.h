@@ -118,6 +118,8 @@ TL_INTERNAL float tl_l2sq_avx2(const float *a, const float *b, size_t n);
 /* dots[j] = c . v_j for `count` vectors of `dims` floats back to back at v. */
 TL_INTERNAL void tl_dots_avx2(const float *c, const float *v, size_t count, size_t dims,
                               float *dots);
+/* The integer dot product of n int8 codes of a and b, with AVX2. */
+TL_INTERNAL int64_t tl_code_dot_avx2(const int8_t *a, const int8_t *b, size_t n);
 #endif
 
 /* TL_OK when `batch` satisfies the tl_batch preconditions, else TL_EINVAL. */

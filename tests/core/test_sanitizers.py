@@ -197,6 +197,35 @@ def test_vector_kernels_under_sanitizers(driver: Path) -> None:
         assert means_hex == (means.hex() or "-")
 
 
+def test_quantized_scan_under_sanitizers(driver: Path) -> None:
+    """The ASan+UBSan build quantizes and bounds exactly as the Python spec, with no report."""
+    from threadloom.core import similarity
+
+    names = ("cosine", "l2", "inner_product")
+    cases = list(_vector_cases())
+    commands = []
+    for hw, metric, dims, _, rows, _ in cases:
+        matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
+        commands.append(f"qnt {hw} {metric} {dims} {similarity.pack(rows[0]).hex()} {matrix}")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    stdin = "\n".join(commands) + "\n"
+    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for (_, metric, dims, _, rows, _), line in zip(cases, lines, strict=True):
+        matrix = b"".join(similarity.pack(row) for row in rows[1:])
+        codes, params = similarity.quantize(matrix, dims)
+        query_codes, query_params = similarity.quantize(similarity.pack(rows[0]), dims)
+        bounds = similarity.bounds(query_codes, query_params, codes, params, dims, names[metric])
+        codes_hex, params_text, bounds_text = line.split(" ")
+        assert codes_hex == (codes.hex() or "-")
+        parsed = [] if params_text == "-" else [float(x) for x in params_text.split(",")]
+        assert parsed == list(params), (names[metric], dims)
+        parsed = [] if bounds_text == "-" else [float(x) for x in bounds_text.split(",")]
+        assert parsed == list(bounds), (names[metric], dims)
+
+
 def test_c_files_are_small_and_prefixed() -> None:
     """Each C file stays under 400 lines and every ABI name starts with tl_ / TL_."""
     for path in NATIVE.glob("*.[ch]"):
@@ -207,7 +236,7 @@ def test_c_files_are_small_and_prefixed() -> None:
     names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
     assert names and all(name.lower().startswith("tl_") for name in names)
     functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
-    assert len(functions) == 11
+    assert len(functions) == 13
     for match in functions:
         before = header[: match.start()].rstrip()
         assert before.endswith("*/"), f"{match.group(1)} has no comment"

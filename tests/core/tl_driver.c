@@ -292,6 +292,47 @@ static void run_vec(char **cursor)
     free(counts);
 }
 
+/* tl_vector_quantize of a query and a matrix, then tl_vector_bounds, buffers exact-sized:
+ * prints the codes (hex), the params and the bounds (%.17g, comma-separated). */
+static void run_qnt(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    int metric = atoi(next_token(cursor));
+    size_t dims = strtoul(next_token(cursor), NULL, 10), qlen, mlen, n, i;
+    unsigned char *query = unhex(next_token(cursor), &qlen);
+    unsigned char *matrix = unhex(next_token(cursor), &mlen);
+    int8_t *qcodes = malloc(dims), *codes;
+    double qparams[3], *params, *bounds;
+    int rc;
+    n = mlen / (4 * dims);
+    codes = malloc(n > 0 ? n * dims : 1);
+    params = malloc((n ? n : 1) * 3 * sizeof *params);
+    bounds = malloc((n ? n : 1) * sizeof *bounds);
+    rc = tl_vector_quantize((const float *)query, 1, dims, qcodes, qparams);
+    if (rc == TL_OK) {
+        rc = tl_vector_quantize((const float *)matrix, n, dims, codes, params);
+    }
+    if (rc == TL_OK) {
+        rc = tl_vector_bounds(qcodes, qparams, codes, params, n, dims, metric, hw, bounds);
+    }
+    if (rc != TL_OK) {
+        printf("E%d", rc);
+    } else {
+        print_hex((const unsigned char *)codes, n * dims);
+        putchar(' ');
+        for (i = 0; i < 3 * n; i++) printf("%s%.17g", i ? "," : "", params[i]);
+        fputs(n ? " " : "- ", stdout);
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", bounds[i]);
+        if (!n) putchar('-');
+    }
+    free(query);
+    free(matrix);
+    free(qcodes);
+    free(codes);
+    free(params);
+    free(bounds);
+}
+
 int main(void)
 {
     size_t size = 0, cap = 1 << 16, n;
@@ -328,6 +369,8 @@ int main(void)
             if (count < 0) printf("E%d", (int)count); else print_u64s(cuts, (size_t)count);
             free(cuts);
             free(data);
+        } else if (strcmp(command, "qnt") == 0) {
+            run_qnt(&cursor);
         } else if (strcmp(command, "vec") == 0) {
             run_vec(&cursor);
         } else if (strcmp(command, "spans") == 0) {

@@ -37,8 +37,10 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_bounds",
     "vector_means",
     "vector_nearest",
+    "vector_quantize",
     "vector_scores",
     "vector_top",
 ]
@@ -83,6 +85,10 @@ array_spans: Callable[[Buffer], list[tuple[int, int]] | None] = _impl.array_span
 vector_scores: Callable[[Buffer, Buffer, int, str], array[float]] = _impl.vector_scores
 vector_nearest: Callable[[Buffer, Buffer, int, str], list[int]] = _impl.vector_nearest
 vector_top: Callable[[Sequence[float], Sequence[int] | None, int], list[int]] = _impl.vector_top
+vector_quantize: Callable[[Buffer, int], tuple[bytes, array[float]]] = _impl.vector_quantize
+vector_bounds: Callable[
+    [Buffer, Sequence[float], Buffer, Sequence[float], int, str], array[float]
+] = _impl.vector_bounds
 vector_means: Callable[[Buffer, Sequence[int], int, int, bool], tuple[bytes, list[int]]] = (
     _impl.vector_means
 )

@@ -18,8 +18,8 @@ from typing import Any
 from threadloom._native import ffi, lib
 from threadloom.core._python import CHUNK_SIZE, Buffer, ListRefs, Typed
 from threadloom.core.cdc import check_sizes
+from threadloom.core.similarity import PARAMS, check_metric
 from threadloom.core.similarity import Buffer as VectorBuffer
-from threadloom.core.similarity import check_metric
 
 NAME = "native"
 FEATURES: int = lib.tl_cpu_features()
@@ -198,6 +198,18 @@ class NativeCore:
         _check(rc, "tl_vector_nearest")
         return chosen.tolist()
 
+    def vector_bounds(
+        self,
+        query_codes: VectorBuffer,
+        query_params: Sequence[float],
+        codes: VectorBuffer,
+        params: Sequence[float],
+        dims: int,
+        metric: str,
+    ) -> array[float]:
+        """Return an upper bound of each vector's exact score (see core.similarity.bounds)."""
+        return _vector_bounds(self.features, query_codes, query_params, codes, params, dims, metric)
+
 
 _DEFAULT = NativeCore(FEATURES)
 sha256_hex = _DEFAULT.sha256_hex
@@ -206,6 +218,7 @@ chunk_texts = _DEFAULT.chunk_texts
 value_blob_refs = _DEFAULT.value_blob_refs
 vector_scores = _DEFAULT.vector_scores
 vector_nearest = _DEFAULT.vector_nearest
+vector_bounds = _DEFAULT.vector_bounds
 
 
 def vector_top(scores: Sequence[float], keys: Sequence[int] | None, k: int) -> list[int]:
@@ -284,3 +297,61 @@ def array_spans(payload: Buffer) -> list[tuple[int, int]] | None:
         return None
     bounds = ffi.unpack(offsets, _check(count, "tl_msgpack_array_spans") + 1)
     return list(pairwise(bounds))
+
+
+def vector_quantize(matrix: VectorBuffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (codes, params) of each vector (see core.similarity.quantize; one C call)."""
+    count = _float_count(matrix, dims)
+    codes = bytearray(count * dims)
+    params = array("d", bytes(8 * PARAMS * count))
+    rc = lib.tl_vector_quantize(
+        _floats(matrix),
+        count,
+        dims,
+        ffi.from_buffer("int8_t[]", codes, require_writable=True),
+        ffi.from_buffer("double[]", params, require_writable=True),
+    )
+    _check(rc, "tl_vector_quantize")
+    return bytes(codes), params
+
+
+def _vector_bounds(
+    features: int,
+    query_codes: VectorBuffer,
+    query_params: Sequence[float],
+    codes: VectorBuffer,
+    params: Sequence[float],
+    dims: int,
+    metric: str,
+) -> array[float]:
+    """Return an upper bound of each vector's exact score (see core.similarity.bounds)."""
+    code = _METRICS[check_metric(metric)]
+    count = len(codes) // dims if dims > 0 else 0
+    if dims < 1 or len(query_codes) != dims or len(codes) != count * dims:
+        raise ValueError(f"quantized buffers do not hold whole vectors of {dims} codes")
+    if len(params) != PARAMS * count:
+        raise ValueError(f"quantized buffers do not hold whole vectors of {dims} codes")
+    if len(query_params) != PARAMS:
+        raise ValueError(f"the query needs {PARAMS} params, not {len(query_params)}")
+    query_typed = _doubles(query_params)
+    typed = _doubles(params)
+    out = array("d", bytes(8 * count))
+    rc = lib.tl_vector_bounds(
+        ffi.from_buffer("int8_t[]", query_codes),
+        ffi.from_buffer("double[]", query_typed),
+        ffi.from_buffer("int8_t[]", codes),
+        ffi.from_buffer("double[]", typed),
+        count,
+        dims,
+        code,
+        features,
+        ffi.from_buffer("double[]", out, require_writable=True),
+    )
+    _check(rc, "tl_vector_bounds")
+    return out
+
+
+def _doubles(values: Sequence[float]) -> array[float]:
+    if isinstance(values, array) and values.typecode == "d":
+        return values
+    return array("d", values)

@@ -14,8 +14,10 @@ from typing import NamedTuple
 
 from threadloom.core.cdc import cdc_cuts
 from threadloom.core.msgpack import array_spans
+from threadloom.core.similarity import bounds as vector_bounds
 from threadloom.core.similarity import means as vector_means
 from threadloom.core.similarity import nearest as vector_nearest
+from threadloom.core.similarity import quantize as vector_quantize
 from threadloom.core.similarity import top as vector_top
 from threadloom.core.similarity import vector_scores
 
@@ -36,8 +38,10 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_bounds",
     "vector_means",
     "vector_nearest",
+    "vector_quantize",
     "vector_scores",
     "vector_top",
 ]

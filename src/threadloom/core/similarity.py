@@ -194,3 +194,102 @@ FLOAT32_TINY = 2.0**-149
 #: direction (a vector of norm 1e-19 is scored as a zero vector by the core). Embedding
 #: models give norms near 1.
 FLOAT32_NORMAL = 2.0**-126
+
+
+# -- quantized scan (the specification of tl_vector_quantize and tl_vector_bounds) ------------
+
+#: Values per vector `quantize` returns beside the codes: scale, |v|, |v - scale * codes|.
+PARAMS = 3
+#: Norms below this (2**-60) bound a cosine by 1: the core scores a vector whose float32
+#: squared norm is not normal (below 2**-63) as a zero vector (see FLOAT32_NORMAL).
+COSINE_TINY = 2.0**-60
+#: Relative slack `bounds` adds for the float32 sums of the exact kernels (twice `tolerance`).
+BOUND_SLACK = 2e-5
+
+
+def quantize(matrix: Buffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (codes, params): each vector as `dims` int8 codes and PARAMS doubles.
+
+    Per vector: m = max |v_i|, codes c_i = floor(v_i * (127 / m) + 0.5) (all 0 when m is 0),
+    scale = m / 127, then |v| and the residual |v - scale * c|, both summed in double one
+    term at a time, in order (the C core sums the same way, so the results are identical).
+
+    Raises:
+        ValueError: a buffer that is not whole vectors.
+    """
+    values = floats(matrix, dims)
+    codes = array("b")
+    params = array("d")
+    for row in _rows(values, dims):
+        largest = max(abs(x) for x in row)
+        if largest > 0.0:
+            inv = 127.0 / largest
+            scale = largest / 127.0
+            row_codes = [max(-127, min(127, math.floor(x * inv + 0.5))) for x in row]
+        else:
+            scale = 0.0
+            row_codes = [0] * dims
+        norm = 0.0
+        residual = 0.0
+        for x, c in zip(row, row_codes, strict=True):
+            norm += x * x
+            d = x - scale * c
+            residual += d * d
+        codes.extend(row_codes)
+        params.extend((scale, math.sqrt(norm), math.sqrt(residual)))
+    return codes.tobytes(), params
+
+
+def bounds(
+    query_codes: Buffer,
+    query_params: Sequence[float],
+    codes: Buffer,
+    params: Sequence[float],
+    dims: int,
+    metric: str,
+) -> array[float]:
+    """Return, for each quantized vector, an upper bound of the exact kernel's score.
+
+    With a = qs * vs * (qc . vc) (the integer dot product of the codes) and the error of
+    the approximation e = |q - q'| |v| + (|q| + |q - q'|) |v - v'| plus the float32 slack
+    BOUND_SLACK |q| |v| + dims * FLOAT32_TINY: `inner_product` a + e; `cosine` (a + e) /
+    (|q| |v|) + BOUND_SLACK (1 when either norm is below COSINE_TINY); `l2` minus the square
+    root of max(|q|^2 + |v|^2 - 2 (a + e), 0) plus BOUND_SLACK (|q| + |v|) plus
+    sqrt(dims * FLOAT32_TINY). So no vector scores above its bound: a search that ranked
+    vectors by their exact scores down to a score above every other vector's bound holds
+    the exact top (`engine/items/scan.py`).
+
+    Raises:
+        ValueError: an unknown metric, or codes and params of different vector counts.
+    """
+    checked = check_metric(metric)
+    q = array("b")
+    q.frombytes(bytes(query_codes))
+    v = array("b")
+    v.frombytes(bytes(codes))
+    count = len(v) // dims if dims > 0 else 0
+    if dims < 1 or len(q) != dims or len(v) != count * dims or len(params) != PARAMS * count:
+        raise ValueError(f"quantized buffers do not hold whole vectors of {dims} codes")
+    if len(query_params) != PARAMS:
+        raise ValueError(f"the query needs {PARAMS} params, not {len(query_params)}")
+    qs, qn, qr = query_params
+    tiny = dims * FLOAT32_TINY
+    out = array("d")
+    for i in range(count):
+        vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
+        dot = sum(map(mul, q, v[i * dims : (i + 1) * dims]))
+        approx = (qs * vs) * dot
+        high = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
+        out.append(_bound(checked, high, qn, vn, tiny))
+    return out
+
+
+def _bound(metric: Metric, high: float, qn: float, vn: float, tiny: float) -> float:
+    if metric == "inner_product":
+        return high
+    if metric == "cosine":
+        if qn < COSINE_TINY or vn < COSINE_TINY:
+            return 1.0
+        return high / (qn * vn) + BOUND_SLACK
+    squared = qn * qn + vn * vn - 2.0 * high
+    return -math.sqrt(max(squared, 0.0)) + (BOUND_SLACK * (qn + vn) + math.sqrt(tiny))

@@ -74,6 +74,17 @@ def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
         out["store_items"] = count("SELECT count(*) FROM store_items")
         out["store_value_bytes"] = count("SELECT total(size) FROM store_items")
         out["store_vectors"] = count("SELECT count(*) FROM store_vectors")
+        # The vector lists' recall@10 on held-out queries at their last training, and the
+        # wider probes that reached the floor (engine/items/vector_recall.py); None untrained.
+        recorded: dict[str, object] = dict(
+            fetchall(
+                conn,
+                "SELECT key, value FROM meta WHERE key IN ('vector_recall', 'vector_probes')",
+            )
+        )
+        recall = recorded.get("vector_recall")
+        out["store_vector_recall"] = None if recall is None else round(float(str(recall)), 3)
+        out["store_vector_probes"] = recorded.get("vector_probes")
     return out
 
 

@@ -5,7 +5,9 @@ Python specification). A vector row's id is `list << 32 | n`, so each inverted l
 range of the table's b-tree: probing a list reads its rows in key order, without an index.
 Until the first training every vector is in list 0 and a search reads them all (exact);
 `maintain` trains `~sqrt(N)` lists by k-means on a sample once there are `train_from`
-vectors, and again whenever the count doubles, reassigning every vector.
+vectors, and again whenever the count doubles, reassigning every vector, then records the
+lists' recall@10 on held-out vectors in `meta` (`vector_recall.py`). Up to `exact_up_to`
+vectors a search is the exact quantized scan (`scan.py`) while it fits the memory budget.
 
 Invariants:
 - `store_lists.size` is the number of rows in the list's id range (triggers keep it, also
@@ -32,6 +34,10 @@ from threadloom import core
 from threadloom.core.similarity import Metric, check_metric, pack
 from threadloom.engine.items import vector_checks
 from threadloom.engine.items.candidates import Candidates
+from threadloom.engine.items.kmeans import kmeans
+from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
+from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
+from threadloom.engine.items.vector_recall import Gauge, held_out
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import (
     CorruptionError,
@@ -61,6 +67,8 @@ SAMPLE_PER_LIST = 64
 ITERATIONS = 12
 #: Rows read and rewritten at a time while reassigning.
 _BATCH = 2048
+#: Code bytes (vectors x dims) up to which a search is the exact scan: ~5 ms (bench/README.md).
+EXACT_CODE_BYTES = 40 * 2**20
 
 
 @dataclass(frozen=True)
@@ -72,12 +80,18 @@ class _Lists:
     centroids: bytes
 
 
+Accept = Callable[[Sequence[int]], Collection[int]] | None
+
+
 @dataclass(frozen=True)
 class _Meta:
     dims: int | None
     metric: str | None
     trained: int
     generation: int
+    #: recall@10 of the default probes at the last training; the probes reaching the floor.
+    recall: float | None = None
+    probes: int = 0
 
 
 class VectorIndex:
@@ -92,6 +106,8 @@ class VectorIndex:
             reports them: cosine similarity, minus the euclidean distance, dot product).
         probes: lists probed before any is added for a short result (recall vs speed).
         train_from: vectors needed before the first training.
+        exact_up_to: vectors up to which a search is the exact quantized scan (0: never;
+            None: EXACT_CODE_BYTES // dims, or `train_from` on the pure-Python core).
 
     Raises:
         ValueError: dims below 1, an unknown metric, or probes/train_from below 1.
@@ -104,6 +120,7 @@ class VectorIndex:
         *,
         probes: int = PROBES,
         train_from: int = TRAIN_FROM,
+        exact_up_to: int | None = None,
     ) -> None:
         if not isinstance(dims, int) or dims < 1:
             raise ValueError(f"dims must be a positive integer, not {dims!r}")
@@ -113,6 +130,10 @@ class VectorIndex:
         self.metric: Metric = check_metric(metric)
         self.probes = probes
         self.train_from = train_from
+        # The pure-Python core scans ~100x slower: there, only as far as list 0 is scanned.
+        default = EXACT_CODE_BYTES // dims if core.backend() == "native" else train_from
+        self.exact_up_to = default if exact_up_to is None else exact_up_to
+        self.scan = ExactScan(dims, self.metric)
         # Lists are partitions of space: for inner product they are trained and assigned by
         # euclidean distance (the dot product would crowd everything into the longest centroid).
         self._assign = "l2" if self.metric == "inner_product" else self.metric
@@ -156,6 +177,8 @@ class VectorIndex:
             metric=rows.get("vector_metric"),
             trained=int(rows.get("vector_trained", 0)),
             generation=int(rows.get("vector_generation", 0)),
+            recall=None if rows.get("vector_recall") is None else float(rows["vector_recall"]),
+            probes=int(rows.get("vector_probes", 0)),
         )
 
     def _count(self, conn: apsw.Connection) -> int:
@@ -176,7 +199,10 @@ class VectorIndex:
         self.check_config(conn)
         conn.execute("DELETE FROM store_vectors")  # rows of other dims can only be damage here
         conn.execute("DELETE FROM store_lists WHERE id != 0")
-        conn.execute("DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation')")
+        conn.execute(
+            "DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation', "
+            "'vector_recall', 'vector_probes')"
+        )
         self._set_meta(conn, {"vector_dims": self.dims})
 
     # -- values ----------------------------------------------------------------------------
@@ -268,15 +294,19 @@ class VectorIndex:
         if not flat:
             return
         targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, _, blob in flat))
-        rows = []
+        rows: list[tuple[int, int, str, bytes]] = []
         following: dict[int, int] = {}
         for (item, field, blob), list_id in zip(flat, targets, strict=True):
             vector_id = following.get(list_id) or self._next_id(conn, list_id)
             following[list_id] = vector_id + 1
             rows.append((vector_id, item, field, blob))
+        before = read_version(conn)
+        after = str(random.SystemRandom().randrange(1, 2**62))
+        self._set_meta(conn, {VERSION_KEY: after})
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
         )
+        self.scan.written(before, after, rows)
 
     def _next_id(self, conn: apsw.Connection, list_id: int) -> int:
         low = list_id << LIST_BITS
@@ -323,18 +353,37 @@ class VectorIndex:
         only, never on `want`, so pages (`want` = offset + limit) of one query neither
         repeat nor skip an item. Until the index is trained there is one list: exact.
 
+        With `probes` None, up to `exact_up_to` vectors (or when the lists' recorded recall
+        cannot reach RECALL_FLOOR) the search is the exact scan while it fits the memory
+        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them.
+
         Raises:
             ValueError: a query of the wrong length or with a non-finite value.
         """
         blob = self._pack(query, "the query")
         if want <= 0:
             return []
+        if probes is None:
+            meta, count = self._meta(conn), self._count(conn)
+            low = meta.recall is not None and meta.recall < RECALL_FLOOR
+            if count <= self.exact_up_to or (low and not meta.probes):
+                codes = self.scan.codes(conn, count)  # None: over the memory budget
+                if codes is not None:
+                    return self.scan.search(conn, codes, blob, want, accept)
+            # Lists short of the floor: the probes that reached it, or half of the lists.
+            probes = (meta.probes or len(self._lists(conn).ids) // 2) if low else None
+        return self.probe(conn, blob, want, accept, probes or self.probes)
+
+    def probe(
+        self, conn: apsw.Connection, blob: bytes, want: int, accept: Accept, probes: int
+    ) -> list[tuple[int, float]]:
+        """`search` by the lists alone, `probes` of them first (the query packed)."""
         lists = self._lists(conn)
         order = [0]
         if lists.ids:
             closeness = core.vector_scores(blob, lists.centroids, self.dims, self.metric)
             order += [lists.ids[i] for i in core.vector_top(closeness, None, len(lists.ids))]
-        step = 1 + (probes or self.probes)
+        step = 1 + probes
         decided: dict[int, bool] = {}
         found: list[tuple[int, float]] = []
         ranked: set[int] = set()
@@ -454,7 +503,8 @@ class VectorIndex:
                 conn, "SELECT vector FROM store_vectors WHERE id IN carray(?)", (ids(chosen),)
             )
         )
-        centroids = self._kmeans(sample, count, rng)
+        centroids = kmeans(sample, count, self.dims, self.metric, self._assign, rng, ITERATIONS)
+        gauge = Gauge(self.dims, self.metric, held_out(conn, rng, chosen))
         first = int(fetchall(conn, "SELECT coalesce(max(id), 0) FROM store_lists")[0][0]) + 1
         if first + count > _MAX_LIST:
             raise EngineError("the vector index ran out of list ids (over 2**31 trainings' worth)")
@@ -489,6 +539,7 @@ class VectorIndex:
             conn.executemany(
                 "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", moved
             )
+            gauge.add(moved)
             last = rows[-1][0]
         self._set_meta(
             conn,
@@ -497,45 +548,22 @@ class VectorIndex:
                 "vector_metric": self.metric,
                 "vector_trained": total,
                 "vector_generation": random.SystemRandom().randrange(1, 2**62),
+                VERSION_KEY: str(random.SystemRandom().randrange(1, 2**62)),
             },
         )
         self._cache = None
+        self.scan.forget()
+        recall, probes = gauge.measure(centroids, new_ids, self.probes)
+        self._set_meta(conn, {"vector_recall": recall, "vector_probes": probes})
 
     def _matrix(self, blobs: Iterable[bytes]) -> bytes:
-        parts = list(blobs)
-        matrix = b"".join(parts)
+        matrix = b"".join(parts := list(blobs))
         if len(matrix) != 4 * self.dims * len(parts):
             raise CorruptionError(
                 f"the vector index holds vectors that are not {self.dims} float32; run "
                 "`threadloom verify` to find them, and put their items again"
             )
         return matrix
-
-    def _kmeans(self, sample: bytes, count: int, rng: random.Random) -> bytes:
-        """`count` centroids of `sample` (Lloyd; an emptied list restarts at a random vector)."""
-        size = 4 * self.dims
-        n = len(sample) // size
-        spherical = self.metric == "cosine"
-        seeds = rng.sample(range(n), count)
-        centroids = b"".join(sample[i * size : (i + 1) * size] for i in seeds)
-        if spherical:
-            centroids = core.vector_means(centroids, list(range(count)), count, self.dims, True)[0]
-        previous: list[int] | None = None
-        for _ in range(ITERATIONS):
-            assignment = core.vector_nearest(sample, centroids, self.dims, self._assign)
-            if assignment == previous:
-                break
-            previous = assignment
-            means, sizes = core.vector_means(sample, assignment, count, self.dims, spherical)
-            if 0 in sizes:
-                parts = [means[i * size : (i + 1) * size] for i in range(count)]
-                for i, members in enumerate(sizes):
-                    if not members:
-                        start = rng.randrange(n) * size
-                        parts[i] = sample[start : start + size]
-                means = b"".join(parts)
-            centroids = means
-        return centroids
 
     # -- verify ----------------------------------------------------------------------------
 

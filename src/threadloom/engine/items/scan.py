@@ -1,0 +1,268 @@
+"""The exact vector search: a scan of int8 codes, re-ranked in float32 (engine layer).
+
+Every vector of the file is held in memory as int8 codes (`core.vector_quantize`), charged
+to the process's memory budget (`core.lru.process_budget()`). A search computes, from the
+codes alone, an upper bound of every vector's exact score (`core.vector_bounds`), reads the
+float32 vectors of the best bounds from `store_vectors` and scores them exactly
+(`core.vector_scores`), widening fourfold until the `want`-th best exact score is above
+every bound not read yet. So the result is exactly `VectorIndex.exact`'s, and the scan
+reads only a few vectors per search from the file.
+
+Invariants:
+- the codes are those of the file's vectors when its `vector_version` (meta) was
+  `Codes.version`: every vector then present has an entry whose code is its own;
+- entries may be stale (a vector deleted since, or an id reused for another vector): a
+  stale entry is only ever a wasted candidate, because its row is read again, an entry
+  whose (id, item) no longer matches is skipped, and the live vector has its own entry;
+- a write through `written` adds the vectors it inserted while the codes are current, so
+  a writer's own puts do not reload the codes; any other change reloads them.
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any, Final
+
+import apsw
+
+from threadloom import core
+from threadloom.core.lru import Lru, process_budget
+from threadloom.core.similarity import PARAMS, Metric
+from threadloom.engine.sql import fetchall, ids
+from threadloom.errors import CorruptionError
+
+__all__ = ["VERSION_KEY", "Codes", "ExactScan"]
+
+#: The `meta` key whose value changes with every write that inserts vectors.
+VERSION_KEY: Final = "vector_version"
+#: The codes may take at most this share of the process's memory budget.
+BUDGET_SHARE: Final = 0.5
+#: Segments of codes held before they are joined into one (puts add one each).
+_SEGMENTS: Final = 16
+#: Rows read and quantized at a time while loading.
+_BATCH: Final = 4096
+
+
+@dataclass(frozen=True)
+class Codes:
+    """The quantized vectors of one file at one `vector_version` (never changed in place).
+
+    Attributes:
+        version: the file's `vector_version` these codes hold (None: never written).
+        ids: the vector id of each entry; items: its item.
+        codes: int8 codes, in segments (entries in order); params: PARAMS doubles each.
+    """
+
+    version: str | None
+    ids: array[int]
+    items: array[int]
+    codes: tuple[bytes, ...]
+    params: tuple[array[float], ...]
+
+    @property
+    def nbytes(self) -> int:
+        """Estimated bytes held (codes, ids, items and params)."""
+        held = 8 * (len(self.ids) + len(self.items)) + sum(map(len, self.codes))
+        return held + sum(8 * len(part) for part in self.params)
+
+
+class ExactScan:
+    """The quantized exact search over one file's `store_vectors`, for `dims` and `metric`."""
+
+    def __init__(self, dims: int, metric: Metric) -> None:
+        self.dims = dims
+        self.metric: Metric = metric
+        self._lock = threading.Lock()
+        self._held: Lru[str, Codes] = Lru(1, budget=process_budget(), cost=_cost)
+
+    def fits(self, count: int) -> bool:
+        """Whether the codes of `count` vectors fit this scan's share of the memory budget."""
+        allowed = process_budget().capacity * BUDGET_SHARE
+        return count * (self.dims + 8 * (2 + PARAMS)) <= allowed
+
+    def held(self) -> Codes | None:
+        """The codes in memory, if any (whatever their version)."""
+        return self._held.get("codes")
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def codes(self, conn: apsw.Connection, count: int) -> Codes | None:
+        """The codes of the file as `conn` sees it (loaded when missing or out of date);
+        None when `count` vectors do not fit the budget."""
+        if not self.fits(count):
+            return None
+        version = read_version(conn)
+        held = self.held()
+        if held is not None and held.version == version:
+            return held
+        with self._lock:
+            held = self.held()
+            if held is not None and held.version == version:
+                return held
+            loaded = self._load(conn, version)
+            self._held.put("codes", loaded)
+            return loaded
+
+    def _load(self, conn: apsw.Connection, version: str | None) -> Codes:
+        cursor = conn.execute("SELECT id, item, vector FROM store_vectors")
+        vector_ids, items = array("q"), array("q")
+        codes: list[bytes] = []
+        params: list[array[float]] = []
+        while True:
+            rows = list(islice(cursor, _BATCH))
+            if not rows:
+                break
+            for vector_id, item, _ in rows:
+                vector_ids.append(vector_id)
+                items.append(item)
+            code, param = core.vector_quantize(self._matrix(rows), self.dims)
+            codes.append(code)
+            params.append(param)
+        joined = array("d")
+        for part in params:
+            joined.extend(part)
+        return Codes(version, vector_ids, items, (b"".join(codes),), (joined,))
+
+    def _matrix(self, rows: Sequence[tuple[Any, ...]]) -> bytes:
+        matrix = b"".join(row[2] for row in rows)
+        if len(matrix) != 4 * self.dims * len(rows):
+            size = 4 * self.dims
+            bad = sorted({row[1] for row in rows if len(row[2]) != size})
+            raise CorruptionError(
+                f"the vectors of items {bad[:5]} are not {self.dims} float32; run `threadloom "
+                "verify`, and put those items again"
+            )
+        return matrix
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def written(
+        self,
+        before: str | None,
+        after: str,
+        rows: Sequence[tuple[int, int, str, bytes]],
+    ) -> None:
+        """Record a write that moved the file from version `before` to `after` by inserting
+        `rows` (id, item, field, vector): the codes gain them if they held `before`, else
+        they stay as they are (out of date: the next search reloads them)."""
+        with self._lock:
+            held = self.held()
+            if held is None or held.version != before:
+                return
+            code, param = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
+            segments, params = (*held.codes, code), (*held.params, param)
+            if len(segments) > _SEGMENTS:
+                joined = array("d")
+                for part in params:
+                    joined.extend(part)
+                segments, params = (b"".join(segments),), (joined,)
+            vector_ids = array("q", held.ids)
+            vector_ids.extend(row[0] for row in rows)
+            items = array("q", held.items)
+            items.extend(row[1] for row in rows)
+            self._held.put("codes", Codes(after, vector_ids, items, segments, params))
+
+    def forget(self) -> None:
+        """Drop the codes (a training renumbered every vector)."""
+        self._held.pop("codes")
+
+    # -- search ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        conn: apsw.Connection,
+        codes: Codes,
+        query: bytes,
+        want: int,
+        accept: Callable[[Sequence[int]], Collection[int]] | None,
+    ) -> list[tuple[int, float]]:
+        """The exact top `want` accepted `(item, score)`, best first (score, then item); an
+        item scores by its best vector. `accept` sees each item at most once."""
+        query_codes, query_params = core.vector_quantize(query, self.dims)
+        bounds = array("d")
+        for segment, param in zip(codes.codes, codes.params, strict=True):
+            bounds.extend(
+                core.vector_bounds(
+                    query_codes, query_params, segment, param, self.dims, self.metric
+                )
+            )
+        total = len(bounds)
+        best: dict[int, float] = {}
+        decided: dict[int, bool] = {}
+        done = 0
+        k = min(total, max(4 * want, 64))
+        while True:
+            order = core.vector_top(bounds, None, k + 1)
+            fresh = list(order[done:k])
+            if accept is not None:
+                fresh = self._accepted(codes, fresh, accept, decided)
+            self._rerank(conn, codes, query, fresh, best)
+            done = k
+            ranked = sorted(best.items(), key=_rank)[:want]
+            if k >= total:
+                return ranked
+            if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
+                return ranked
+            k = min(total, 4 * k)
+
+    def _accepted(
+        self,
+        codes: Codes,
+        entries: list[int],
+        accept: Callable[[Sequence[int]], Collection[int]],
+        decided: dict[int, bool],
+    ) -> list[int]:
+        items = codes.items
+        asked = list(dict.fromkeys(items[i] for i in entries if items[i] not in decided))
+        if asked:
+            passed = accept(asked)
+            passing = passed if isinstance(passed, (set, frozenset, dict)) else set(passed)
+            for item in asked:
+                decided[item] = item in passing
+        return [i for i in entries if decided[items[i]]]
+
+    def _rerank(
+        self,
+        conn: apsw.Connection,
+        codes: Codes,
+        query: bytes,
+        entries: list[int],
+        best: dict[int, float],
+    ) -> None:
+        if not entries:
+            return
+        expected = {(codes.ids[i], codes.items[i]) for i in entries}
+        rows = fetchall(
+            conn,
+            "SELECT id, item, vector FROM store_vectors WHERE id IN carray(?)",
+            (ids(sorted({codes.ids[i] for i in entries})),),
+        )
+        live = [row for row in rows if (row[0], row[1]) in expected]
+        if not live:
+            return
+        scores = core.vector_scores(query, self._matrix(live), self.dims, self.metric)
+        for row, score in zip(live, scores, strict=True):
+            item = row[1]
+            if score > best.get(item, -_INF):
+                best[item] = score
+
+
+def read_version(conn: apsw.Connection) -> str | None:
+    """The file's `vector_version` (None before any write recorded one)."""
+    found = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (VERSION_KEY,))
+    return None if not found else str(found[0][0])
+
+
+_INF: Final = float("inf")
+
+
+def _rank(entry: tuple[int, float]) -> tuple[float, int]:
+    return (-entry[1], entry[0])
+
+
+def _cost(codes: Codes) -> int:
+    return codes.nbytes

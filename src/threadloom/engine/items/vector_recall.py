@@ -1,0 +1,119 @@
+"""How well the trained lists find neighbours: recall@10 on held-out vectors (engine layer).
+
+A training (`VectorIndex.maintain`) takes vectors left out of its k-means sample as
+queries (`held_out`) and, while it moves every vector to its list, gathers each query's
+true top 10 items (its own item aside) with their lists (`Gauge.add`): no extra pass over
+the file. A search probing `p` lists finds exactly the true neighbours whose list is among
+the `p` lists whose centroids score best against the query (a neighbour among the probed
+vectors is in their top 10), so `Gauge.measure` counts those. The figure, kept in `meta`
+(`vector_recall`), is what a search by the lists should be expected to find; below FLOOR
+the probes are doubled until it is reached (`vector_probes`), and when no probe count up to
+half of the lists reaches it the search is the exact scan instead.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from collections.abc import Sequence
+from typing import Final
+
+import apsw
+
+from threadloom import core
+from threadloom.core.similarity import Metric
+from threadloom.engine.sql import fetchall, ids
+
+__all__ = ["AT", "FLOOR", "QUERIES", "Gauge", "held_out"]
+
+#: The recall the lists must reach on held-out queries, or be probed wider.
+FLOOR: Final = 0.95
+#: Held-out queries per training.
+QUERIES: Final = 16
+#: The recall is recall@AT.
+AT: Final = 10
+#: Best vectors kept per query while gathering (enough for AT items, a few fields each).
+_KEPT: Final = 8 * AT
+#: A vector's list is its id >> _LIST_BITS (vectors.LIST_BITS).
+_LIST_BITS: Final = 32
+
+
+def held_out(
+    conn: apsw.Connection, rng: random.Random, sampled: list[int]
+) -> list[tuple[int, bytes]]:
+    """Up to QUERIES (item, vector) of vectors outside the training sample `sampled` (ids),
+    or of any vectors when the sample took nearly all (small indexes)."""
+    taken = set(sampled)
+    every = [row[0] for row in fetchall(conn, "SELECT id FROM store_vectors")]
+    pool = [vector_id for vector_id in every if vector_id not in taken]
+    if len(pool) < QUERIES:
+        pool = every
+    chosen = sorted(rng.sample(pool, min(QUERIES, len(pool))))
+    if not chosen:
+        return []
+    rows = fetchall(
+        conn, "SELECT item, vector FROM store_vectors WHERE id IN carray(?)", (ids(chosen),)
+    )
+    return [(int(item), bytes(vector)) for item, vector in rows]
+
+
+class Gauge:
+    """The true neighbours of held-out queries, gathered batch by batch, and the recall
+    of probing the lists for them."""
+
+    def __init__(self, dims: int, metric: Metric, queries: list[tuple[int, bytes]]) -> None:
+        self.dims = dims
+        self.metric: Metric = metric
+        self.queries = queries
+        #: Per query: the best vectors so far as (scores, items, vector ids).
+        self._best = [(array("d"), array("q"), array("q")) for _ in queries]
+
+    def add(self, rows: Sequence[tuple[int, int, str, bytes]]) -> None:
+        """Score a batch of (vector id, item, field, vector) against every query."""
+        if not rows:
+            return
+        matrix = b"".join(row[3] for row in rows)
+        batch_items = array("q", (row[1] for row in rows))
+        batch_ids = array("q", (row[0] for row in rows))
+        for (_, query), (scores, items, vector_ids) in zip(self.queries, self._best, strict=True):
+            scores.extend(core.vector_scores(query, matrix, self.dims, self.metric))
+            items.extend(batch_items)
+            vector_ids.extend(batch_ids)
+            if len(scores) > 4 * _KEPT:
+                keep = core.vector_top(scores, items, _KEPT)
+                scores[:] = array("d", (scores[i] for i in keep))
+                items[:] = array("q", (items[i] for i in keep))
+                vector_ids[:] = array("q", (vector_ids[i] for i in keep))
+
+    def measure(self, centroids: bytes, list_ids: list[int], probes: int) -> tuple[float, int]:
+        """(recall@AT of `probes` lists, the probes reaching FLOOR: 0 when `probes` do or
+        when no doubling up to half of the lists does). 1.0 without queries."""
+        ranks = []  # per query: the probe rank of each true neighbour's list
+        for (own, query), (scores, items, vector_ids) in zip(self.queries, self._best, strict=True):
+            closeness = core.vector_scores(query, centroids, self.dims, self.metric)
+            rank = {
+                list_ids[i]: position
+                for position, i in enumerate(core.vector_top(closeness, None, len(list_ids)))
+            }
+            found: dict[int, int] = {}
+            for i in core.vector_top(scores, items, len(scores)):
+                if items[i] != own and items[i] not in found:
+                    found[items[i]] = rank.get(vector_ids[i] >> _LIST_BITS, 0)
+                    if len(found) == AT:
+                        break
+            ranks.append(list(found.values()))
+        total = sum(map(len, ranks))
+
+        def recall(probed: int) -> float:
+            hits = sum(1 for each in ranks for position in each if position < probed)
+            return hits / total if total else 1.0
+
+        first = recall(probes)
+        if first >= FLOOR:
+            return first, 0
+        wider = 2 * probes
+        while 2 * wider <= len(list_ids):
+            if recall(wider) >= FLOOR:
+                return first, wider
+            wider *= 2
+        return first, 0

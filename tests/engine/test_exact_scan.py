@@ -1,0 +1,223 @@
+"""The exact quantized scan (engine/items/scan.py) and the lists' recorded recall.
+
+The oracle is `VectorIndex.exact` (itself held to brute force by test_vectors.py): on
+vectors without neighbour structure, where the lists find few true neighbours, the
+default search must still return exactly its top 10 for held-out queries.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import apsw
+import pytest
+
+from threadloom.core import lru
+from threadloom.core.similarity import pack
+from threadloom.engine.checks import figures
+from threadloom.engine.file import File
+from threadloom.engine.items.vectors import VectorIndex
+from threadloom.engine.sql import fetchall
+
+METRICS = ["cosine", "l2", "inner_product"]
+DIMS = 24
+
+
+@pytest.fixture
+def file(tmp_path: Path) -> Iterator[File]:
+    """A fresh threadloom file with one store namespace."""
+    opened = File(tmp_path / "scan.db")
+    with opened.write() as conn:
+        conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _put(file: File, index: VectorIndex, vectors: dict[int, Sequence[float]]) -> None:
+    with file.write() as conn:
+        for item, vector in vectors.items():
+            conn.execute(
+                "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, "
+                "updated_at) VALUES (?, 1, ?, x'', x'', 0, 0, 0) ON CONFLICT DO NOTHING",
+                (item, f"k{item}"),
+            )
+            index.replace(conn, item, [("$", vector)])
+
+
+def _uniform(rng: random.Random, count: int, first: int = 1) -> dict[int, list[float]]:
+    return {first + i: [rng.uniform(-1, 1) for _ in range(DIMS)] for i in range(count)}
+
+
+def _clustered(rng: random.Random, count: int) -> dict[int, list[float]]:
+    centers = [[rng.gauss(0, 1) for _ in range(DIMS)] for _ in range(8)]
+    return {1 + i: [c + rng.gauss(0, 0.2) for c in rng.choice(centers)] for i in range(count)}
+
+
+def _recall(file: File, index: VectorIndex, queries: list[list[float]], want: int = 10) -> float:
+    hits = 0
+    with file.read() as conn:
+        for query in queries:
+            found = index.search(conn, query, want)
+            expected = index.exact(conn, query, want)
+            assert [item for item, _ in found] == [item for item, _ in expected]
+            assert [score for _, score in found] == [score for _, score in expected]
+            hits += len({i for i, _ in found} & {i for i, _ in expected})
+    return hits / (want * len(queries))
+
+
+@pytest.mark.parametrize("metric", METRICS)
+def test_exact_scan_has_full_recall_on_unstructured_vectors(file: File, metric: str) -> None:
+    """On uniform random vectors the default search returns exact's top 10, in order."""
+    rng = random.Random(7)
+    index = VectorIndex(DIMS, metric)  # type: ignore[arg-type]
+    _put(file, index, _uniform(rng, 1500))
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(12)]
+    assert _recall(file, index, queries) == 1.0
+
+
+def test_exact_scan_has_full_recall_on_clustered_vectors(file: File) -> None:
+    """On clustered vectors (many near ties) the default search equals exact too."""
+    rng = random.Random(8)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _clustered(rng, 1500))
+    queries = [[rng.gauss(0, 1) for _ in range(DIMS)] for _ in range(12)]
+    assert _recall(file, index, queries) == 1.0
+
+
+def test_exact_scan_sees_every_write(file: File) -> None:
+    """Puts, replacements, removals and another index's puts all show in the next search."""
+    rng = random.Random(9)
+    index = VectorIndex(DIMS, "l2")
+    _put(file, index, _uniform(rng, 300))
+    query = [0.5] * DIMS
+    with file.read() as conn:
+        index.search(conn, query, 5)  # the codes are now held
+    _put(file, index, {400: query})  # this index's own put
+    with file.read() as conn:
+        assert index.search(conn, query, 1)[0][0] == 400
+    _put(file, index, {400: [-x for x in query]})  # replaced: far away now
+    with file.read() as conn:
+        assert 400 not in [item for item, _ in index.search(conn, query, 5)]
+    other = VectorIndex(DIMS, "l2")  # another store (or process) on the file
+    _put(file, other, {401: query})
+    with file.read() as conn:
+        assert index.search(conn, query, 1)[0][0] == 401
+    with file.write() as conn:
+        index.remove(conn, [401])
+        conn.execute("DELETE FROM store_items WHERE id = 7")  # cascades to its vector
+    with file.read() as conn:
+        found = [item for item, _ in index.search(conn, query, 400)]
+        assert 401 not in found and 7 not in found
+        assert found == [item for item, _ in index.exact(conn, query, 400)]
+
+
+def test_a_rolled_back_put_leaves_no_phantom(file: File) -> None:
+    """A put whose transaction rolls back is never found, though it updated the codes."""
+    rng = random.Random(10)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _uniform(rng, 200))
+    query = [1.0] * DIMS
+    with file.read() as conn:
+        index.search(conn, query, 3)
+    with pytest.raises(RuntimeError), file.write() as conn:
+        conn.execute(
+            "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, updated_at) "
+            "VALUES (500, 1, 'k500', x'', x'', 0, 0, 0)"
+        )
+        index.replace(conn, 500, [("$", query)])
+        raise RuntimeError("abort")
+    with file.read() as conn:
+        assert [i for i, _ in index.search(conn, query, 3)] == [
+            i for i, _ in index.exact(conn, query, 3)
+        ]
+        assert 500 not in [i for i, _ in index.search(conn, query, 3)]
+
+
+def test_filtered_search_returns_the_exact_accepted_top(file: File) -> None:
+    """With an accept filter the scan returns exact's order among accepted items only."""
+    rng = random.Random(11)
+    index = VectorIndex(DIMS, "inner_product")
+    _put(file, index, _uniform(rng, 800))
+    query = [rng.uniform(-1, 1) for _ in range(DIMS)]
+    asked: list[int] = []
+
+    def accept(items: Sequence[int]) -> set[int]:
+        asked.extend(items)
+        return {item for item in items if item % 7 == 0}
+
+    with file.read() as conn:
+        found = index.search(conn, query, 10, accept)
+        expected = index.exact(conn, query, 10, [i for i in range(1, 801) if i % 7 == 0])
+    assert found == expected
+    assert len(asked) == len(set(asked))
+
+
+def test_over_the_budget_the_lists_answer(file: File) -> None:
+    """Codes that do not fit the memory budget are not built; the lists answer instead."""
+    rng = random.Random(12)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _uniform(rng, 300))
+    budget = lru.process_budget()
+    capacity = budget.capacity
+    budget.resize(1024)
+    try:
+        with file.read() as conn:
+            found = index.search(conn, [1.0] * DIMS, 5)
+            assert found == index.exact(conn, [1.0] * DIMS, 5)  # untrained: one list, exact
+        assert index.scan.held() is None
+    finally:
+        budget.resize(capacity)
+
+
+def _meta(conn: apsw.Connection, key: str) -> float | None:
+    rows = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (key,))
+    return None if not rows else float(rows[0][0])
+
+
+def test_training_records_high_recall_on_clustered_vectors(file: File) -> None:
+    """A training measures recall@10 on held-out vectors; clustered data reaches the floor."""
+    rng = random.Random(13)
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=8)
+    _put(file, index, _clustered(rng, 1200))
+    with file.write() as conn:
+        assert index.maintain(conn)
+        assert (_meta(conn, "vector_recall") or 0.0) >= 0.95
+        assert _meta(conn, "vector_probes") == 0.0
+
+
+def test_doctor_figures_show_the_recorded_recall(file: File, tmp_path: Path) -> None:
+    """`doctor --db` figures carry the lists' recall: None untrained, the figure after."""
+    rng = random.Random(15)
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=1)
+    _put(file, index, _uniform(rng, 1100))
+    assert figures(str(tmp_path / "scan.db"))["store_vector_recall"] is None
+    with file.write() as conn:
+        assert index.maintain(conn)
+        recorded = _meta(conn, "vector_recall")
+        probes = _meta(conn, "vector_probes")
+    found = figures(str(tmp_path / "scan.db"))
+    assert recorded is not None and found["store_vector_recall"] == round(recorded, 3)
+    assert found["store_vector_probes"] == probes
+
+
+def test_low_recorded_recall_makes_the_search_exact(file: File) -> None:
+    """On unstructured data the lists' recorded recall is low, and the search, which would
+    miss neighbours by the lists alone, returns exact's top 10 instead."""
+    rng = random.Random(14)
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=1)
+    _put(file, index, _uniform(rng, 1200))
+    with file.write() as conn:
+        assert index.maintain(conn)
+        recall = _meta(conn, "vector_recall")
+        assert _meta(conn, "vector_probes") == 0.0  # no wider probe short of half the lists
+    assert recall is not None and recall < 0.95
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(8)]
+    assert _recall(file, index, queries) == 1.0
+    with file.read() as conn:
+        probed = [index.probe(conn, pack(q), 10, None, 1) for q in queries]
+        exact = [index.exact(conn, q, 10) for q in queries]
+    assert probed != exact  # the lists alone would have missed neighbours
