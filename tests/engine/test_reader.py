@@ -144,3 +144,31 @@ def test_filters_agree_with_langgraphs_in_memory_saver(
         ours = [c.metadata for c in saver.list(config, filter=wanted)]
         theirs = [c.metadata for c in oracle.list(config, filter=wanted)]
         assert [repr(m) for m in ours] == [repr(m) for m in theirs]
+
+
+def test_every_read_hands_out_fresh_objects(saver: Saver) -> None:
+    """Two reads of a checkpoint (the second from the reader's cache) never share an
+    object: a node mutating what one read returned leaves the next read untouched."""
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for step in range(1, 6):
+        messages = [*messages, {"role": "user", "text": f"message {step} " + "x" * 300}]
+        made = empty_checkpoint()
+        made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+        made["channel_values"] = {"messages": messages, "step": step}
+        made["channel_versions"] = {"messages": step, "step": step}
+        config = saver.put(config, made, {"step": step}, {"messages": step, "step": step})
+    latest = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    reads = [saver.get_tuple(latest), saver.get_tuple(latest), *saver.list(latest, limit=1)]
+    listed = [*saver.list(latest), *saver.list(latest)]
+    for first, second in [(reads[0], reads[1]), (reads[1], reads[2]), (listed[0], listed[5])]:
+        assert first is not None and second is not None
+        one, two = first.checkpoint["channel_values"], second.checkpoint["channel_values"]
+        assert one == two and one["messages"] is not two["messages"]
+        assert all(a is not b for a, b in zip(one["messages"], two["messages"], strict=True))
+        assert first.checkpoint is not second.checkpoint and first.metadata is not second.metadata
+        one["messages"][0]["text"] = "changed"
+        one["messages"].append({"role": "node", "text": "added"})
+        assert two["messages"] == messages
+    again = saver.get_tuple(latest)
+    assert again is not None and again.checkpoint["channel_values"]["messages"] == messages

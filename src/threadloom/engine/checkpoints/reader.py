@@ -223,19 +223,28 @@ class Reader:
             stored[pending.owner].append(bytes(pending.digest))
         heads.check_pending(rows, stored)
         misses = [i for i, closure in enumerate(closures) if closure is None]
+        # The values of every checkpoint of a thread resolved together (`misses`); the
+        # cache keeps of them only what each checkpoint's tuple needs besides its
+        # channels, whose raw payloads it keeps (`_own`).
+        whole: dict[int, Mapping[str, Any]] = {}
         if misses:
             resolved = self.values.resolve(
                 conn, [rows[i] for i in misses], [docs[i] for i in misses]
             )
+            chunks: dict[int, dict[str, list[tuple[str, bytes]]]] = {}
             for i in misses:
-                fetched: Mapping[str, Any] = resolved[rows[i].thread]
+                thread = rows[i].thread
+                fetched: Mapping[str, Any] = resolved[thread]
                 raw: Mapping[str, RawChannel] = (
-                    raw_channels(docs[i]["channels"], fetched) if docs[i]["_schema"] == 2 else {}
+                    raw_channels(docs[i]["channels"], fetched, chunks.setdefault(thread, {}))
+                    if docs[i]["_schema"] == 2
+                    else {}
                 )
-                closures[i] = (fetched, raw)
+                whole[i] = fetched
+                closures[i] = (_own(docs[i], fetched), raw)
                 scope.closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
         loaded = []
-        for row, doc, closure in zip(rows, docs, closures, strict=True):
+        for i, (row, doc, closure) in enumerate(zip(rows, docs, closures, strict=True)):
             mine = writes[row.id]
             fetched, raw = closure or ({}, {})
             if any(references(w) for w in mine):
@@ -250,9 +259,15 @@ class Reader:
             )
             identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             if doc["_schema"] == 2 and identity not in scope.memory:
+                # What the checkpoint reaches through its channels too: resolved above,
+                # or again (cache first) when its closure came from the cache.
+                every = whole.get(i)
+                if every is None:
+                    every = self.values.reachable(conn, row.thread, [doc])
+                every = {**every, **fetched}
                 referenced: set[str] = set()
                 for item in [doc, *mine]:
-                    reached(item, fetched, referenced)
+                    reached(item, every, referenced)
                 scope.memory.remember(
                     identity,
                     referenced,
@@ -396,6 +411,16 @@ def writes_sort_key(write: Mapping[str, Any]) -> tuple[str, str, int]:
 def _after(cursor: tuple[str, str, str]) -> tuple[str, ...]:
     cid, thread_id, ns = cursor
     return (cid, cid, thread_id, thread_id, ns)
+
+
+def _own(doc: Mapping[str, Any], fetched: Mapping[str, Any]) -> dict[str, Any]:
+    """The fetched value documents a checkpoint's tuple needs besides its channels' raw
+    payloads: those its `checkpoint` and `metadata` entries reach (usually none: both
+    are inline). A closure keeps only these, not the values of every checkpoint read
+    with it, so its cost is its own."""
+    needed: set[str] = set()
+    reached({"checkpoint": doc.get("checkpoint"), "metadata": doc.get("metadata")}, fetched, needed)
+    return {ref: fetched[ref] for ref in needed}
 
 
 def _closure_key(row: CheckpointRow) -> tuple[Any, ...]:
