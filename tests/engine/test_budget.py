@@ -43,6 +43,7 @@ def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
     return {
         "values": scope.cache._lru,
         "closures": scope.closures,
+        "pending writes": scope.pending,
         "known refs": scope.memory._lru,
         "list memo": scope.planner._lists,
         "thread rows": scope._thread_rows,
@@ -55,6 +56,7 @@ def test_every_cache_stays_within_its_capacity_and_the_budget(
     """After many distinct threads and values, each cache's accounted weight is within its
     own capacity and all of them together within the budget they draw on."""
     monkeypatch.setattr(scope_module, "CLOSURE_BYTES", 64 * 1024)
+    monkeypatch.setattr(scope_module, "PENDING_BYTES", 16 * 1024)
     monkeypatch.setattr(scope_module, "LIST_MEMO_BYTES", 64 * 1024)
     monkeypatch.setattr(scope_module, "THREAD_ROW_BYTES", 20 * 200)
     monkeypatch.setattr(scope_module, "MEMORY_REFS", 300)

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from threadloom import Saver
+from threadloom.errors import CorruptionError
 
 
 def checkpoint(step: int) -> dict[str, Any]:
@@ -172,3 +173,51 @@ def test_every_read_hands_out_fresh_objects(saver: Saver) -> None:
         assert two["messages"] == messages
     again = saver.get_tuple(latest)
     assert again is not None and again.checkpoint["channel_values"]["messages"] == messages
+
+
+def test_pending_writes_read_again_are_not_decoded_again(saver: Saver) -> None:
+    """A checkpoint read a second time decodes nothing: its document and its pending
+    writes (rows unchanged, same stored digests) come from the scope's caches."""
+    chain(saver, "t", [{"step": 1}])
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.get_tuple(config)
+    assert stored is not None
+    saver.put_writes(stored.config, [("step", 7), ("note", "x" * 500)], "task-1")
+    content = saver.checkpoints.scope.content
+    decoded: list[int] = []
+    original = content.unpack_many
+
+    def unpack_many(conn: apsw.Connection, items: Any) -> Any:
+        decoded.append(len(items))
+        return original(conn, items)
+
+    content.unpack_many = unpack_many  # type: ignore[method-assign]
+    first, second = saver.get_tuple(config), saver.get_tuple(config)
+    assert first is not None and second is not None
+    assert (
+        first.pending_writes
+        == second.pending_writes
+        == [
+            ("task-1", "step", 7),
+            ("task-1", "note", "x" * 500),
+        ]
+    )
+    assert decoded == [2]  # the writes once; the document was cached by the put's read
+
+
+def test_a_cached_pending_write_whose_row_changed_is_checked_again(
+    saver: Saver, db_path: Path
+) -> None:
+    """A write row changed after it was read and cached misses the cache, so its seal is
+    checked again and the damage is reported, not hidden behind the cached body."""
+    chain(saver, "t", [{"step": 1}])
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.get_tuple(config)
+    assert stored is not None
+    saver.put_writes(stored.config, [("step", 7)], "task-1")
+    assert saver.get_tuple(config) is not None
+    conn = apsw.Connection(str(db_path))
+    conn.execute("UPDATE writes SET task_path = 'elsewhere'")
+    conn.close()
+    with pytest.raises(CorruptionError, match="pending write task-1/0"):
+        saver.get_tuple(config)
