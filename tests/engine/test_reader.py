@@ -38,9 +38,9 @@ def counting_loads(saver: Saver) -> list[int]:
     reader = saver.checkpoints.reader
     original = reader.load
 
-    def load(conn: apsw.Connection, rows: Any) -> Any:
+    def load(conn: apsw.Connection, rows: Any, **options: Any) -> Any:
         seen.append(len(rows))
-        return original(conn, rows)
+        return original(conn, rows, **options)
 
     reader.load = load  # type: ignore[method-assign]
     return seen
@@ -221,3 +221,40 @@ def test_a_cached_pending_write_whose_row_changed_is_checked_again(
     conn.close()
     with pytest.raises(CorruptionError, match="pending write task-1/0"):
         saver.get_tuple(config)
+
+
+def test_a_listing_leaves_the_writers_memory_alone_and_a_get_fills_it(saver: Saver) -> None:
+    """Listing a thread walks no checkpoint's values for the writer's memory (its cost
+    grew with every value of every listed checkpoint); a get_tuple still remembers."""
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    messages: list[str] = []
+    for step in range(1, 6):
+        messages = [*messages, f"message {step} " + "y" * 400]
+        made = empty_checkpoint()
+        made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+        made["channel_values"] = {"messages": messages}
+        made["channel_versions"] = {"messages": step}
+        config = saver.put(config, made, {"step": step}, {"messages": step})
+    memory = saver.checkpoints.scope.memory
+    memory.clear()
+    latest: Any = {"configurable": {"thread_id": "t"}}
+    assert len(list(saver.list(latest))) == 5
+    assert memory.refs == 0
+    assert saver.get_tuple(latest) is not None
+    assert memory.refs > 0
+    # a put after the listing alone (its parent not remembered) still stores a whole thread
+    memory.clear()
+    assert len(list(saver.list(latest))) == 5
+    made = empty_checkpoint()
+    made["id"] = "1f0d0000-0000-6000-8000-000000000006"
+    made["channel_values"] = {"messages": [*messages, "six"]}
+    made["channel_versions"] = {"messages": 6}
+    saver.put(config, made, {"step": 6}, {"messages": 6})
+    memory.clear()
+    saver.checkpoints.scope.closures.clear()
+    saver.checkpoints.scope.cache.clear()
+    found = saver.get_tuple(latest)
+    assert found is not None and found.checkpoint["channel_values"]["messages"] == [
+        *messages,
+        "six",
+    ]

@@ -153,7 +153,7 @@ class Reader:
                     cursor = (last.checkpoint_id, last.thread_id, last.checkpoint_ns)
                 if wanted:
                     rows = [r for r in rows if self._matches(conn, r, wanted, decided)]
-                loaded = self.load(conn, rows) if rows else []
+                loaded = self.load(conn, rows, remember=False) if rows else []
                 if read < size:
                     # Complete: check, in the same snapshot, that no checkpoint of what
                     # it covered was hidden (before yielding the last page).
@@ -196,8 +196,17 @@ class Reader:
         metadata = self.values.metadata(conn, row.thread, stored["metadata"])
         return all(metadata.get(k) == v for k, v in wanted.items())
 
-    def load(self, conn: apsw.Connection, rows: Sequence[CheckpointRow]) -> builtins.list[Loaded]:
-        """Load checkpoint rows with their writes and values in a few set-based queries."""
+    def load(
+        self, conn: apsw.Connection, rows: Sequence[CheckpointRow], *, remember: bool = True
+    ) -> builtins.list[Loaded]:
+        """Load checkpoint rows with their writes and values in a few set-based queries.
+
+        Args:
+            remember: tell the writer's memory what each checkpoint references (a put on
+                it then skips stored values). `get` does; a listing does not: walking
+                every checkpoint's values for that cost as much as its own work on long
+                threads, and a put after a listing reads its parent's row instead.
+        """
         scope = self.scope
         docs: list[dict[str, Any]] = []
         closures: list[tuple[Mapping[str, Any], Mapping[str, RawChannel]] | None] = []
@@ -272,7 +281,7 @@ class Reader:
                 raw=raw if doc["_schema"] == 2 else None,
             )
             identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-            if doc["_schema"] == 2 and identity not in scope.memory:
+            if remember and doc["_schema"] == 2 and identity not in scope.memory:
                 # What the checkpoint reaches through its channels too: resolved above,
                 # or again (cache first) when its closure came from the cache.
                 every = whole.get(i)
