@@ -1,4 +1,4 @@
-"""Long threads: put and get_tuple latency at 10, 100 and 1000 messages, and list of a
+"""Long threads: put and read latency at 10, 100 and 1000 messages, and list of a
 thread with ~134 checkpoints, on every saver.
 
 Run: `python bench/bench_long.py` (`--quick` for a smoke run; `--profile` adds a
@@ -6,7 +6,9 @@ cProfile of threadloom.Saver's put and get_tuple at 1000 messages).
 
 A thread is brought to N messages by one turn whose input is a prefilled history
 (what N/4 agent turns produce), then a few ordinary turns are measured: put as
-LangGraph calls it (wrapped), and get_tuple of the latest checkpoint called directly.
+LangGraph calls it (wrapped), and get_tuple of the latest checkpoint called directly;
+then the other reads of the same thread (`READS`: a named get_tuple, get_state,
+list(limit=10), the whole list, get_state_history), interleaved read by read.
 The list thread is grown by ordinary turns (5 checkpoints each). All savers are
 open at once and measured steps rotate among them, so background load hits them alike.
 """
@@ -14,6 +16,7 @@ open at once and measured steps rotate among them, so background load hits them 
 from __future__ import annotations
 
 import cProfile
+import time
 from typing import Any
 
 import _harness as h
@@ -85,7 +88,62 @@ def long_threads(panel: h.Panel, messages: int, turns: int, repeat: int) -> dict
     for name, _ in panel.each(0):
         with panel.guard(f"get_tuple at {messages} messages", name):
             out[name] = runs[name].result()
+    for name, found in read_pass(panel, runs, messages, repeat).items():
+        if name in out:
+            out[name]["reads"] = found
     return out
+
+
+#: The other reads of a long thread, each timed around the whole call (a listing or a
+#: history drained): a named checkpoint (the thread's middle one), LangGraph's
+#: get_state, the 10 newest, the whole thread, and get_state_history.
+READS = ("get_tuple named", "get_state", "list(limit=10)", "list", "history")
+
+
+def _read(run: LongRun, what: str, named: dict[str, Any]) -> None:
+    subject, graph, config = run.subject, run.graph, run.config
+    if what == "get_tuple named":
+        subject.get_tuple(named)
+    elif what == "list(limit=10)":
+        subject.list(config, limit=10)
+    elif what == "list":
+        subject.list(config)
+    elif not subject.is_async:
+        if what == "get_state":
+            graph.get_state(config)
+        else:
+            list(graph.get_state_history(config))
+    elif what == "get_state":
+        subject.run(graph.aget_state(config))
+    else:
+
+        async def drain() -> list[Any]:
+            return [state async for state in graph.aget_state_history(config)]
+
+        subject.run(drain())
+
+
+def read_pass(
+    panel: h.Panel, runs: dict[str, LongRun], messages: int, repeat: int
+) -> dict[str, dict[str, tuple[float, float, int] | None]]:
+    """Time `READS` on every saver's thread, interleaved read by read (p50, p95, count)."""
+    named: dict[str, dict[str, Any]] = {}
+    for name, subject in panel.each(0):
+        with panel.guard(f"reads at {messages} messages", name):
+            listed = subject.list(runs[name].config)
+            named[name] = listed[len(listed) // 2].config
+    samples: dict[str, h.Timings] = {name: h.Timings() for name in runs}
+    for what in READS:
+        count = repeat if what in ("get_tuple named", "get_state", "list(limit=10)") else 5
+        for step in range(count):
+            for name, _ in panel.each(step):
+                if name not in named:
+                    continue
+                with panel.guard(f"{what} at {messages} messages", name):
+                    start = time.perf_counter()
+                    _read(runs[name], what, named[name])
+                    samples[name].add(what, time.perf_counter() - start)
+    return {name: {what: t.stats(what) for what in READS} for name, t in samples.items()}
 
 
 def list_threads(panel: h.Panel, turns: int, repeat: int) -> dict[str, Any]:
@@ -202,6 +260,26 @@ def report(
         )
         + "\n"
     )
+
+    rows = []
+    for n, results in long.items():
+        base = results.get(h.BASELINE, {}).get("reads") or {}
+        for name, r in results.items():
+            found = r.get("reads") or {}
+            cells: list[Any] = [n, name]
+            for what in READS:
+                mine, theirs = found.get(what), base.get(what)
+                cells += [h.ms(mine)[0], h.ratio(mine and mine[0], theirs and theirs[0])]
+            rows.append(cells)
+    if rows:
+        print(
+            f"## the other reads of the same threads (ms p50 and ratio to SqliteSaver; "
+            f"{repeat} calls each, 5 whole listings and histories)\n"
+        )
+        headers = ["size", "saver"]
+        for what in READS:
+            headers += [what, "vs Sqlite"]
+        print(h.table(headers, rows) + "\n")
 
     if lists:
         count = next(iter(lists.values()))["checkpoints"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import random
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
     return {
         "values": scope.cache._lru,
         "closures": scope.closures,
+        "pending writes": scope.pending,
         "known refs": scope.memory._lru,
         "list memo": scope.planner._lists,
         "thread rows": scope._thread_rows,
@@ -54,6 +56,7 @@ def test_every_cache_stays_within_its_capacity_and_the_budget(
     """After many distinct threads and values, each cache's accounted weight is within its
     own capacity and all of them together within the budget they draw on."""
     monkeypatch.setattr(scope_module, "CLOSURE_BYTES", 64 * 1024)
+    monkeypatch.setattr(scope_module, "PENDING_BYTES", 16 * 1024)
     monkeypatch.setattr(scope_module, "LIST_MEMO_BYTES", 64 * 1024)
     monkeypatch.setattr(scope_module, "THREAD_ROW_BYTES", 20 * 200)
     monkeypatch.setattr(scope_module, "MEMORY_REFS", 300)
@@ -126,3 +129,26 @@ def test_accounted_bytes_are_not_far_below_what_the_caches_hold(db_path: Path) -
         tracemalloc.stop()
     assert accounted > 0 and scope.budget.used == 0
     assert accounted / 2 <= freed <= 2 * accounted, (freed, accounted, costs)
+
+
+def test_a_listed_page_is_cached_whole_when_its_checkpoints_fit(db_path: Path) -> None:
+    """Each checkpoint a list page resolves is cached at its own cost, not at the cost of
+    every value the page fetched: ten checkpoints of one large value each (well under the
+    closure cache together) are all held after one listing, and read again from it."""
+    with Saver.from_conn_string(str(db_path), memory_budget=64 << 20) as saver:
+        scope = saver.checkpoints.scope
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for n in range(1, 11):
+            checkpoint = empty_checkpoint()
+            checkpoint["id"] = f"1f0b0000-0000-6000-8000-{n:012d}"
+            checkpoint["channel_values"] = {
+                "value": f"{n} " + random.Random(n).randbytes(45_000).hex()
+            }
+            checkpoint["channel_versions"] = {"value": n}
+            config = saver.put(config, checkpoint, {"step": n}, {"value": n})  # type: ignore[arg-type]
+        scope.closures.clear()
+        listed = list(saver.list({"configurable": {"thread_id": "t"}}, limit=10))
+        assert len(listed) == 10
+        assert len(scope.closures) == 10, scope.closures.weight
+        assert scope.closures.weight < scope_module.CLOSURE_BYTES
+        assert list(saver.list({"configurable": {"thread_id": "t"}}, limit=10)) == listed

@@ -14,6 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer
 
 from threadloom import Saver
+from threadloom.errors import CorruptionError
 
 
 def checkpoint(step: int) -> dict[str, Any]:
@@ -37,9 +38,9 @@ def counting_loads(saver: Saver) -> list[int]:
     reader = saver.checkpoints.reader
     original = reader.load
 
-    def load(conn: apsw.Connection, rows: Any) -> Any:
+    def load(conn: apsw.Connection, rows: Any, **options: Any) -> Any:
         seen.append(len(rows))
-        return original(conn, rows)
+        return original(conn, rows, **options)
 
     reader.load = load  # type: ignore[method-assign]
     return seen
@@ -144,3 +145,116 @@ def test_filters_agree_with_langgraphs_in_memory_saver(
         ours = [c.metadata for c in saver.list(config, filter=wanted)]
         theirs = [c.metadata for c in oracle.list(config, filter=wanted)]
         assert [repr(m) for m in ours] == [repr(m) for m in theirs]
+
+
+def test_every_read_hands_out_fresh_objects(saver: Saver) -> None:
+    """Two reads of a checkpoint (the second from the reader's cache) never share an
+    object: a node mutating what one read returned leaves the next read untouched."""
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for step in range(1, 6):
+        messages = [*messages, {"role": "user", "text": f"message {step} " + "x" * 300}]
+        made = empty_checkpoint()
+        made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+        made["channel_values"] = {"messages": messages, "step": step}
+        made["channel_versions"] = {"messages": step, "step": step}
+        config = saver.put(config, made, {"step": step}, {"messages": step, "step": step})
+    latest = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    reads = [saver.get_tuple(latest), saver.get_tuple(latest), *saver.list(latest, limit=1)]
+    listed = [*saver.list(latest), *saver.list(latest)]
+    for first, second in [(reads[0], reads[1]), (reads[1], reads[2]), (listed[0], listed[5])]:
+        assert first is not None and second is not None
+        one, two = first.checkpoint["channel_values"], second.checkpoint["channel_values"]
+        assert one == two and one["messages"] is not two["messages"]
+        assert all(a is not b for a, b in zip(one["messages"], two["messages"], strict=True))
+        assert first.checkpoint is not second.checkpoint and first.metadata is not second.metadata
+        one["messages"][0]["text"] = "changed"
+        one["messages"].append({"role": "node", "text": "added"})
+        assert two["messages"] == messages
+    again = saver.get_tuple(latest)
+    assert again is not None and again.checkpoint["channel_values"]["messages"] == messages
+
+
+def test_pending_writes_read_again_are_not_decoded_again(saver: Saver) -> None:
+    """A checkpoint read a second time decodes nothing: its document and its pending
+    writes (rows unchanged, same stored digests) come from the scope's caches."""
+    chain(saver, "t", [{"step": 1}])
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.get_tuple(config)
+    assert stored is not None
+    saver.put_writes(stored.config, [("step", 7), ("note", "x" * 500)], "task-1")
+    content = saver.checkpoints.scope.content
+    decoded: list[int] = []
+    original = content.unpack_many
+
+    def unpack_many(conn: apsw.Connection, items: Any) -> Any:
+        decoded.append(len(items))
+        return original(conn, items)
+
+    content.unpack_many = unpack_many  # type: ignore[method-assign]
+    first, second = saver.get_tuple(config), saver.get_tuple(config)
+    assert first is not None and second is not None
+    assert (
+        first.pending_writes
+        == second.pending_writes
+        == [
+            ("task-1", "step", 7),
+            ("task-1", "note", "x" * 500),
+        ]
+    )
+    assert decoded == [2]  # the writes once; the document was cached by the put's read
+
+
+def test_a_cached_pending_write_whose_row_changed_is_checked_again(
+    saver: Saver, db_path: Path
+) -> None:
+    """A write row changed after it was read and cached misses the cache, so its seal is
+    checked again and the damage is reported, not hidden behind the cached body."""
+    chain(saver, "t", [{"step": 1}])
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    stored = saver.get_tuple(config)
+    assert stored is not None
+    saver.put_writes(stored.config, [("step", 7)], "task-1")
+    assert saver.get_tuple(config) is not None
+    conn = apsw.Connection(str(db_path))
+    conn.execute("UPDATE writes SET task_path = 'elsewhere'")
+    conn.close()
+    with pytest.raises(CorruptionError, match="pending write task-1/0"):
+        saver.get_tuple(config)
+
+
+def test_a_listing_leaves_the_writers_memory_alone_and_a_get_fills_it(saver: Saver) -> None:
+    """Listing a thread walks no checkpoint's values for the writer's memory (its cost
+    grew with every value of every listed checkpoint); a get_tuple still remembers."""
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    messages: list[str] = []
+    for step in range(1, 6):
+        messages = [*messages, f"message {step} " + "y" * 400]
+        made = empty_checkpoint()
+        made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+        made["channel_values"] = {"messages": messages}
+        made["channel_versions"] = {"messages": step}
+        config = saver.put(config, made, {"step": step}, {"messages": step})
+    memory = saver.checkpoints.scope.memory
+    memory.clear()
+    latest: Any = {"configurable": {"thread_id": "t"}}
+    assert len(list(saver.list(latest))) == 5
+    assert memory.refs == 0
+    assert saver.get_tuple(latest) is not None
+    assert memory.refs > 0
+    # a put after the listing alone (its parent not remembered) still stores a whole thread
+    memory.clear()
+    assert len(list(saver.list(latest))) == 5
+    made = empty_checkpoint()
+    made["id"] = "1f0d0000-0000-6000-8000-000000000006"
+    made["channel_values"] = {"messages": [*messages, "six"]}
+    made["channel_versions"] = {"messages": 6}
+    saver.put(config, made, {"step": 6}, {"messages": 6})
+    memory.clear()
+    saver.checkpoints.scope.closures.clear()
+    saver.checkpoints.scope.cache.clear()
+    found = saver.get_tuple(latest)
+    assert found is not None and found.checkpoint["channel_values"]["messages"] == [
+        *messages,
+        "six",
+    ]

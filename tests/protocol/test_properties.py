@@ -55,6 +55,7 @@ from threadloom.protocol.constants import (
     REDACTED_SECRET,
 )
 from threadloom.protocol.refs import chunk_ref, element_ref, list_blob_ref, value_blob_ref
+from threadloom.protocol.restore import raw_channels
 
 AGENT = "engine.v1"
 THREAD = "thread-p"
@@ -413,9 +414,14 @@ def test_thread_restores_what_langgraph_round_trips(thread: list[Step]) -> None:
             assert all(p.collection == PARTS for p in puts[: len(puts) - len(docs)])
             assert [p.data["channel"] for p in docs] == [c for c, _ in writes]
             assert [p.if_version for p in docs] == [None if c in SPECIAL else 0 for c, _ in writes]
+    chunks: dict[str, list[tuple[str, bytes]]] = {}  # shared by the thread's reads, as a page's
     for step in thread:
         restored = harness.read(THREAD, "", step.checkpoint["id"])
         assert restored.checkpoint == roundtrip(step.checkpoint)
+        data = harness.store.checkpoint(harness.planner.key(THREAD, "", step.checkpoint["id"]))
+        fetched, _ = harness.store.resolve([data])
+        alone = raw_channels(data["channels"], fetched)
+        assert raw_channels(data["channels"], fetched, chunks) == alone
         assert restored.metadata == roundtrip(merged_metadata(step.config, step.metadata))
         assert restored.pending_writes == expected_pending(step.writes)
         parent = step.config["configurable"].get("checkpoint_id")

@@ -67,9 +67,18 @@ RawChannel = tuple[str, bytes] | RawList
 
 
 def raw_channels(
-    channels: Mapping[str, Mapping[str, Any]], fetched: Fetched
+    channels: Mapping[str, Mapping[str, Any]],
+    fetched: Fetched,
+    chunks: dict[str, list[tuple[str, bytes]]] | None = None,
 ) -> dict[str, RawChannel]:
     """Return each channel's typed payload (or a list channel's elements), not yet loaded.
+
+    Args:
+        channels: the checkpoint document's channel entries.
+        fetched: value documents by ref.
+        chunks: the elements of list chunks already met, by chunk ref (filled here): the
+            checkpoints of one thread share most chunks of a growing list, so a caller
+            reading many of them with the same `fetched` passes one dict to all.
 
     Raises:
         ProtocolError: a list blob's chunks do not hold its recorded number of elements.
@@ -84,11 +93,17 @@ def raw_channels(
         if "chunks" not in blob:
             raw[channel] = raw_value(blob["value"], fetched)
             continue
-        items = [
-            raw_value(_get(fetched, element)["value"], fetched)
-            for chunk in blob["chunks"]
-            for element, _size in _get(fetched, chunk)["elements"]
-        ]
+        met = chunks if chunks is not None else {}
+        items: list[tuple[str, bytes]] = []
+        for chunk in blob["chunks"]:
+            elements = met.get(chunk)
+            if elements is None:
+                elements = [
+                    raw_value(_get(fetched, element)["value"], fetched)
+                    for element, _size in _get(fetched, chunk)["elements"]
+                ]
+                met[chunk] = elements
+            items.extend(elements)
         if len(items) != blob["length"]:
             raise ProtocolError(
                 f"List blob {entry['blob']} records {blob['length']} elements "
@@ -101,14 +116,15 @@ def raw_channels(
 def _framed(items: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
     # A msgpack array is its header followed by its elements' encodings, so plain
     # msgpack elements decode as one array: one crossing into the decoder, not one each.
-    if len(items) < 2 or any(kind != "msgpack" for kind, _ in items):
-        return None
+    payloads = [payload for kind, payload in items if kind == "msgpack"]
     count = len(items)
+    if count < 2 or len(payloads) != count:
+        return None
     if count < 0x10000:
         header = bytes((0xDC,)) + count.to_bytes(2, "big")
     else:
         header = bytes((0xDD,)) + count.to_bytes(4, "big")
-    return "msgpack", header + b"".join(payload for _, payload in items)
+    return "msgpack", header + b"".join(payloads)
 
 
 def load_channels(raw: Mapping[str, RawChannel], loads: Any) -> dict[str, Any]:

@@ -47,21 +47,24 @@ def _inline(stored: Any) -> int:
 def closure_cost(item: tuple[Mapping[str, Any], tuple[Mapping[str, Any], Any]]) -> int:
     """Estimate the memory a resolved checkpoint takes: `(document, (fetched, raw))`.
 
-    The fetched value documents are counted in full, although the value cache may hold
-    the same objects: a closure keeps them alive after the cache lets them go.
+    `fetched` holds only the value documents the checkpoint's own entries reach (the
+    reader's `_own`), counted in full although the value cache may hold the same objects:
+    a closure keeps them alive after the cache lets them go. So are the channels' raw
+    payloads (a list's elements and their framed copy), which the closure alone may keep.
     """
     doc, (fetched, raw) = item
     channels = doc.get("channels") or {}
     size = _DOC_OVERHEAD + _OVERHEAD * len(channels)
     size += _inline(doc.get("checkpoint")) + _inline(doc.get("metadata"))
-    size += sum(_inline(entry.get("value")) for entry in channels.values())
     size += sum(weight(data) for data in fetched.values())
     for channel in (raw or {}).values():
         if isinstance(channel, tuple) and len(channel) == 2 and isinstance(channel[1], bytes):
-            size += _OVERHEAD  # (kind, payload): the payload is a fetched or inline one
+            size += _OVERHEAD + len(channel[1])  # (kind, payload)
             continue
         items, framed = channel
-        size += 64 * len(items) + (len(framed[1]) if framed is not None else 0)
+        # The framed copy holds every element's payload once more (plus a header).
+        size += 64 * len(items)
+        size += 2 * len(framed[1]) if framed is not None else sum(len(p) for _, p in items)
     return size
 
 

@@ -153,7 +153,14 @@ class Reader:
                     cursor = (last.checkpoint_id, last.thread_id, last.checkpoint_ns)
                 if wanted:
                     rows = [r for r in rows if self._matches(conn, r, wanted, decided)]
-                loaded = self.load(conn, rows) if rows else []
+                loaded = self.load(conn, rows, remember=False) if rows else []
+                if read < size:
+                    # Complete: check, in the same snapshot, that no checkpoint of what
+                    # it covered was hidden (before yielding the last page).
+                    heads.check_listed(
+                        conn, self.scope.id, conf.get("thread_id"), conf.get("checkpoint_ns")
+                    )
+                    self.scope.check_threads(conn)
             for item in loaded:
                 if wanted and not all(item.tuple.metadata.get(k) == v for k, v in wanted.items()):
                     # SQL matched on a key row the metadata does not hold: damage.
@@ -169,12 +176,6 @@ class Reader:
                     if remaining <= 0:
                         return
             if read < size:
-                # Complete: check that no checkpoint of what it covered was hidden.
-                with self.scope.file.read() as conn:
-                    heads.check_listed(
-                        conn, self.scope.id, conf.get("thread_id"), conf.get("checkpoint_ns")
-                    )
-                    self.scope.check_threads(conn)
                 return
             size = min(size * 2, PAGE)
             if remaining is not None:
@@ -195,8 +196,17 @@ class Reader:
         metadata = self.values.metadata(conn, row.thread, stored["metadata"])
         return all(metadata.get(k) == v for k, v in wanted.items())
 
-    def load(self, conn: apsw.Connection, rows: Sequence[CheckpointRow]) -> builtins.list[Loaded]:
-        """Load checkpoint rows with their writes and values in a few set-based queries."""
+    def load(
+        self, conn: apsw.Connection, rows: Sequence[CheckpointRow], *, remember: bool = True
+    ) -> builtins.list[Loaded]:
+        """Load checkpoint rows with their writes and values in a few set-based queries.
+
+        Args:
+            remember: tell the writer's memory what each checkpoint references (a put on
+                it then skips stored values). `get` does; a listing does not: walking
+                every checkpoint's values for that cost as much as its own work on long
+                threads, and a put after a listing reads its parent's row instead.
+        """
         scope = self.scope
         docs: list[dict[str, Any]] = []
         closures: list[tuple[Mapping[str, Any], Mapping[str, RawChannel]] | None] = []
@@ -206,11 +216,24 @@ class Reader:
             closures.append(hit[1] if hit else None)
         writes: dict[int, list[dict[str, Any]]] = {row.id: [] for row in rows}
         found = fetch(conn, PendingRow, SELECT_PENDING, (ids(writes),))
-        bodies = scope.content.unpack_many(
-            conn,
-            [(r.body, scope.body_digest(r), f"pending write {r.task_id}/{r.idx}") for r in found],
-        )
-        for pending, data in zip(found, bodies, strict=True):
+        # A write row read before with the same columns and stored (sealed) digest holds
+        # the body verified then: only new rows are unsealed, decompressed and checked.
+        keys = [_pending_key(r) for r in found]
+        known = scope.pending.get_many(keys)
+        new = [i for i, key in enumerate(keys) if key not in known]
+        if new:
+            decoded = scope.content.unpack_many(
+                conn,
+                [
+                    (r.body, scope.body_digest(r), f"pending write {r.task_id}/{r.idx}")
+                    for r in (found[i] for i in new)
+                ],
+            )
+            fresh = [(keys[i], data) for i, data in zip(new, decoded, strict=True)]
+            scope.pending.put_many(fresh, replace=False)
+            known.update(fresh)
+        for pending, key in zip(found, keys, strict=True):
+            data = dict(known[key])  # the cached document stays as decoded
             data.update(
                 task_id=pending.task_id,
                 index=pending.idx,
@@ -223,19 +246,28 @@ class Reader:
             stored[pending.owner].append(bytes(pending.digest))
         heads.check_pending(rows, stored)
         misses = [i for i, closure in enumerate(closures) if closure is None]
+        # The values of every checkpoint of a thread resolved together (`misses`); the
+        # cache keeps of them only what each checkpoint's tuple needs besides its
+        # channels, whose raw payloads it keeps (`_own`).
+        whole: dict[int, Mapping[str, Any]] = {}
         if misses:
             resolved = self.values.resolve(
                 conn, [rows[i] for i in misses], [docs[i] for i in misses]
             )
+            chunks: dict[int, dict[str, list[tuple[str, bytes]]]] = {}
             for i in misses:
-                fetched: Mapping[str, Any] = resolved[rows[i].thread]
+                thread = rows[i].thread
+                fetched: Mapping[str, Any] = resolved[thread]
                 raw: Mapping[str, RawChannel] = (
-                    raw_channels(docs[i]["channels"], fetched) if docs[i]["_schema"] == 2 else {}
+                    raw_channels(docs[i]["channels"], fetched, chunks.setdefault(thread, {}))
+                    if docs[i]["_schema"] == 2
+                    else {}
                 )
-                closures[i] = (fetched, raw)
+                whole[i] = fetched
+                closures[i] = (_own(docs[i], fetched), raw)
                 scope.closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
         loaded = []
-        for row, doc, closure in zip(rows, docs, closures, strict=True):
+        for i, (row, doc, closure) in enumerate(zip(rows, docs, closures, strict=True)):
             mine = writes[row.id]
             fetched, raw = closure or ({}, {})
             if any(references(w) for w in mine):
@@ -249,10 +281,16 @@ class Reader:
                 raw=raw if doc["_schema"] == 2 else None,
             )
             identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-            if doc["_schema"] == 2 and identity not in scope.memory:
+            if remember and doc["_schema"] == 2 and identity not in scope.memory:
+                # What the checkpoint reaches through its channels too: resolved above,
+                # or again (cache first) when its closure came from the cache.
+                every = whole.get(i)
+                if every is None:
+                    every = self.values.reachable(conn, row.thread, [doc])
+                every = {**every, **fetched}
                 referenced: set[str] = set()
                 for item in [doc, *mine]:
-                    reached(item, fetched, referenced)
+                    reached(item, every, referenced)
                 scope.memory.remember(
                     identity,
                     referenced,
@@ -396,6 +434,22 @@ def writes_sort_key(write: Mapping[str, Any]) -> tuple[str, str, int]:
 def _after(cursor: tuple[str, str, str]) -> tuple[str, ...]:
     cid, thread_id, ns = cursor
     return (cid, cid, thread_id, thread_id, ns)
+
+
+def _own(doc: Mapping[str, Any], fetched: Mapping[str, Any]) -> dict[str, Any]:
+    """The fetched value documents a checkpoint's tuple needs besides its channels' raw
+    payloads: those its `checkpoint` and `metadata` entries reach (usually none: both
+    are inline). A closure keeps only these, not the values of every checkpoint read
+    with it, so its cost is its own."""
+    needed: set[str] = set()
+    reached({"checkpoint": doc.get("checkpoint"), "metadata": doc.get("metadata")}, fetched, needed)
+    return {ref: fetched[ref] for ref in needed}
+
+
+def _pending_key(row: PendingRow) -> tuple[Any, ...]:
+    """Identity of a pending-write row's content: every column but the body, and its
+    stored (sealed) digest, so a row changed in any way misses and is checked again."""
+    return (*row[:-2], bytes(row.digest))
 
 
 def _closure_key(row: CheckpointRow) -> tuple[Any, ...]:

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple, TypeVar, cast
 import apsw
 
 from threadloom.core.lru import Budget, Lru, MiB, process_budget
-from threadloom.engine.checkpoints.cache import DEFAULT_CAPACITY, ValueCache, closure_cost
+from threadloom.engine.checkpoints.cache import DEFAULT_CAPACITY, ValueCache, closure_cost, weight
 from threadloom.engine.content.blocks import bump_gc_epoch, held
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.file import File
@@ -52,6 +52,8 @@ RETRIES = 3
 #: Estimated bytes of resolved checkpoints (decoded document, values, raw channels) kept
 #: per scope: a get_tuple of a checkpoint read lately then reads only its pending writes.
 CLOSURE_BYTES = 2 * MiB
+#: Estimated bytes of decoded pending-write documents kept per scope (each verified once).
+PENDING_BYTES = 1 * MiB
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
@@ -134,6 +136,10 @@ class Scope:
         self.cache = ValueCache(cache_bytes, self.budget)
         self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(
             CLOSURE_BYTES, closure_cost, budget=self.budget
+        )
+        #: Decoded pending writes by their row's identity and stored digest (`Reader.load`).
+        self.pending: Lru[tuple[Any, ...], dict[str, Any]] = Lru(
+            PENDING_BYTES, weight, budget=self.budget
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
@@ -382,6 +388,7 @@ class Scope:
         self.memory.clear()
         self.cache.clear()
         self.closures.clear()
+        self.pending.clear()
         self._thread_rows.clear()
         self._epoch = epoch
 
@@ -390,6 +397,7 @@ class Scope:
         self.memory.clear()
         self.cache.clear()
         self.closures.clear()
+        self.pending.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
 
