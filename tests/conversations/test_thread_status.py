@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,11 @@ def test_a_run_under_a_lease_in_another_thread_is_running_while_in_flight(
         worker.start()
         assert started.wait(10)
         try:
+            # LangGraph puts the run's first checkpoint in the background (durability
+            # "async"): the node may start before the thread has its index row.
+            deadline = time.monotonic() + 10
+            while saver.thread("s") is None and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert saver.thread("s").status == "running"  # type: ignore[union-attr]
         finally:
             go.set()
