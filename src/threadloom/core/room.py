@@ -12,31 +12,12 @@ given back at once. Small payloads are not probed.
 from __future__ import annotations
 
 import mmap
-from typing import Any, Final
+from typing import Final
 
 from threadloom.errors import OutOfMemoryError
 
 #: Payloads below this are encoded without a probe.
 PROBE_FROM: Final = 16 * 2**20
-
-
-def payload_bytes(value: Any, nodes: int = 16) -> int:
-    """The bytes of text and binary a value holds (str and bytes in dicts' values, lists
-    and tuples; the first `nodes` nodes): a lower bound of its msgpack encoding's size,
-    cheap enough for every body written."""
-    total = 0
-    pending = [value]
-    while pending and nodes > 0:
-        node = pending.pop()
-        nodes -= 1
-        kind = type(node)
-        if kind is bytes or kind is str or kind is memoryview or kind is bytearray:
-            total += len(node)
-        elif kind is dict:
-            pending.extend(node.values())
-        elif kind is list or kind is tuple:
-            pending.extend(node)
-    return total
 
 
 def ensure_room(payload: int, what: str) -> None:
