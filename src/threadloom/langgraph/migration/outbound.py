@@ -107,17 +107,22 @@ def migrate_out(
             readonly=True,
         )
     try:
+        held = saver.checkpoints.scope.thread_ids()
+        names = list(threads) if threads is not None else held
+        unknown = sorted(set(names) - set(held))
+        if refuse_unknown and unknown:
+            _refuse(saver, unknown)
         target = PostgresTarget(url, serde=serde)
         try:
             return _run(
                 saver,
                 target,
-                threads,
+                [t for t in names if t not in unknown],
+                unknown,
                 apply=apply,
                 include_diverged=include_diverged,
                 store=store,
                 progress=progress,
-                refuse_unknown=refuse_unknown,
             )
         finally:
             target.close()
@@ -142,27 +147,25 @@ def _check_file(path: str) -> None:
         )
 
 
+def _refuse(saver: Saver, unknown: Sequence[str]) -> None:
+    shown = ", ".join(repr(t) for t in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
+    raise MigrationError(
+        f"not in {saver.file.path}: {shown}; give --thread one of the file's threads "
+        f"(threadloom threads {saver.file.path}), or leave --thread out to migrate every thread"
+    )
+
+
 def _run(
     saver: Saver,
     target: PostgresTarget,
-    threads: Sequence[str] | None,
+    wanted: Sequence[str],
+    unknown: Sequence[str],
     *,
     apply: bool,
     include_diverged: bool,
     store: bool,
     progress: Progress | None,
-    refuse_unknown: bool,
 ) -> MigrationReport:
-    held = saver.checkpoints.scope.thread_ids()
-    names = list(threads) if threads is not None else held
-    unknown = sorted(set(names) - set(held))
-    if refuse_unknown and unknown:
-        shown = ", ".join(repr(t) for t in unknown[:10]) + (", ..." if len(unknown) > 10 else "")
-        raise MigrationError(
-            f"not in {saver.file.path}: {shown}; give --thread one of the file's threads "
-            f"(threadloom threads {saver.file.path}), or leave --thread out to migrate every "
-            "thread"
-        )
     report = MigrationReport(
         "applied" if apply else "dry-run",
         {
@@ -176,7 +179,6 @@ def _run(
     if apply:
         target.setup()
     exporter = Exporter(saver, target, apply=apply, include_diverged=include_diverged)
-    wanted = [t for t in names if t not in unknown]
     for done, thread_id in enumerate(wanted, start=1):
         report.add(exporter.copy(thread_id))
         if progress is not None:
