@@ -34,6 +34,7 @@ from threadloom.langgraph.migration.postgres_rows import conflict, rows_of
 from threadloom.langgraph.migration.postgres_target import PostgresTarget, WriteRow, check_url
 from threadloom.langgraph.migration.report import MigrationReport, StoreReport, ThreadReport
 from threadloom.langgraph.migration.sources.postgres import ENV
+from threadloom.langgraph.tuples import checkpoint_tuple
 from threadloom.protocol.lineage import diverged
 
 if TYPE_CHECKING:
@@ -204,7 +205,13 @@ class Exporter:
     def copy(self, thread_id: str) -> ThreadReport:
         """Count, and when applying copy, one thread; return its report."""
         entry = ThreadReport(thread_id)
-        found = list(self.saver.list({"configurable": {"thread_id": thread_id}}))
+        # Channel values undecoded: a list channel's elements go to the blob as stored.
+        found = [
+            checkpoint_tuple(restored)
+            for restored in self.saver.checkpoints.reader.list(
+                {"configurable": {"thread_id": thread_id}}, undecoded=True
+            )
+        ]
         items = found[::-1]  # oldest first: a parent before its children
         held = self.target.checkpoints(thread_id)
         ours = [_ident(item) for item in items]
@@ -232,7 +239,8 @@ class Exporter:
             return entry
         if not self.apply:
             return entry
-        rows = rows_of(thread_id, items, held, self.target.saver.serde)
+        loads = self.saver.checkpoints.scope.planner.loads
+        rows = rows_of(thread_id, items, held, self.target.saver.serde, loads)
         writes = self._writes(thread_id, items)
         self.target.write(thread_id, rows.blobs, rows.checkpoints, writes)
         entry.copied = len(rows.checkpoints)

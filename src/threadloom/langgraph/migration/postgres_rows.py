@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from threadloom.protocol import Undecoded
 
 if TYPE_CHECKING:
     from langgraph.checkpoint.base import CheckpointTuple
@@ -89,6 +91,7 @@ class ThreadRows:
     Args:
         thread_id: the thread.
         serde: the serializer of the blobs (the target saver's).
+        loads: how the file's undecoded values are decoded (its saver's serializer).
         held: the target's checkpoints' `channel_versions`, by `(namespace, id)`: the
             strings a present checkpoint was written with, which its children inherit.
     """
@@ -97,10 +100,12 @@ class ThreadRows:
         self,
         thread_id: str,
         serde: SerializerProtocol,
+        loads: Callable[[tuple[str, bytes]], Any],
         held: Mapping[tuple[str, str], Mapping[str, Any]],
     ) -> None:
         self.thread_id = thread_id
         self.serde = serde
+        self.loads = loads
         self.held = held
         #: Per (namespace, id): channel -> (the file's version, the version written).
         self.versions: dict[tuple[str, str], dict[str, tuple[Any, Any]]] = {}
@@ -118,14 +123,14 @@ class ThreadRows:
             self.versions[(ns, checkpoint_id)] = {k: (v, there.get(k, v)) for k, v in ours.items()}
             return
         before = self.versions.get((ns, parent), {}) if parent is not None else {}
-        values = checkpoint.get("channel_values", {})
+        values, payloads = self._values(checkpoint.get("channel_values", {}))
         inline: dict[str, Any] = {}
         for k, v in values.items():
             if _delta_snapshot(v):
                 inline[k] = True  # PostgresSaver's marker; the snapshot is a blob
             elif _inline(v):
                 inline[k] = v
-        blobs = {k for k, v in values.items() if k not in inline or _delta_snapshot(v)}
+        blobs = {k for k in (*values, *payloads) if k not in inline or _delta_snapshot(values[k])}
         written: dict[str, tuple[Any, Any]] = {}
         dumped: dict[str, tuple[str, bytes | None]] = {}
         for k, v in ours.items():
@@ -135,7 +140,7 @@ class ThreadRows:
             elif not is_integer(v):
                 written[k] = (v, v)
             elif k in blobs:
-                dumped[k] = self.serde.dumps_typed(values[k])
+                dumped[k] = payloads.get(k) or self.serde.dumps_typed(values[k])
                 written[k] = (v, f"{v:032}.{fraction(*dumped[k])}")
             else:
                 written[k] = (v, f"{v:032}.{ZERO_FRACTION}")
@@ -146,7 +151,7 @@ class ThreadRows:
             kept = before.get(k)
             if kept is not None and kept[0] == ours[k]:
                 continue
-            kind, blob = dumped[k] if k in dumped else self.serde.dumps_typed(values[k])
+            kind, blob = dumped.get(k) or payloads.get(k) or self.serde.dumps_typed(values[k])
             self.blobs.append((self.thread_id, ns, k, str(written[k][1]), kind, blob))
         stored = dict(checkpoint)
         stored["channel_values"] = inline
@@ -159,9 +164,42 @@ class ThreadRows:
             (self.thread_id, ns, checkpoint_id, parent, stored, stored_metadata(item.metadata))
         )
 
+    def _values(
+        self, channel_values: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, tuple[str, bytes]]]:
+        """The channel values to decide on (inline or blob), and the stored payloads a blob
+        can reuse as they are. A list of plain msgpack elements (`Undecoded`, as the file
+        keeps a list channel) is never decoded: its blob is the array they make (what
+        the serializer writes for the list); other undecoded values are decoded."""
+        values: dict[str, Any] = {}
+        payloads: dict[str, tuple[str, bytes]] = {}
+        for k, v in channel_values.items():
+            if isinstance(v, Undecoded):
+                values[k] = self.loads((v.kind, v.payload))
+                if not _delta_snapshot(values[k]):
+                    payloads[k] = (v.kind, v.payload)
+            elif isinstance(v, list) and v and all(isinstance(e, Undecoded) for e in v):
+                if all(e.kind == "msgpack" for e in v):
+                    payloads[k] = ("msgpack", _array(len(v)) + b"".join(e.payload for e in v))
+                else:
+                    values[k] = [self.loads((e.kind, e.payload)) for e in v]
+            else:
+                values[k] = v
+        return values, payloads
+
     def written(self, ns: str, checkpoint_id: str) -> dict[str, Any]:
         """The versions a checkpoint taken in was (or is) written with."""
         return {k: w for k, (_, w) in self.versions.get((ns, checkpoint_id), {}).items()}
+
+
+def _array(count: int) -> bytes:
+    """The msgpack header of an array of `count` elements, in its shortest form (as the
+    serializer writes it)."""
+    if count < 16:
+        return bytes((0x90 | count,))
+    if count < 0x10000:
+        return b"\xdc" + count.to_bytes(2, "big")
+    return b"\xdd" + count.to_bytes(4, "big")
 
 
 def _seen(version: Any, current: Any, written: tuple[Any, Any] | None) -> Any:
@@ -219,11 +257,13 @@ def rows_of(
     items: Sequence[CheckpointTuple],
     held: Mapping[tuple[str, str], Any],
     serde: SerializerProtocol,
+    loads: Callable[[tuple[str, bytes]], Any],
 ) -> ThreadRows:
     """The rows of the checkpoints of `items` (oldest first) the target lacks."""
     rows = ThreadRows(
         thread_id,
         serde,
+        loads,
         {key: h.checkpoint.get("channel_versions", {}) for key, h in held.items()},
     )
     for item in items:
