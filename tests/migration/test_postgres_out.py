@@ -311,3 +311,78 @@ def test_the_wrong_arguments_are_refused(
     assert done.returncode == 1 and "'nope'" in done.stderr
     with pytest.raises(MigrationError, match="leave them out"):
         migrate(str(source), "postgresql://u@127.0.0.1:9/x", to="postgres", kind="sqlite")
+
+
+def test_long_lists_and_plain_values_come_across(postgres_database: str, tmp_path: Path) -> None:
+    """A list channel of 1, 15, 16 and 40 elements (both short msgpack array headers), an
+    empty list and plain values read back through PostgresSaver as they were put."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    path = str(tmp_path / "lists.db")
+    with Saver.from_conn_string(path) as saver:
+        parent: str | None = None
+        for n, size in enumerate((1, 15, 16, 40), start=1):
+            made = empty_checkpoint()
+            made["id"] = f"1ef0{n:04d}-0000-6000-8000-000000000000"
+            made["channel_values"] = {
+                "messages": [HumanMessage(f"m{i}", id=f"h{i}") for i in range(min(size, 16))]
+                if size <= 16
+                else list(range(size)),
+                "empty": [],
+                "count": n,
+                "name": f"step {n}",
+                "nothing": None,
+            }
+            made["channel_versions"] = {
+                "messages": n,
+                "empty": 1,
+                "count": n,
+                "name": n,
+                "nothing": 1,
+            }
+            conf: dict[str, Any] = {"thread_id": "lists", "checkpoint_ns": ""}
+            if parent is not None:
+                conf["checkpoint_id"] = parent
+            versions = (
+                made["channel_versions"]
+                if parent is None
+                else {"messages": n, "count": n, "name": n}
+            )
+            saver.put({"configurable": conf}, made, {"source": "loop", "step": n}, versions)
+            parent = made["id"]
+        ours = counters(_graphs.tuples(saver, "lists"))
+    report = migrate(path, postgres_database, to="postgres", apply=True).as_dict()
+    assert report["copied"] == 4
+    with PostgresSaver.from_conn_string(postgres_database) as pg:
+        assert counters(_graphs.tuples(pg, "lists")) == ours
+
+
+@pytest.mark.parametrize("count", [0, 1, 15, 16, 65_535, 65_536])
+def test_a_list_blob_has_the_serializers_array_header(count: int) -> None:
+    """The array header put before a list's stored elements is msgpack's own, in every
+    size class."""
+    import ormsgpack
+
+    from threadloom.langgraph.migration.postgres_rows import _array
+
+    packed = ormsgpack.packb([None] * count)
+    assert _array(count) + b"\xc0" * count == packed
+
+
+def test_threads_from_postgres_saver_go_back_as_present(
+    postgres_database: str, tmp_path: Path
+) -> None:
+    """Threads migrated in from PostgresSaver (string versions) and out again to the same
+    database are all present: no conflict, nothing written."""
+    with PostgresSaver.from_conn_string(postgres_database) as pg:
+        pg.setup()
+        for name in ("fork", "subgraph"):
+            _graphs.run(name, pg, name)
+    path = str(tmp_path / "memory.db")
+    assert migrate(postgres_database, path, apply=True).copied > 10
+    before = rows(postgres_database)
+    found = migrate(path, postgres_database, to="postgres", apply=True).as_dict()
+    assert found["present"] == found["checkpoints"] > 10 and found["conflicts"] == []
+    assert found["copied"] == found["writes_copied"] == 0
+    assert rows(postgres_database) == before

@@ -100,7 +100,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         action="store_true",
-        help="also copy the LangGraph Store's items (SqliteStore, PostgresStore)",
+        help="also copy the LangGraph Store's items (SqliteStore, PostgresStore; with --to: "
+        "the file's Store into PostgresStore)",
     )
     parser.add_argument(
         "--store-source",

@@ -155,9 +155,7 @@ class Reader:
                     cursor = (last.checkpoint_id, last.thread_id, last.checkpoint_ns)
                 if wanted:
                     rows = [r for r in rows if self._matches(conn, r, wanted, decided)]
-                loaded = (
-                    self.load(conn, rows, remember=False, undecoded=undecoded) if rows else []
-                )
+                loaded = self.load(conn, rows, remember=False, undecoded=undecoded) if rows else []
                 if read < size:
                     # Complete: check, in the same snapshot, that no checkpoint of what
                     # it covered was hidden (before yielding the last page).
