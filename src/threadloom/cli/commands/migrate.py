@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(usage_error=parser.error)
     parser.add_argument(
         "--db",
+        metavar="FILE",
         help="the threadloom file (created by --apply); with --to, the file to copy out of",
     )
     parser.add_argument(

@@ -90,9 +90,7 @@ def migrate_out(
         raise MigrationError(f"threads must be a list of ids, not one string: [{threads!r}]")
     url = url or os.environ.get(ENV)
     if not url:
-        raise MigrationError(
-            f"give the PostgreSQL URL to migrate to; give --target-url or set {ENV}"
-        )
+        raise MigrationError(f"no PostgreSQL URL to migrate to; give --target-url URL or set {ENV}")
     check_url(url)
     owned = not isinstance(source, Saver)
     if isinstance(source, Saver):
@@ -113,7 +111,8 @@ def migrate_out(
         unknown = sorted(set(names) - set(held))
         if refuse_unknown and unknown:
             _refuse(saver, unknown)
-        target = PostgresTarget(url, serde=serde)
+        # The target serializes as the file's saver does (an open Saver's own serde).
+        target = PostgresTarget(url, serde=serde if serde is not None else saver.serde)
         try:
             return _run(
                 saver,

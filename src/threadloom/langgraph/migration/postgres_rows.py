@@ -187,10 +187,6 @@ class ThreadRows:
                 values[k] = v
         return values, payloads
 
-    def written(self, ns: str, checkpoint_id: str) -> dict[str, Any]:
-        """The versions a checkpoint taken in was (or is) written with."""
-        return {k: w for k, (_, w) in self.versions.get((ns, checkpoint_id), {}).items()}
-
 
 def _array(count: int) -> bytes:
     """The msgpack header of an array of `count` elements, in its shortest form (as the
