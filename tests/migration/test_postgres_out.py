@@ -150,19 +150,28 @@ def test_threads_continue_on_postgres_as_in_the_file(
     source: Path, postgres_database: str, tmp_path: Path
 ) -> None:
     """Migrated threads, resumed by their graphs on PostgresSaver, reach the state and
-    history they reach on the threadloom file (the fork's two branches included)."""
+    history they reach on the threadloom file (the fork's two branches included). Gone on
+    with on PostgreSQL only, they are present; gone on with on both sides, diverged and
+    left alone unless included."""
     copy = tmp_path / "memory.db"
     shutil.copy(source, copy)
     migrate(str(copy), postgres_database, to="postgres", apply=True)
-    with (
-        PostgresSaver.from_conn_string(postgres_database) as pg,
-        Saver.from_conn_string(str(copy)) as saver,
-    ):
+    with PostgresSaver.from_conn_string(postgres_database) as pg:
+        theirs = {name: _graphs.continued(name, pg, name) for name in RESUMED}
+    ahead = migrate(str(copy), postgres_database, to="postgres", apply=True).as_dict()
+    assert ahead["diverged"] == [] and ahead["copied"] == 0
+    assert ahead["present"] == ahead["checkpoints"]
+    with Saver.from_conn_string(str(copy)) as saver:
         for name in RESUMED:
-            assert _graphs.continued(name, pg, name) == _graphs.continued(name, saver, name), name
-    again = migrate(str(copy), postgres_database, to="postgres").as_dict()
-    # Both sides went on from the same checkpoint: those threads have diverged.
-    assert sorted(again["diverged"]) == sorted(RESUMED)
+            assert _graphs.continued(name, saver, name) == theirs[name], name
+    before = rows(postgres_database)
+    both = migrate(str(copy), postgres_database, to="postgres", apply=True).as_dict()
+    assert sorted(both["diverged"]) == sorted(both["skipped"]) == sorted(RESUMED)
+    assert both["copied"] == 0 and rows(postgres_database) == before
+    included = migrate(
+        str(copy), postgres_database, to="postgres", apply=True, include_diverged=True
+    ).as_dict()
+    assert included["copied"] == both["missing"] > 0 and included["skipped"] == []
 
 
 def test_a_dry_run_writes_nothing(source: Path, postgres_database: str) -> None:
