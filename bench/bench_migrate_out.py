@@ -10,8 +10,11 @@ The target is the tests' throwaway PostgreSQL server (`_postgres.py`: the machin
 on 127.0.0.1, a new database per run). Measured, each in a process of its own: the
 applied migration of every thread into an empty database, then the rerun (which finds
 every checkpoint present and writes nothing). Rates are checkpoints per second of wall
-time, and per second of the migrating process's CPU time (user + system; the server's
-own work is in the wall figure only). Target (issue 26): >= 500 checkpoints/s.
+time, per second of the migrating process's CPU time (user + system), and per second of
+that and the server's CPU time together (`server_cpu`: the postmaster's processes, read
+from /proc): on a machine shared with other work the CPU figures are the ones the load
+does not move, and the last bounds what an idle machine's wall rate can be when the two
+run one after the other. Target (issue 26): >= 500 checkpoints/s.
 """
 
 from __future__ import annotations
@@ -64,6 +67,27 @@ def child(source: str, url: str) -> dict[str, Any]:
     }
 
 
+def server_cpu(data: Path) -> float:
+    """CPU seconds the PostgreSQL server has used so far: the postmaster's own and its
+    reaped children's (`cutime`, `cstime`), plus every live process of the server."""
+    tick = os.sysconf("SC_CLK_TCK")
+    postmaster = int((data / "postmaster.pid").read_text().split()[0])
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        pid, parent = int(entry.name), int(fields[1])
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15])  # utime stime cutime cstime
+        elif parent == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
 def run_child(source: Path, url: str) -> dict[str, Any]:
     done = subprocess.run(
         [sys.executable, __file__, "--child", str(source), url],
@@ -100,7 +124,10 @@ def main() -> None:
         results = {}
         for label in ("apply, into an empty database", "rerun, all present"):
             h.note(f"migrating out: {label}")
+            assert server.tmp is not None
+            before = server_cpu(server.tmp / "data")
             found = results[label] = run_child(source, url)
+            found["server_cpu"] = server_cpu(server.tmp / "data") - before
             rows.append(
                 [
                     label,
@@ -110,6 +137,8 @@ def main() -> None:
                     f"{found['wall']:.1f}",
                     round(found["checkpoints"] / found["wall"]),
                     round(found["checkpoints"] / found["cpu"]),
+                    f"{found['server_cpu']:.1f}",
+                    round(found["checkpoints"] / (found["cpu"] + found["server_cpu"])),
                 ]
             )
         print(h.describe_machine())
@@ -127,6 +156,8 @@ def main() -> None:
                     "wall s",
                     "ckpt/s (wall)",
                     "ckpt/s (CPU)",
+                    "server CPU s",
+                    "ckpt/s (both CPUs)",
                 ],
                 rows,
             )
@@ -135,8 +166,9 @@ def main() -> None:
         print()
         print(
             f"rate: {whole['checkpoints'] / whole['wall']:.0f} checkpoints/s wall, "
-            f"{whole['checkpoints'] / whole['cpu']:.0f} per CPU second of the migration "
-            "(target >= 500)"
+            f"{whole['checkpoints'] / whole['cpu']:.0f} per CPU second of the migration, "
+            f"{whole['checkpoints'] / (whole['cpu'] + whole['server_cpu']):.0f} per CPU second "
+            "of the migration and the server together (target >= 500)"
         )
 
 
