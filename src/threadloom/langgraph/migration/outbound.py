@@ -2,11 +2,12 @@
 PostgresSaver (and PostgresStore) tables, so an application can move to PostgreSQL.
 
 Adapter layer; `threadloom.migrate(FILE, URL, to="postgres")` and `threadloom migrate
-FILE --to postgres` call `migrate_out`. The file is read through a read-only `Saver`
-(`list`, every namespace) with the task path and index of each pending write
-(`write_places`, which `list` leaves out); the target (`postgres_target.py`) is written
-by LangGraph's own classes, one transaction per thread. The semantics are those of
-`migrate` in (`copier.py`), the report its shape:
+FILE --to postgres` call `migrate_out`. The file is read through a read-only `Saver`'s
+reader (every namespace, list channels undecoded: `Reader.list(undecoded=True)`) with
+the task path and index of each pending write (`write_places`, which a listing leaves
+out); the target (`postgres_target.py`) is written with LangGraph's own classes and
+statements, one transaction per thread. The semantics are those of `migrate` in
+(`copier.py`), the report its shape:
 
 - a checkpoint is `present` when the target holds its id, else `missing`; applied, the
   missing ones are written oldest first as PostgresSaver's `put` would have written them
@@ -15,8 +16,9 @@ by LangGraph's own classes, one transaction per thread. The semantics are those 
   (checkpoint, task, index), with their task path;
 - a checkpoint id the target holds with another parent, time, channel versions or
   metadata is a conflict: the thread is not written at all, and the run exits 1;
-- a thread whose target `diverged` (the application went on from an older checkpoint,
-  or both sides did) is reported and left alone unless `include_diverged`.
+- a thread whose target `diverged` (the file and the database both went on from a
+  common past) is reported and left alone unless `include_diverged`; one only the
+  database went on with is not diverged (its copied history is present).
 
 One deliberate difference: integer channel versions (threadloom's own) are written as
 PostgresSaver's string versions, with the same counters (`postgres_rows.py` says why).
