@@ -28,11 +28,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.format import Found, identify
 from threadloom.errors import MigrationError, NotOurFileError
-from threadloom.langgraph.migration.postgres_rows import conflict, rows_of
+from threadloom.langgraph.migration.postgres_rows import (
+    BlobRow,
+    CheckpointRow,
+    conflict,
+    rows_of,
+)
 from threadloom.langgraph.migration.postgres_target import PostgresTarget, WriteRow, check_url
 from threadloom.langgraph.migration.report import MigrationReport, StoreReport, ThreadReport
 from threadloom.langgraph.migration.sources.postgres import ENV
@@ -181,15 +187,44 @@ def _run(
     if apply:
         target.setup()
     exporter = Exporter(saver, target, apply=apply, include_diverged=include_diverged)
-    for done, thread_id in enumerate(wanted, start=1):
-        report.add(exporter.copy(thread_id))
-        if progress is not None:
-            progress(done, len(wanted))
+    # A thread is read and its rows built while the one before is written (another
+    # connection, a thread of its own: the driver waits on the server without the GIL).
+    # Each thread is counted once its transaction committed; an exception waits for the
+    # write under way, so what was written stays whole.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="threadloom-pg") as pool:
+        previous: tuple[int, ThreadReport, Future[None] | None] | None = None
+        for done, thread_id in enumerate(wanted, start=1):
+            entry, rows = exporter.prepare(thread_id)
+            if previous is not None:
+                _finish(report, previous, len(wanted), progress)
+            job = pool.submit(target.write, thread_id, *rows) if rows is not None else None
+            previous = (done, entry, job)
+        if previous is not None:
+            _finish(report, previous, len(wanted), progress)
     for missing in unknown:
         report.not_found.add(missing)
     if store:
         report.store = copy_store_out(saver, target, apply=apply)
     return report
+
+
+def _finish(
+    report: MigrationReport,
+    written: tuple[int, ThreadReport, Future[None] | None],
+    total: int,
+    progress: Progress | None,
+) -> None:
+    """Wait for a thread's write (raising its error), then count it."""
+    done, entry, job = written
+    if job is not None:
+        job.result()
+    report.add(entry)
+    if progress is not None:
+        progress(done, total)
+
+
+#: What `Exporter.prepare` gives `PostgresTarget.write`: blob, checkpoint and write rows.
+Rows = tuple[list[BlobRow], list[CheckpointRow], list[tuple[Any, ...]]]
 
 
 class Exporter:
@@ -203,8 +238,9 @@ class Exporter:
         self.apply = apply
         self.include_diverged = include_diverged
 
-    def copy(self, thread_id: str) -> ThreadReport:
-        """Count, and when applying copy, one thread; return its report."""
+    def prepare(self, thread_id: str) -> tuple[ThreadReport, Rows | None]:
+        """Count one thread; when applying, build the rows the target lacks (None: nothing
+        to write). The report counts them as copied: `PostgresTarget.write` writes them."""
         entry = ThreadReport(thread_id)
         # Channel values undecoded: a list channel's elements go to the blob as stored.
         found = [
@@ -234,19 +270,20 @@ class Exporter:
                     f"{thread_id}: checkpoint {ident['checkpoint_id']} is in the target with "
                     f"another {differs}; the thread was not written"
                 )
-                return entry
+                return entry, None
         if entry.diverged and not self.include_diverged:
             entry.skipped = self.apply
-            return entry
+            return entry, None
         if not self.apply:
-            return entry
+            return entry, None
         loads = self.saver.checkpoints.scope.planner.loads
         rows = rows_of(thread_id, items, held, self.target.saver.serde, loads)
-        writes = self._writes(thread_id, items)
-        self.target.write(thread_id, rows.blobs, rows.checkpoints, writes)
+        writes = [self.target.write_row(w) for w in self._writes(thread_id, items)]
         entry.copied = len(rows.checkpoints)
         entry.writes_copied = len(writes)
-        return entry
+        if not rows.checkpoints and not writes:
+            return entry, None
+        return entry, (rows.blobs, rows.checkpoints, writes)
 
     def _writes(self, thread_id: str, items: Sequence[CheckpointTuple]) -> list[WriteRow]:
         """The pending writes the target lacks, each with its stored task path and index."""

@@ -89,6 +89,8 @@ class PostgresTarget:
 
         self.url = url
         self.conn: Any = None
+        #: The connection `write` uses (opened by `setup`, when applying).
+        self.writer: Any = None
         try:
             # As PostgresSaver.from_conn_string connects.
             self.conn = psycopg.Connection.connect(
@@ -120,9 +122,13 @@ class PostgresTarget:
         )
 
     def setup(self) -> None:
-        """Create or upgrade the saver's tables (`PostgresSaver.setup`); only when applying."""
+        """Create or upgrade the saver's tables (`PostgresSaver.setup`), and open the
+        connection `write` uses; only when applying."""
+        import psycopg
+
         try:
             self.saver.setup()
+            self.writer = psycopg.Connection.connect(self.url, autocommit=True, prepare_threshold=0)
         except Exception as exc:
             raise self.failed("creating the PostgresSaver tables", exc) from None
         self.ready = True
@@ -157,18 +163,20 @@ class PostgresTarget:
         thread_id: str,
         blobs: Sequence[BlobRow],
         checkpoints: Sequence[CheckpointRow],
-        writes: Sequence[WriteRow],
+        writes: Sequence[tuple[Any, ...]],
     ) -> None:
         """Write a thread's blob, checkpoint and pending-write rows in one transaction,
-        with the saver's own statements (one pipelined batch each)."""
+        with the saver's own statements (one pipelined batch each), on a connection of
+        its own (`setup`), so the caller may read the next thread on `conn` meanwhile
+        (from another thread of the process)."""
         if not blobs and not checkpoints and not writes:
             return
         from psycopg.types.json import Jsonb
 
         saver = self.saver
-        dumps = saver.serde.dumps_typed
+        conn = self.writer
         try:
-            with self.conn.transaction(), self.conn.pipeline(), self.conn.cursor() as cur:
+            with conn.transaction(), conn.pipeline(), conn.cursor() as cur:
                 if blobs:
                     cur.executemany(saver.UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
                 if checkpoints:
@@ -177,12 +185,13 @@ class PostgresTarget:
                         [(*row[:4], Jsonb(row[4]), Jsonb(row[5])) for row in checkpoints],
                     )
                 if writes:
-                    cur.executemany(
-                        saver.INSERT_CHECKPOINT_WRITES_SQL,
-                        [(*w[:7], *dumps(w[7])) for w in writes],
-                    )
+                    cur.executemany(saver.INSERT_CHECKPOINT_WRITES_SQL, writes)
         except Exception as exc:
             raise self.failed(f"writing thread {thread_id!r}", exc) from None
+
+    def write_row(self, row: WriteRow) -> tuple[Any, ...]:
+        """A pending-write row with its value serialized, as `put_writes` stores it."""
+        return (*row[:7], *self.saver.serde.dumps_typed(row[7]))
 
     # -- the Store ----------------------------------------------------------------------
 
@@ -240,11 +249,12 @@ class PostgresTarget:
         return len(items)
 
     def close(self) -> None:
-        """Close the connection."""
-        if self.conn is not None:
-            with contextlib.suppress(Exception):  # a failed connection: nothing to free
-                self.conn.close()
-            self.conn = None
+        """Close the connections."""
+        for conn in (self.conn, self.writer):
+            if conn is not None:
+                with contextlib.suppress(Exception):  # a failed connection: nothing to free
+                    conn.close()
+        self.conn = self.writer = None
 
 
 def _aware(moment: datetime.datetime) -> datetime.datetime:
