@@ -141,8 +141,9 @@ def test_building_the_parser_imports_no_heavy_module() -> None:
 
 def test_migrate_offers_every_registered_source_kind() -> None:
     """`threadloom migrate --from` offers the migration registry's kinds, in its order,
-    then `nats` (the command writes them out so the parser loads no engine)."""
+    then `nats`, and `--to` the way-out targets (written out: the parser loads no engine)."""
     from threadloom.cli.commands import migrate
-    from threadloom.langgraph.migration import KINDS
+    from threadloom.langgraph.migration import KINDS, TARGETS
 
     assert (*KINDS, "nats") == migrate.KINDS
+    assert TARGETS == migrate.TARGETS

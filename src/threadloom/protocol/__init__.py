@@ -28,7 +28,7 @@ from threadloom.protocol.plan import Planner
 from threadloom.protocol.read import references
 from threadloom.protocol.redact import RedactingSerializer, Serializer, redact_secrets
 from threadloom.protocol.refs import collection_of, document_key
-from threadloom.protocol.restore import Restored, raw_value, restore
+from threadloom.protocol.restore import Restored, Undecoded, raw_value, restore
 from threadloom.protocol.retention import Retained, created_before, kept_checkpoints, root_parent
 from threadloom.protocol.shapes import (
     NOTHING_KNOWN,
@@ -64,6 +64,7 @@ __all__ = [
     "Put",
     "RedactingSerializer",
     "Restored",
+    "Undecoded",
     "Serialization",
     "Serializer",
     "Retained",

@@ -143,6 +143,24 @@ def load_channels(raw: Mapping[str, RawChannel], loads: Any) -> dict[str, Any]:
     return values
 
 
+class Undecoded(NamedTuple):
+    """A channel value's typed payload as stored, not deserialized (`restore(...,
+    undecoded=True)`): a list channel gives a list of them, one per element."""
+
+    kind: str
+    payload: bytes
+
+
+def undecoded_channels(raw: Mapping[str, RawChannel]) -> dict[str, Any]:
+    """The raw channels as `Undecoded` payloads (a list channel: one per element)."""
+    return {
+        channel: [Undecoded(*typed) for typed in item.items]
+        if isinstance(item, RawList)
+        else Undecoded(*item)
+        for channel, item in raw.items()
+    }
+
+
 def channel_values(
     channels: Mapping[str, Mapping[str, Any]], fetched: Fetched, loads: Any
 ) -> dict[str, Any]:
@@ -158,6 +176,7 @@ def restore(
     *,
     sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
     raw: Mapping[str, RawChannel] | None = None,
+    undecoded: bool = False,
 ) -> Restored:
     """Rebuild a checkpoint tuple from a checkpoint document, its writes and fetched documents.
 
@@ -169,6 +188,8 @@ def restore(
         sort_key: order of the pending writes; the protocol's `(task_id, index)` by default
             (LangGraph savers may pass its `(task_path, task_id, index)`).
         raw: the channels' raw payloads when already known (`raw_channels`).
+        undecoded: leave a schema-2 checkpoint's channel values as their stored payloads
+            (`Undecoded`), for a copy that writes them elsewhere without decoding them.
 
     Raises:
         ProtocolError: unsupported schema or inconsistent documents.
@@ -179,7 +200,9 @@ def restore(
         checkpoint = loads(raw_value(data["checkpoint"], fetched))
         if raw is None:
             raw = raw_channels(data["channels"], fetched)
-        checkpoint["channel_values"] = load_channels(raw, loads)
+        checkpoint["channel_values"] = (
+            undecoded_channels(raw) if undecoded else load_channels(raw, loads)
+        )
         metadata = loads(raw_value(data["metadata"], fetched))
     elif schema == 1:
         checkpoint = loads(raw_value(data["checkpoint"], {}))

@@ -2,8 +2,10 @@
 
 The kinds: `sqlite` (a SqliteSaver/AsyncSqliteSaver file), `postgres` (`--source-url` or
 `$POSTGRES_URL`), `naas-sqlite` (the naas document service's SQLite file) and `nats` (the
-engine's document service, what `threadloom import` does). A dry run unless `--apply`;
-the report is naas's `migrate-memory` JSON with `--json` (docs/cli.md).
+engine's document service, what `threadloom import` does). With `--to postgres` the other
+way: the threadloom file SOURCE into LangGraph's PostgresSaver tables at `--target-url`
+(or `$POSTGRES_URL`). A dry run unless `--apply`; the report is naas's `migrate-memory`
+JSON with `--json` (docs/cli.md).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from threadloom.errors import MigrationError
 
 HELP = (
     "copy threads from a SqliteSaver file, a PostgresSaver database or naas "
-    "into the file (dry run unless --apply)"
+    "into the file, or out of it to PostgreSQL with --to postgres (dry run unless --apply)"
 )
 
 #: The choices of `--from`: the migration registry's kinds, then `nats`, which this
@@ -27,6 +29,8 @@ HELP = (
 #: building the parser must not load the engine the registry imports; tests/test_cli.py
 #: fails when they differ from `threadloom.langgraph.migration.KINDS`.
 KINDS = ("sqlite", "postgres", "naas-sqlite", "nats")
+#: The choices of `--to` (`threadloom.langgraph.migration.TARGETS`, written out as KINDS).
+TARGETS = ("postgres",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,9 +42,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "source",
         nargs="?",
         metavar="SOURCE",
-        help="the file to copy from: a SqliteSaver file or a naas documents.sqlite",
+        help="the file to copy from: a SqliteSaver file or a naas documents.sqlite (with "
+        "--to: the threadloom file)",
     )
-    parser.add_argument("--db", required=True, help="the threadloom file (created by --apply)")
+    parser.set_defaults(usage_error=parser.error)
+    parser.add_argument(
+        "--db",
+        metavar="FILE",
+        help="the threadloom file (created by --apply); with --to, the file to copy out of",
+    )
+    parser.add_argument(
+        "--to",
+        choices=TARGETS,
+        help="copy out of the threadloom file instead, into LangGraph's PostgresSaver tables",
+    )
+    parser.add_argument(
+        "--target-url",
+        metavar="URL",
+        help="--to postgres: postgresql://... (or set POSTGRES_URL)",
+    )
     parser.add_argument(
         "--from",
         dest="kind",
@@ -81,7 +101,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
         action="store_true",
-        help="also copy the LangGraph Store's items (SqliteStore, PostgresStore)",
+        help="also copy the LangGraph Store's items (SqliteStore, PostgresStore; with --to: "
+        "the file's Store into PostgresStore)",
     )
     parser.add_argument(
         "--store-source",
@@ -102,6 +123,12 @@ def run(args: argparse.Namespace) -> int:
     """Run a migration; print the report; 1 when a thread conflicted."""
     from threadloom.langgraph.migration import detect_kind
 
+    if args.to:
+        return _out(args)
+    if args.target_url:
+        args.usage_error("--target-url names the database of --to postgres; add --to postgres")
+    if not args.db:
+        args.usage_error("the following arguments are required: --db")
     source = args.source_url or args.source
     if args.source_url and args.source:
         raise MigrationError("give either SOURCE or --source-url, not both")
@@ -115,6 +142,40 @@ def run(args: argparse.Namespace) -> int:
             found = _from_nats(args, source or "", progress)
         else:
             found = _migrate(args, source, kind, progress)
+    if args.json:
+        print(json.dumps(found, indent=2))
+    else:
+        _print(found)
+    return 1 if found["conflicts"] else 0
+
+
+def _out(args: argparse.Namespace) -> int:
+    """`--to postgres`: the file's threads into LangGraph's PostgresSaver tables."""
+    from threadloom.langgraph.migration.outbound import migrate_out
+
+    for given, name in ((args.kind, "--from"), (args.source_url, "--source-url"),
+                        (args.store_source, "--store-source")):  # fmt: skip
+        if given:
+            args.usage_error(f"{name} names a source to migrate in; --to reads the file SOURCE")
+    if args.source and args.db and args.source != args.db:
+        args.usage_error(f"two files given: {args.source} and --db {args.db}; give one")
+    path = args.source or args.db
+    if not path:
+        args.usage_error("give the threadloom file to copy out of: SOURCE or --db FILE")
+    with shown("threads", quiet=args.json) as progress:
+        report = migrate_out(
+            path,
+            args.target_url,
+            threads=args.threads,
+            apply=args.apply,
+            namespace=args.namespace,
+            agent_id=args.agent_id,
+            include_diverged=args.include_diverged,
+            store=args.store,
+            progress=progress,
+            refuse_unknown=True,
+        )
+    found = report.as_dict()
     if args.json:
         print(json.dumps(found, indent=2))
     else:
@@ -244,8 +305,10 @@ def _schema_1_over_nats(
 def _print(found: dict[str, Any]) -> None:
     source = found["source"]
     where = source.get("path") or source.get("url")
+    into = found.get("target") or {}
+    to = f" to {into['kind']} {into['url']}" if into.get("url") else ""
     print(
-        f"{found['mode']}: {found['threads']} threads from {source['kind']} {where}: "
+        f"{found['mode']}: {found['threads']} threads from {source['kind']} {where}{to}: "
         f"{found['checkpoints']} checkpoints ({found['present']} present, "
         f"{found['missing']} missing), {found['copied']} copied; {found['writes']} pending writes"
     )

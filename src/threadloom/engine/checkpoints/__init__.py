@@ -6,13 +6,19 @@ conversation features, over one `Scope`. Outer layers use the names below.
 """
 
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
-from threadloom.engine.checkpoints.view import CheckpointHead, ImportCount, StoredDocument
+from threadloom.engine.checkpoints.view import (
+    CheckpointHead,
+    ImportCount,
+    StoredDocument,
+    WritePlace,
+)
 
 __all__ = [
     "CheckpointHead",
     "ImportCount",
     "StoredDocument",
     "ThreadSeq",
+    "WritePlace",
     "agent_ids",
     "namespaces",
     "thread_seqs",

@@ -110,11 +110,13 @@ class Reader:
         filter: Mapping[str, Any] | None = None,
         before: Mapping[str, Any] | None = None,
         limit: int | None = None,
+        undecoded: bool = False,
     ) -> Iterator[Restored]:
         """Yield checkpoints newest first, across threads and namespaces unless `config` narrows.
 
         Keyset-paged: each page is one read transaction that loads only what it yields;
-        no transaction stays open while the caller holds the iterator.
+        no transaction stays open while the caller holds the iterator. `undecoded` leaves
+        schema-2 channel values as their stored payloads (`protocol.restore.Undecoded`).
         """
         if limit is not None and limit <= 0:
             return
@@ -153,7 +155,7 @@ class Reader:
                     cursor = (last.checkpoint_id, last.thread_id, last.checkpoint_ns)
                 if wanted:
                     rows = [r for r in rows if self._matches(conn, r, wanted, decided)]
-                loaded = self.load(conn, rows, remember=False) if rows else []
+                loaded = self.load(conn, rows, remember=False, undecoded=undecoded) if rows else []
                 if read < size:
                     # Complete: check, in the same snapshot, that no checkpoint of what
                     # it covered was hidden (before yielding the last page).
@@ -197,7 +199,12 @@ class Reader:
         return all(metadata.get(k) == v for k, v in wanted.items())
 
     def load(
-        self, conn: apsw.Connection, rows: Sequence[CheckpointRow], *, remember: bool = True
+        self,
+        conn: apsw.Connection,
+        rows: Sequence[CheckpointRow],
+        *,
+        remember: bool = True,
+        undecoded: bool = False,
     ) -> builtins.list[Loaded]:
         """Load checkpoint rows with their writes and values in a few set-based queries.
 
@@ -206,6 +213,7 @@ class Reader:
                 it then skips stored values). `get` does; a listing does not: walking
                 every checkpoint's values for that cost as much as its own work on long
                 threads, and a put after a listing reads its parent's row instead.
+            undecoded: leave channel values undecoded (`restore`'s `undecoded`).
         """
         scope = self.scope
         docs: list[dict[str, Any]] = []
@@ -279,6 +287,7 @@ class Reader:
                 scope.planner.loads,
                 sort_key=writes_sort_key,
                 raw=raw if doc["_schema"] == 2 else None,
+                undecoded=undecoded,
             )
             identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             if remember and doc["_schema"] == 2 and identity not in scope.memory:

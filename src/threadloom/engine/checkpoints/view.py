@@ -63,6 +63,17 @@ class CheckpointHead(NamedTuple):
     schema: int
 
 
+class WritePlace(NamedTuple):
+    """Where a pending write sits: its checkpoint, task, index, task path and channel."""
+
+    checkpoint_ns: str
+    checkpoint_id: str
+    task_id: str
+    idx: int
+    task_path: str
+    channel: str
+
+
 class ImportCount:
     """Documents `import_documents` stored, and those it found already stored."""
 
@@ -348,6 +359,25 @@ class Documents:
                 (self.scope.id, thread_id),
             )
         return {(str(ns), str(c), str(task), int(idx)) for ns, c, task, idx in rows}
+
+    def write_places(self, thread_id: str) -> builtins.list[WritePlace]:
+        """A thread's pending writes by their key columns (no body read), in LangGraph's
+        order of one checkpoint's writes (`writes_sort_key`: task path, task id, index)
+        within each `(checkpoint_ns, checkpoint_id)`: what a migration out needs beside
+        the values `list` returns, which leave out each write's path and index."""
+        with self.scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+                "x.channel FROM writes x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ? "
+                "ORDER BY x.checkpoint_ns, x.checkpoint_id, x.task_path, x.task_id, x.idx",
+                (self.scope.id, thread_id),
+            )
+        return [
+            WritePlace(str(ns), str(c), str(task), int(idx), str(path or ""), str(channel))
+            for ns, c, task, idx, path, channel in rows
+        ]
 
     def delete(self, collection: str, fields: Mapping[str, Any]) -> bool:
         """Delete one document by its identifying fields; False when it was not stored.

@@ -1,4 +1,5 @@
-"""The few statements threadloom runs on LangGraph's own databases (migration sources).
+"""The few statements threadloom runs on LangGraph's own databases (migration sources,
+and the PostgreSQL target of a migration out).
 
 Engine layer: SQL text only, run by `threadloom.langgraph.migration` on the source
 source's own connection. A PostgresSaver is read through its public API (`list`); a
@@ -8,6 +9,10 @@ value a serializer `(type, blob)` pair, metadata JSON), with the statements Sqli
 public way to list a database's threads, so their ids are read from the `checkpoints`
 table as naas's `migrate-memory` does (SPEC §8.1: `SELECT DISTINCT thread_id FROM
 checkpoints ORDER BY thread_id`).
+
+A migration out (`threadloom migrate FILE --to postgres`) writes with PostgresSaver's and
+PostgresStore's own classes and statements; the statements here only read what the target
+holds, and give a copied Store item back its own times.
 """
 
 from __future__ import annotations
@@ -51,4 +56,24 @@ POSTGRES_SAVER_TABLES: Final = (
 #: leaves out (`migration/sources.py` checks them against what the public API returned).
 POSTGRES_CHECKPOINT_WHERE: Final = (
     " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)
+#: A PostgresSaver thread's checkpoints by their key columns, with the stored checkpoint
+#: and metadata JSON (no blob): what a migration out compares its checkpoints with.
+POSTGRES_TARGET_CHECKPOINTS: Final = (
+    "SELECT checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata "
+    "FROM checkpoints WHERE thread_id = %s"
+)
+#: A PostgresSaver thread's pending writes by their key columns.
+POSTGRES_TARGET_WRITE_KEYS: Final = (
+    "SELECT checkpoint_ns, checkpoint_id, task_id, idx FROM checkpoint_writes WHERE thread_id = %s"
+)
+#: Whether a PostgresStore's table exists.
+POSTGRES_STORE_TABLE: Final = (
+    "SELECT count(*) AS n FROM information_schema.tables "
+    "WHERE table_schema = current_schema() AND table_name = 'store'"
+)
+#: A copied Store item's own times (PostgresStore's put dates it now); its namespace is
+#: the labels joined by ".", as PostgresStore keys it.
+POSTGRES_STORE_TIMES: Final = (
+    "UPDATE store SET created_at = %s, updated_at = %s WHERE prefix = %s AND key = %s"
 )

@@ -54,6 +54,7 @@ __all__ = [
     "StoreReport",
     "ThreadHistory",
     "ThreadReport",
+    "TARGETS",
     "detect_kind",
     "migrate",
     "open_source",
@@ -160,7 +161,7 @@ def open_source(
 
 def migrate(
     source: str | None,
-    target: str | os.PathLike[str] | Saver,
+    target: str | os.PathLike[str] | Saver | None,
     *,
     kind: str | None = None,
     threads: Sequence[str] | None = None,
@@ -174,11 +175,17 @@ def migrate(
     store_index: Any = None,
     progress: Progress | None = None,
     refuse_unknown: bool = False,
+    to: str | None = None,
 ) -> MigrationReport:
-    """Copy threads from a LangGraph saver or a naas document file into a threadloom file.
+    """Copy threads from a LangGraph saver or a naas document file into a threadloom file,
+    or (`to="postgres"`) from a threadloom file into LangGraph's PostgresSaver tables.
 
     Oldest first, only what the target lacks, dry run unless `apply`; rerunning copies
-    nothing; an interrupted run resumes where it stopped (docs/cli.md, `migrate`).
+    nothing; an interrupted run resumes where it stopped (docs/cli.md, `migrate`). With
+    `to="postgres"` the direction is reversed (docs/moving.md, "To PostgreSQL"): `source`
+    is the threadloom file, `target` the database's URL (None: `$POSTGRES_URL`), `store`
+    copies the file's Store into the database's PostgresStore, and `kind`,
+    `store_source` and `store_index` do not apply (`outbound.migrate_out`).
 
     Args:
         source: a SqliteSaver file, a naas document service SQLite file, or a PostgreSQL
@@ -200,10 +207,16 @@ def migrate(
             before anything is written (the command line's `--thread`); otherwise it is
             listed in the report's `not_found`.
 
+        to: None (into a threadloom file) or "postgres" (out of one, see above).
+
     Raises:
         MigrationError: the source is missing, unreadable, of another kind, or failed
             mid-run; with `refuse_unknown`, a thread asked for is not in the source.
     """
+    if to is not None:
+        return _out(source, target, to, kind, threads, apply, namespace, agent_id,
+                    include_diverged, serde, store, store_source, store_index, progress,
+                    refuse_unknown)  # fmt: skip
     # Loaded here, not with the package: they import LangGraph (see the module docstring).
     from threadloom.langgraph.migration.copier import Copier
     from threadloom.langgraph.migration.stores import StoreSource, copy_store
@@ -221,6 +234,8 @@ def migrate(
         names = list(threads) if threads is not None else opened.thread_ids()
         if refuse_unknown and threads is not None:
             _refuse_unknown(opened, names)
+        if target is None:
+            raise InvalidArgumentError("give the target: the threadloom file to migrate into")
         if isinstance(target, Saver):
             saver, path = target, target.file.path
         else:
@@ -274,6 +289,56 @@ def migrate(
 
 #: Thread ids a refusal of unknown threads lists of what the source holds.
 LISTED = 10
+#: The kinds of target `to=` names (`threadloom migrate --to`).
+TARGETS = ("postgres",)
+
+
+def _out(
+    source: str | None,
+    target: str | os.PathLike[str] | Saver | None,
+    to: str,
+    kind: str | None,
+    threads: Sequence[str] | None,
+    apply: bool,
+    namespace: str,
+    agent_id: str,
+    include_diverged: bool,
+    serde: SerializerProtocol | None,
+    store: bool,
+    store_source: str | None,
+    store_index: Any,
+    progress: Progress | None,
+    refuse_unknown: bool,
+) -> MigrationReport:
+    """`migrate(..., to="postgres")`: the way out (`outbound.migrate_out`)."""
+    from threadloom.langgraph.migration.outbound import migrate_out
+
+    if to not in TARGETS:
+        raise MigrationError(f'unknown target kind {to!r}; give to="postgres"')
+    if kind is not None or store_source is not None or store_index is not None:
+        raise MigrationError(
+            "kind, store_source and store_index name a source to migrate in; leave them "
+            'out with to="postgres", which reads the threadloom file given as source'
+        )
+    if source is None:
+        raise MigrationError("give the threadloom file to migrate out of as the source")
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if target is not None and not isinstance(target, str):
+        raise MigrationError("give the PostgreSQL URL as the target (a string), or None")
+    return migrate_out(
+        source,
+        target,
+        threads=threads,
+        apply=apply,
+        namespace=namespace,
+        agent_id=agent_id,
+        include_diverged=include_diverged,
+        serde=serde,
+        store=store,
+        progress=progress,
+        refuse_unknown=refuse_unknown,
+    )
 
 
 def _refuse_unknown(opened: Source, names: Sequence[str]) -> None:

@@ -53,9 +53,10 @@ _DISTRIBUTIONS = {
 EXTRA_HINT = "install the migrate extra: pip install '.[migrate]' in threadloom's clone"
 
 
-def needs_extra(what: str, error: ImportError) -> MigrationError:
-    """The refusal when reading `what` ("a PostgresSaver database") lacks a driver of the
-    `migrate` extra: names the missing package and how to install it."""
+def needs_extra(what: str, error: ImportError, *, doing: str = "reading") -> MigrationError:
+    """The refusal when reading `what` ("a PostgresSaver database"), or `doing` something
+    else with it ("writing"), lacks a driver of the `migrate` extra: names the missing
+    package and how to install it."""
     name = error.name or ""
     package = next(
         (
@@ -65,7 +66,7 @@ def needs_extra(what: str, error: ImportError) -> MigrationError:
         ),
         name.split(".")[0] or "a driver",
     )
-    return MigrationError(f"reading {what} needs {package}, which is not installed; {EXTRA_HINT}")
+    return MigrationError(f"{doing} {what} needs {package}, which is not installed; {EXTRA_HINT}")
 
 
 @dataclass
