@@ -6,12 +6,16 @@ conversation features, over one `Scope`. Outer layers use the names below.
 """
 
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
+from threadloom.engine.checkpoints.syncstate import LocalThread, Synced, SyncState
 from threadloom.engine.checkpoints.view import CheckpointHead, ImportCount, StoredDocument
 
 __all__ = [
     "CheckpointHead",
     "ImportCount",
+    "LocalThread",
     "StoredDocument",
+    "SyncState",
+    "Synced",
     "ThreadSeq",
     "agent_ids",
     "namespaces",

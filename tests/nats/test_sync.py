@@ -1,0 +1,267 @@
+"""`threadloom sync` between two threadloom files through a real nats-server and
+`threadloom serve` (one broker and one served file for the module, a namespace per
+test), and against naas-abi-core's own document service.
+
+Oracles: the documents each side holds (`Saver.documents()`, compared canonically) and
+the state and history `threadloom.Saver` reads from each file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.graph import START, MessagesState, StateGraph
+
+from tests.nats._peers import RunningDocumentService
+from tests.nats.test_serve import SECRET, Served, serving
+from tests.nats.test_transfer import canonical, read
+from threadloom import Saver
+from threadloom.cli import main as cli
+from threadloom.engine import CheckpointStore, File
+from threadloom.errors import ServiceUnavailableError
+from threadloom.nats import Credentials, DocumentClient, sync_file
+from threadloom.nats.sync import sync_threads
+
+PEER = "box"
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`threadloom serve` on a file of its own, on a nats-server of its own."""
+    with serving(tmp_path_factory.mktemp("sync")) as found:
+        yield found
+
+
+@pytest.fixture
+def ns() -> str:
+    return f"sync-{uuid.uuid4().hex[:10]}"
+
+
+def chat(saver: Saver, thread: str, text: str) -> None:
+    """One turn of a small chat graph (real LangGraph checkpoints, time-ordered ids)."""
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"re: {state['messages'][-1].content}")]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("reply", reply)
+    graph.add_edge(START, "reply")
+    compiled = graph.compile(checkpointer=saver)
+    compiled.invoke({"messages": [HumanMessage(text)]}, {"configurable": {"thread_id": thread}})
+
+
+def saver_of(path: Path, ns: str) -> Saver:
+    return Saver.from_conn_string(str(path), namespace=ns, agent_id="a")
+
+
+def docs(path: Path, ns: str, thread: str) -> dict[str, Any]:
+    with saver_of(path, ns) as saver:
+        return {key: data for _, key, data in saver.documents(thread)}
+
+
+def state(path: Path, ns: str, thread: str) -> Any:
+    with saver_of(path, ns) as saver:
+        return read(saver, thread)
+
+
+def sync(path: Path, served: Served, ns: str, **options: Any) -> dict[str, Any]:
+    report = sync_file(
+        str(path),
+        served.url,
+        Credentials(secret=SECRET),
+        namespace=ns,
+        agent_id="a",
+        peer=PEER,
+        **options,
+    )
+    return report.as_dict()
+
+
+def test_a_dry_run_writes_nothing_and_apply_moves_both_ways(
+    tmp_path: Path, served: Served, ns: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Threads only the file holds are pushed and threads only the service holds are
+    pulled; the dry run before reports exactly that and writes nothing on either side;
+    the next sync sends nothing."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        chat(saver, "mine", "hello")
+        chat(saver, "mine", "again")
+    with saver_of(served.path, ns) as saver:
+        chat(saver, "theirs", "from the box")
+    before = local.read_bytes()
+    code = cli(
+        [
+            "sync",
+            str(local),
+            "--nats",
+            served.url,
+            "--jwt-secret",
+            SECRET,
+            "--local-namespace",
+            ns,
+            "--local-agent-id",
+            "a",
+            "--peer",
+            PEER,
+            "--json",
+        ]
+    )
+    dry = json.loads(capsys.readouterr().out)
+    assert code == 0 and dry["mode"] == "dry-run"
+    assert dry["pushed"] == 6 and dry["pulled"] == 3 and dry["documents_copied"] == 0
+    assert local.read_bytes() == before and not Path(f"{local}-wal").exists()
+    assert docs(served.path, ns, "mine") == {} and docs(local, ns, "theirs") == {}
+
+    done = sync(local, served, ns, apply=True)
+    assert done["pushed"] == 6 and done["pulled"] == 3 and done["conflicts"] == []
+    for thread in ("mine", "theirs"):
+        assert canonical(docs(local, ns, thread)) == canonical(docs(served.path, ns, thread))
+        assert state(local, ns, thread) == state(served.path, ns, thread)
+
+    again = sync(local, served, ns, apply=True)
+    assert again["threads"] == 0 and again["unchanged"] == 2
+    assert again["documents_copied"] == 0 and again["wire"]["sent"] < 1024
+
+
+def test_new_turns_on_either_side_move_alone(tmp_path: Path, served: Served, ns: str) -> None:
+    """After a sync, a turn here and a turn on the service move in the next sync, which
+    looks only at those two threads and sends about the size of the new documents."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        for n in range(6):
+            chat(saver, f"t{n}", "start")
+    sync(local, served, ns, apply=True)
+    with saver_of(local, ns) as saver:
+        chat(saver, "t1", "more here " * 50)
+    with saver_of(served.path, ns) as saver:
+        chat(saver, "t4", "more there")
+    dry = sync(local, served, ns)
+    assert [t["thread_id"] for t in dry["per_thread"]] == ["t1", "t4"]
+    done = sync(local, served, ns, apply=True)
+    assert [t["thread_id"] for t in done["per_thread"]] == ["t1", "t4"]
+    assert done["unchanged"] == 4 and done["pushed"] == 3 and done["pulled"] == 3
+    assert done["diverged"] == []
+    for thread in ("t1", "t4"):
+        assert canonical(docs(local, ns, thread)) == canonical(docs(served.path, ns, thread))
+    assert sync(local, served, ns, apply=True)["threads"] == 0
+
+
+def test_a_thread_continued_on_both_sides_keeps_both_histories(
+    tmp_path: Path, served: Served, ns: str
+) -> None:
+    """A thread continued here and on the service since the last sync is left as each
+    side has it, the service's history is copied in as `t@box`, later syncs skip it, and
+    `prefer` resolves it either way, keeping the losing history as a named copy."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        chat(saver, "t", "shared")
+        chat(saver, "u", "shared")
+    sync(local, served, ns, apply=True)
+    for path, side in ((local, "here"), (served.path, "there")):
+        with saver_of(path, ns) as saver:
+            chat(saver, "t", f"went on {side}")
+            chat(saver, "u", f"went on {side}")
+    ours, theirs = state(local, ns, "t"), state(served.path, ns, "t")
+    dry = sync(local, served, ns)
+    assert dry["diverged"] == ["t", "u"] and dry["copies"] == []
+    done = sync(local, served, ns, apply=True)
+    assert done["diverged"] == ["t", "u"] and done["copies"] == ["t@box", "u@box"]
+    assert state(local, ns, "t") == ours and state(served.path, ns, "t") == theirs
+    assert state(local, ns, "t@box")["latest"]["values"] == theirs["latest"]["values"]
+    later = sync(local, served, ns, apply=True)
+    assert later["skipped"] == ["t", "u"] and later["documents_copied"] == 0
+
+    remote = sync(local, served, ns, apply=True, threads=["t"], prefer="remote")
+    assert remote["resolved"] == ["t"] and remote["conflicts"] == []
+    assert state(local, ns, "t") == theirs
+    assert state(local, ns, "t@local")["latest"]["values"] == ours["latest"]["values"]
+    u_ours = state(local, ns, "u")
+    mine = sync(local, served, ns, apply=True, threads=["u"], prefer="local")
+    assert mine["resolved"] == ["u"] and mine["conflicts"] == []
+    assert state(served.path, ns, "u") == u_ours
+    final = sync(local, served, ns, apply=True)
+    assert final["diverged"] == [] and final["conflicts"] == []
+
+
+class _CutAfter(DocumentClient):
+    """A client whose connection is cut after `puts` puts (as a broker going away)."""
+
+    puts = 0
+
+    async def put(self, *args: Any, **kwargs: Any) -> Any:
+        if self.puts <= 0:
+            raise ServiceUnavailableError("UNAVAILABLE", "the connection was cut")
+        self.puts -= 1
+        return await super().put(*args, **kwargs)
+
+
+def test_an_interrupted_sync_resumes(tmp_path: Path, served: Served, ns: str) -> None:
+    """A sync cut after 7 puts left whole documents only; the next one completes it
+    without sending again what had arrived, and both files verify."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        for n in range(4):
+            chat(saver, f"t{n}", "hello " * 40)
+            chat(saver, f"t{n}", "more")
+    file = File.open(local)
+    store = CheckpointStore(file, namespace=ns, agent_id="a")
+
+    async def cut() -> None:
+        connection = await DocumentClient.connect(served.url, ns, Credentials(secret=SECRET))
+        client = _CutAfter(connection.connection, ns, Credentials(secret=SECRET), owned=True)
+        client.puts = 7
+        try:
+            await sync_threads(store, client, peer=PEER, apply=True)
+        finally:
+            await client.close()
+
+    try:
+        with pytest.raises(ServiceUnavailableError):
+            asyncio.run(cut())
+    finally:
+        file.close()
+    with saver_of(served.path, ns) as saver:
+        assert saver.file.content.verify()["problems"] == []
+    done = sync(local, served, ns, apply=True)
+    assert done["conflicts"] == [] and done["pushed"] > 0
+    for n in range(4):
+        thread = f"t{n}"
+        assert canonical(docs(local, ns, thread)) == canonical(docs(served.path, ns, thread))
+    assert sync(local, served, ns, apply=True)["threads"] == 0
+
+
+def test_two_files_sync_through_the_naas_document_service(
+    tmp_path: Path, document_service: RunningDocumentService, document_namespace: str
+) -> None:
+    """A file pushes to naas's own service, a second file pulls it, continues it and
+    pushes back, and the first pulls only the new turn."""
+    ns = document_namespace
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    service = Served(document_service.url, Path())
+    credentials = Credentials(secret=document_service.jwt_secret)
+
+    def run(path: Path, **options: Any) -> Mapping[str, Any]:
+        return sync_file(
+            str(path), service.url, credentials, namespace=ns, agent_id="a", peer="naas", **options
+        ).as_dict()
+
+    with saver_of(first, ns) as saver:
+        chat(saver, "t", "hello")
+    assert run(first, apply=True)["pushed"] == 3
+    pulled = run(second, apply=True)
+    assert pulled["pulled"] == 3 and pulled["conflicts"] == []
+    with saver_of(second, ns) as saver:
+        chat(saver, "t", "continued")
+    assert run(second, apply=True)["pushed"] == 3
+    back = run(first, apply=True)
+    assert back["pulled"] == 3 and back["threads"] == 1 and back["diverged"] == []
+    assert canonical(docs(first, ns, "t")) == canonical(docs(second, ns, "t"))
+    assert state(first, ns, "t") == state(second, ns, "t")
