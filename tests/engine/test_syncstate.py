@@ -63,3 +63,17 @@ def test_a_file_of_the_previous_format_upgrades_with_empty_sync_tables(tmp_path:
             assert conn.execute("PRAGMA user_version").fetchall()[0][0] == FORMAT_VERSION
             for table in ("sync_peers", "sync_threads"):
                 assert conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0] == 0
+
+
+def test_an_erasure_leaves_no_sync_state_of_the_owners_threads(tmp_path: Path) -> None:
+    """Erasing an owner removes their threads' sync rows, and keeps the others'."""
+    with Saver.from_conn_string(str(tmp_path / "a.db")) as saver:
+        put(saver, {"x": 1}, thread_id="ada-1")
+        put(saver, {"x": 1}, thread_id="bob-1")
+        saver.set_thread("ada-1", owner="ada")
+        state = SyncState(saver.checkpoints.scope)
+        state.record(
+            "peer", [Synced(t, n.thread, n.seq, n.head, False) for t, n in state.local().items()]
+        )
+        saver.erase("ada", store=[])
+        assert list(state.threads("peer")) == ["bob-1"]

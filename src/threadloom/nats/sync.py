@@ -182,7 +182,10 @@ async def sync_threads(
     synced = {} if full else state.threads(identity)
     if apply:
         await prepare(client)
-    theirs = await run.remote_checkpoints(mark, threads)
+    theirs = await run.remote_checkpoints(CHECKPOINTS, mark, threads)
+    # Without a mark the peer's every anchor is compared: read its pending writes in the
+    # same few pages, not in a query per thread.
+    writes = None if mark is not None else await run.remote_checkpoints(WRITES, None, threads)
     local = state.local(threads)
     changed = {t for t, now in local.items() if _moved(synced.get(t), now.thread, now.seq)}
     wanted = set(threads) if threads is not None else None
@@ -209,7 +212,11 @@ async def sync_threads(
                     continue
                 await run.resolve(entry, prefer)
                 base = None
-            result = await run.thread(entry, base, theirs.get(thread_id, []))
+            new = theirs.get(thread_id, [])
+            if writes is not None and base is None:
+                result = await run.thread(entry, None, new, writes.get(thread_id, []))
+            else:
+                result = await run.thread(entry, base, new)
             if result.split and prefer is not None:
                 entry.resolved = prefer
                 if apply:
@@ -271,9 +278,10 @@ class _Run:
         self.state = SyncState(store.scope)
 
     async def remote_checkpoints(
-        self, mark: str | None, threads: Sequence[str] | None
+        self, collection: str, mark: str | None, threads: Sequence[str] | None
     ) -> dict[str, list[dict[str, Any]]]:
-        """The peer's checkpoints above `mark` (all without one), by thread."""
+        """The peer's checkpoints (or pending writes: `collection`) above `mark` (all
+        without one), by thread."""
         found: dict[str, list[dict[str, Any]]] = {}
         where: list[tuple[str, str, Any]] = [("agent_id", "eq", self.agent)]
         if mark is not None:
@@ -281,25 +289,44 @@ class _Run:
         if threads is not None and len(threads) == 1:
             where.append(("thread_id", "eq", threads[0]))
         try:
-            async for item in self.client.find(CHECKPOINTS, where, max_bytes=READ_BUDGET):
+            async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
                 found.setdefault(item.data["thread_id"], []).append(item.data)
         except CollectionNotFoundError:
             return {}
         return found
 
     async def thread(
-        self, entry: ThreadSync, base: Synced | None, new: Sequence[dict[str, Any]]
+        self,
+        entry: ThreadSync,
+        base: Synced | None,
+        new: Sequence[dict[str, Any]],
+        writes: Sequence[dict[str, Any]] | None = None,
     ) -> _Done:
         """Sync one thread from `base` (None: compare it whole) given the peer's new
-        checkpoints of it (`new`, those above the mark)."""
+        checkpoints of it (`new`, those above the mark); with `writes`, `new` and `writes`
+        are every checkpoint and pending write the peer holds of it."""
         thread_id = entry.thread_id
-        ours = self._local(thread_id, None if base is None else base.seq)
-        heads = [h._asdict() for h in self.view.heads(thread_id)]
+        found = self.view.heads(thread_id)
+        heads = [h._asdict() for h in found]
         if base is None:
-            anchors = await fetch_thread(self.client, self.agent, thread_id, [CHECKPOINTS, WRITES])
+            if writes is None:
+                anchors = await fetch_thread(
+                    self.client, self.agent, thread_id, [CHECKPOINTS, WRITES]
+                )
+            else:
+                anchors = [(CHECKPOINTS, d) for d in new] + [(WRITES, d) for d in writes]
             their_checkpoints = [d for c, d in anchors if c == CHECKPOINTS]
             split = diverged(heads, their_checkpoints)
+            # The thread's documents are read only when the peer lacks one of its
+            # checkpoints or pending writes (compared by their key columns).
+            held = {_anchor_key(c, d) for c, d in anchors}
+            mine: set[tuple[Any, ...]] = {
+                (CHECKPOINTS, h.checkpoint_ns, h.checkpoint_id) for h in found if h.schema == 2
+            }
+            mine |= {(WRITES, *key) for key in self.view.write_keys(thread_id)}
+            ours = self._local(thread_id, None) if mine - held else []
         else:
+            ours = self._local(thread_id, base.seq)
             their_checkpoints = list(new)
             anchors = [(CHECKPOINTS, d) for d in new]
             if new:
@@ -428,6 +455,8 @@ class _Run:
         self, entry: ThreadSync, ours: Sequence[Document], theirs: Sequence[Document]
     ) -> None:
         """Put the thread's documents the peer lacks: values first, then their anchors."""
+        if not ours:
+            return
         held = {key_of(c, d) for c, d in theirs}
         anchors = [(c, d) for c, d in ours if c not in VALUES and key_of(c, d) not in held]
         entry.pushed = sum(1 for c, _ in anchors if c == CHECKPOINTS)
@@ -503,6 +532,13 @@ class _Run:
 
 
 _SCHEMA_2 = frozenset({CHECKPOINTS, WRITES, BLOBS, ITEMS, PARTS})
+
+
+def _anchor_key(collection: str, data: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A checkpoint's or pending write's identifying fields within its thread."""
+    if collection == CHECKPOINTS:
+        return (CHECKPOINTS, data["checkpoint_ns"], data["checkpoint_id"])
+    return (WRITES, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"], data["index"])
 
 
 def _both_moved(
