@@ -182,10 +182,7 @@ async def sync_threads(
     synced = {} if full else state.threads(identity)
     if apply:
         await prepare(client)
-    theirs = await run.remote_checkpoints(CHECKPOINTS, mark, threads)
-    # Without a mark the peer's every anchor is compared: read its pending writes in the
-    # same few pages, not in a query per thread.
-    writes = None if mark is not None else await run.remote_checkpoints(WRITES, None, threads)
+    theirs = await run.remote_checkpoints(mark, threads)
     local = state.local(threads)
     changed = {t for t, now in local.items() if _moved(synced.get(t), now.thread, now.seq)}
     wanted = set(threads) if threads is not None else None
@@ -213,10 +210,8 @@ async def sync_threads(
                 await run.resolve(entry, prefer)
                 base = None
             new = theirs.get(thread_id, [])
-            if writes is not None and base is None:
-                result = await run.thread(entry, None, new, writes.get(thread_id, []))
-            else:
-                result = await run.thread(entry, base, new)
+            complete = mark is None and base is None  # `new` is every checkpoint of the thread
+            result = await run.thread(entry, base, new, complete=complete)
             if result.split and prefer is not None:
                 entry.resolved = prefer
                 if apply:
@@ -278,10 +273,10 @@ class _Run:
         self.state = SyncState(store.scope)
 
     async def remote_checkpoints(
-        self, collection: str, mark: str | None, threads: Sequence[str] | None
+        self, mark: str | None, threads: Sequence[str] | None
     ) -> dict[str, list[dict[str, Any]]]:
-        """The peer's checkpoints (or pending writes: `collection`) above `mark` (all
-        without one), by thread."""
+        """The peer's checkpoints above `mark` (all without one), by thread: newest first,
+        the order the savers read in (which `threadloom serve` pages from its columns)."""
         found: dict[str, list[dict[str, Any]]] = {}
         where: list[tuple[str, str, Any]] = [("agent_id", "eq", self.agent)]
         if mark is not None:
@@ -289,7 +284,9 @@ class _Run:
         if threads is not None and len(threads) == 1:
             where.append(("thread_id", "eq", threads[0]))
         try:
-            async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
+            async for item in self.client.find(
+                CHECKPOINTS, where, order_by=("checkpoint_id", "desc"), max_bytes=READ_BUDGET
+            ):
                 found.setdefault(item.data["thread_id"], []).append(item.data)
         except CollectionNotFoundError:
             return {}
@@ -300,21 +297,22 @@ class _Run:
         entry: ThreadSync,
         base: Synced | None,
         new: Sequence[dict[str, Any]],
-        writes: Sequence[dict[str, Any]] | None = None,
+        *,
+        complete: bool = False,
     ) -> _Done:
         """Sync one thread from `base` (None: compare it whole) given the peer's new
-        checkpoints of it (`new`, those above the mark); with `writes`, `new` and `writes`
-        are every checkpoint and pending write the peer holds of it."""
+        checkpoints of it (`new`, those above the mark; `complete`: all it holds)."""
         thread_id = entry.thread_id
         found = self.view.heads(thread_id)
         heads = [h._asdict() for h in found]
         if base is None:
-            if writes is None:
+            if complete:
+                anchors = [(CHECKPOINTS, d) for d in new]
+                anchors += await fetch_thread(self.client, self.agent, thread_id, [WRITES])
+            else:
                 anchors = await fetch_thread(
                     self.client, self.agent, thread_id, [CHECKPOINTS, WRITES]
                 )
-            else:
-                anchors = [(CHECKPOINTS, d) for d in new] + [(WRITES, d) for d in writes]
             their_checkpoints = [d for c, d in anchors if c == CHECKPOINTS]
             split = diverged(heads, their_checkpoints)
             # The thread's documents are read only when the peer lacks one of its
@@ -421,7 +419,9 @@ class _Run:
                 where = self._thread_where(thread_id) + [
                     ("ref", "in", some[start : start + MAX_IN_VALUES])
                 ]
-                async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
+                async for item in self.client.find(
+                    CHECKPOINTS, where, order_by=("checkpoint_id", "desc"), max_bytes=READ_BUDGET
+                ):
                     found.append((collection, item.data))
         return found
 
@@ -494,7 +494,12 @@ class _Run:
                 if count == len(set(batch)):
                     held.update(batch)
                 elif count:
-                    async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
+                    async for item in self.client.find(
+                        CHECKPOINTS,
+                        where,
+                        order_by=("checkpoint_id", "desc"),
+                        max_bytes=READ_BUDGET,
+                    ):
                         held.add(item.data["ref"])
         return held
 
