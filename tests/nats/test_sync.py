@@ -28,6 +28,7 @@ from threadloom.engine import CheckpointStore, File
 from threadloom.errors import ServiceUnavailableError
 from threadloom.nats import Credentials, DocumentClient, sync_file
 from threadloom.nats.sync import sync_threads
+from threadloom.nats.transfer import prepare
 
 PEER = "box"
 
@@ -140,9 +141,9 @@ def test_new_turns_on_either_side_move_alone(tmp_path: Path, served: Served, ns:
             chat(saver, f"t{n}", "start")
     sync(local, served, ns, apply=True)
     with saver_of(local, ns) as saver:
-        chat(saver, "t1", "more here " * 50)
+        chat(saver, "t1", "more here " * 500)
     with saver_of(served.path, ns) as saver:
-        chat(saver, "t4", "more there")
+        chat(saver, "t4", "more there " * 500)
     dry = sync(local, served, ns)
     assert [t["thread_id"] for t in dry["per_thread"]] == ["t1", "t4"]
     done = sync(local, served, ns, apply=True)
@@ -209,7 +210,7 @@ def test_an_interrupted_sync_resumes(tmp_path: Path, served: Served, ns: str) ->
     local = tmp_path / "local.db"
     with saver_of(local, ns) as saver:
         for n in range(4):
-            chat(saver, f"t{n}", "hello " * 40)
+            chat(saver, f"t{n}", f"long enough to be a value of its own {n} " * 200)
             chat(saver, f"t{n}", "more")
     file = File.open(local)
     store = CheckpointStore(file, namespace=ns, agent_id="a")
@@ -265,3 +266,32 @@ def test_two_files_sync_through_the_naas_document_service(
     assert back["pulled"] == 3 and back["threads"] == 1 and back["diverged"] == []
     assert canonical(docs(first, ns, "t")) == canonical(docs(second, ns, "t"))
     assert state(first, ns, "t") == state(second, ns, "t")
+
+
+def test_documents_that_do_not_hash_to_their_refs_are_not_pulled(
+    tmp_path: Path, served: Served, ns: str
+) -> None:
+    """A value on the service whose payload was changed under its ref makes the pull of
+    its thread a conflict, and nothing of the thread is stored."""
+    from threadloom.protocol import ITEMS
+    from threadloom.protocol.refs import key_of
+
+    with saver_of(tmp_path / "source.db", ns) as saver:
+        chat(saver, "t", "long enough to be stored as its own value " * 200)
+        found = [(c, d) for c, _, d in saver.documents("t")]
+    bad = next(d for c, d in found if c == ITEMS and "payload" in d.get("value", {}))
+    bad["value"] = {**bad["value"], "payload": bytes(bad["value"]["payload"])[:-1] + b"!"}
+
+    async def put_all() -> None:
+        async with await DocumentClient.connect(
+            served.url, ns, Credentials(secret=SECRET)
+        ) as client:
+            await prepare(client)
+            for collection, data in found:
+                await client.put(collection, key_of(collection, data), data)
+
+    asyncio.run(put_all())
+    local = tmp_path / "local.db"
+    done = sync(local, served, ns, apply=True)
+    assert len(done["conflicts"]) == 1 and "do not verify" in done["conflicts"][0]
+    assert docs(local, ns, "t") == {}

@@ -419,9 +419,7 @@ class _Run:
                 where = self._thread_where(thread_id) + [
                     ("ref", "in", some[start : start + MAX_IN_VALUES])
                 ]
-                async for item in self.client.find(
-                    CHECKPOINTS, where, order_by=("checkpoint_id", "desc"), max_bytes=READ_BUDGET
-                ):
+                async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
                     found.append((collection, item.data))
         return found
 
@@ -494,12 +492,7 @@ class _Run:
                 if count == len(set(batch)):
                     held.update(batch)
                 elif count:
-                    async for item in self.client.find(
-                        CHECKPOINTS,
-                        where,
-                        order_by=("checkpoint_id", "desc"),
-                        max_bytes=READ_BUDGET,
-                    ):
+                    async for item in self.client.find(collection, where, max_bytes=READ_BUDGET):
                         held.add(item.data["ref"])
         return held
 
