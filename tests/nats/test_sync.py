@@ -295,3 +295,22 @@ def test_documents_that_do_not_hash_to_their_refs_are_not_pulled(
     done = sync(local, served, ns, apply=True)
     assert len(done["conflicts"]) == 1 and "do not verify" in done["conflicts"][0]
     assert docs(local, ns, "t") == {}
+
+
+def test_bad_invocations_say_what_to_do_and_touch_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--prefer` without `--thread` is a usage error; a dry run of a missing file is an
+    error naming `--apply`; a broker that cannot be reached is an error; none of them
+    creates the file."""
+    missing = tmp_path / "missing.db"
+    with pytest.raises(SystemExit) as usage:
+        cli(["sync", str(missing), "--nats", "nats://127.0.0.1:1", "--prefer", "local"])
+    assert usage.value.code == 2
+    argv = ["sync", str(missing), "--nats", "nats://127.0.0.1:1", "--jwt-secret", SECRET]
+    assert cli(argv) == 1
+    err = capsys.readouterr().err
+    assert "error: " in err and "--apply" in err and "hint: " in err
+    assert cli([*argv, "--apply"]) == 1
+    assert "cannot reach the NATS broker" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
