@@ -90,15 +90,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print(found: dict[str, Any]) -> None:
-    print(
-        f"{found['mode']}: {found['threads']} threads changed ({found['unchanged']} unchanged), "
-        f"{found['pushed']} checkpoints to push and {found['pulled']} to pull"
-        if found["mode"] == "dry-run"
-        else f"{found['mode']}: {found['threads']} threads changed "
-        f"({found['unchanged']} unchanged), {found['pushed']} checkpoints pushed "
-        f"({found['documents_pushed']} documents), {found['pulled']} pulled "
-        f"({found['documents_pulled']} documents)"
+    from threadloom.cli._conversations import plural
+
+    head = (
+        f"{found['mode']}: {plural(found['threads'], 'thread')} changed "
+        f"({found['unchanged']} unchanged), "
     )
+    if found["mode"] == "dry-run":
+        print(
+            head + f"{plural(found['pushed'], 'checkpoint')} to push and {found['pulled']} to pull"
+        )
+    else:
+        print(
+            head + f"{plural(found['pushed'], 'checkpoint')} pushed "
+            f"({plural(found['documents_pushed'], 'document')}), {found['pulled']} pulled "
+            f"({plural(found['documents_pulled'], 'document')})"
+        )
     for thread in found["per_thread"]:
         flags = [k for k in ("diverged", "skipped") if thread[k]]
         if thread["resolved"]:
