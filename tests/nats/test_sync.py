@@ -73,6 +73,8 @@ def state(path: Path, ns: str, thread: str) -> Any:
 
 
 def sync(path: Path, served: Served, ns: str, **options: Any) -> dict[str, Any]:
+    if "agent_id" in options:
+        options["remote_agent_id"] = options.pop("agent_id")
     report = sync_file(
         str(path),
         served.url,
@@ -314,3 +316,39 @@ def test_bad_invocations_say_what_to_do_and_touch_nothing(
     assert cli([*argv, "--apply"]) == 1
     assert "cannot reach the NATS broker" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_full_finds_a_checkpoint_below_the_mark(tmp_path: Path, served: Served, ns: str) -> None:
+    """A checkpoint the service gained with an id below the mark (an old id copied in) is
+    not seen by the incremental sync, and `full` finds and pulls it."""
+    from tests.engine.test_durability import put
+
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        chat(saver, "t", "hello")
+    sync(local, served, ns, apply=True)
+    with saver_of(served.path, ns) as saver:
+        put(saver, {"x": 1}, thread_id="old", number=1)  # id 1f0d0000-...: long ago
+    assert sync(local, served, ns, apply=True)["threads"] == 0
+    found = sync(local, served, ns, apply=True, full=True)
+    assert found["pulled"] == 1 and found["threads"] == 2 and found["conflicts"] == []
+    assert canonical(docs(local, ns, "old")) == canonical(docs(served.path, ns, "old"))
+
+
+def test_documents_are_re_keyed_to_the_services_agent_id(
+    tmp_path: Path, served: Served, ns: str
+) -> None:
+    """With another agent id on the service, pushed documents carry its id there and
+    pulled ones the file's, both ways."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        chat(saver, "mine", "hello " * 500)
+    with Saver.from_conn_string(str(served.path), namespace=ns, agent_id="b") as saver:
+        chat(saver, "theirs", "there " * 500)
+    done = sync(local, served, ns, apply=True, agent_id="b")
+    assert done["pushed"] == 3 and done["pulled"] == 3 and done["conflicts"] == []
+    with Saver.from_conn_string(str(served.path), namespace=ns, agent_id="b") as saver:
+        theirs = read(saver, "mine")
+        assert {d["agent_id"] for _, _, d in saver.documents("mine")} == {"b"}
+    assert theirs["latest"]["values"] == state(local, ns, "mine")["latest"]["values"]
+    assert {d["agent_id"] for d in docs(local, ns, "theirs").values()} == {"a"}
