@@ -352,3 +352,20 @@ def test_documents_are_re_keyed_to_the_services_agent_id(
         assert {d["agent_id"] for _, _, d in saver.documents("mine")} == {"b"}
     assert theirs["latest"]["values"] == state(local, ns, "mine")["latest"]["values"]
     assert {d["agent_id"] for d in docs(local, ns, "theirs").values()} == {"a"}
+
+
+def test_a_moment_sorts_between_the_checkpoint_ids_written_before_and_after_it() -> None:
+    """`id_at` (what caps the mark at a sync's start) orders with LangGraph's uuid6 ids."""
+    import time
+
+    from langgraph.checkpoint.base.id import uuid6
+
+    from threadloom.nats._syncmoves import id_at
+
+    before = str(uuid6(clock_seq=-1))
+    time.sleep(0.002)
+    at = id_at(time.time_ns())
+    time.sleep(0.002)
+    after = str(uuid6(clock_seq=0))
+    assert before < at < after
+    assert id_at(0) < "1f0d0000-0000-6000-8000-000000000001" < at

@@ -8,6 +8,7 @@ export's own steps (`transfer`).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,6 +48,14 @@ class ThreadSync:
     conflicts: list[str] = field(default_factory=list)
 
 
+def id_at(nanoseconds: int) -> str:
+    """The lowest uuid6 checkpoint id (LangGraph's) of a moment, in nanoseconds since the
+    epoch: ids written later sort after it."""
+    stamp = nanoseconds // 100 + 0x01B21DD213814000  # 100 ns steps since 1582-10-15
+    high, low = (stamp >> 12) & 0xFFFFFFFFFFFF, stamp & 0x0FFF
+    return f"{high >> 16:08x}-{high & 0xFFFF:04x}-6{low:03x}-8000-000000000000"
+
+
 def peer_identity(peer: str, namespace: str, agent_id: str) -> str:
     """The key of a peer's sync state: its name, the namespace and agent id synced."""
     return f"{peer}|{namespace}|{agent_id}"
@@ -78,6 +87,8 @@ class ThreadMoves:
         self.agent = remote_agent
         self.peer = peer
         self.apply = apply
+        #: The lowest checkpoint id of the sync's start (uuid6 ids order by time).
+        self.started = id_at(time.time_ns())
         self.state = SyncState(store.scope)
 
     async def remote_checkpoints(
@@ -152,9 +163,11 @@ class ThreadMoves:
         await self._pull(entry, anchors, heads)
         await self._push(entry, ours, anchors)
         row = self.state.local([thread_id]).get(thread_id)
+        # Checkpoints put now count up to the sync's start only: one written here during
+        # the sync must not raise the mark past what a writer of the peer puts meanwhile.
         high = max(
             [d["checkpoint_id"] for d in their_checkpoints]
-            + [d["checkpoint_id"] for c, d in ours if c == CHECKPOINTS]
+            + [min(d["checkpoint_id"], self.started) for c, d in ours if c == CHECKPOINTS]
             or [""]
         )
         synced = None if row is None else Synced(thread_id, row.thread, row.seq, row.head, False)
