@@ -369,3 +369,43 @@ def test_a_moment_sorts_between_the_checkpoint_ids_written_before_and_after_it()
     after = str(uuid6(clock_seq=0))
     assert before < at < after
     assert id_at(0) < "1f0d0000-0000-6000-8000-000000000001" < at
+
+
+def test_a_turn_written_here_during_a_sync_goes_with_the_next(
+    tmp_path: Path, served: Served, ns: str
+) -> None:
+    """A turn stored in a thread while the sync pushes that thread is not lost: the next
+    sync pushes it."""
+    local = tmp_path / "local.db"
+    with saver_of(local, ns) as saver:
+        chat(saver, "t", "hello")
+    meanwhile = saver_of(local, ns)
+
+    class _WriteDuring(DocumentClient):
+        written = False
+
+        async def put(self, *args: Any, **kwargs: Any) -> Any:
+            if not self.written and args[0] == "langgraph_checkpoints_v2":
+                self.written = True
+                with meanwhile as saver:
+                    chat(saver, "t", "written while the sync ran")
+            return await super().put(*args, **kwargs)
+
+    file = File.open(local)
+    store = CheckpointStore(file, namespace=ns, agent_id="a")
+
+    async def first() -> None:
+        connection = await DocumentClient.connect(served.url, ns, Credentials(secret=SECRET))
+        client = _WriteDuring(connection.connection, ns, Credentials(secret=SECRET), owned=True)
+        try:
+            await sync_threads(store, client, peer=PEER, apply=True)
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(first())
+    finally:
+        file.close()
+    again = sync(local, served, ns, apply=True)
+    assert again["pushed"] == 3 and again["conflicts"] == []
+    assert canonical(docs(local, ns, "t")) == canonical(docs(served.path, ns, "t"))

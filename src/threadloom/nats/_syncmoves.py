@@ -122,6 +122,7 @@ class ThreadMoves:
         """Sync one thread from `base` (None: compare it whole) given the peer's new
         checkpoints of it (`new`, those above the mark; `complete`: all it holds)."""
         thread_id = entry.thread_id
+        before = self.state.local([thread_id]).get(thread_id)
         found = self.view.heads(thread_id)
         heads = [h._asdict() for h in found]
         if base is None:
@@ -160,9 +161,17 @@ class ThreadMoves:
                 synced = Synced(thread_id, row.thread, row.seq, head, True)
             high = max([d["checkpoint_id"] for d in their_checkpoints] or [""])
             return Done(synced, high, split=True)
-        await self._pull(entry, anchors, heads)
+        pulled = await self._pull(entry, anchors, heads)
         await self._push(entry, ours, anchors)
         row = self.state.local([thread_id]).get(thread_id)
+        if (
+            row is not None
+            and before is not None
+            and (row.thread, row.seq) != (before.thread, before.seq + pulled)
+        ):
+            # Written here meanwhile, maybe after it was read: the next sync reads the
+            # thread from where this one started.
+            row = before
         # Checkpoints put now count up to the sync's start only: one written here during
         # the sync must not raise the mark past what a writer of the peer puts meanwhile.
         high = max(
@@ -177,9 +186,10 @@ class ThreadMoves:
 
     async def _pull(
         self, entry: ThreadSync, anchors: Sequence[Document], heads: Sequence[Mapping[str, Any]]
-    ) -> None:
+    ) -> int:
         """Store the peer's checkpoints and pending writes of a thread the file lacks, with
-        the values they reference that it lacks, verified, in one transaction."""
+        the values they reference that it lacks, verified, in one transaction; return how
+        many documents the transaction was given (what it moved the thread's `seq` by)."""
         thread_id = entry.thread_id
         have = {(h["checkpoint_ns"], h["checkpoint_id"]) for h in heads}
         writes = self.view.write_keys(thread_id)
@@ -196,19 +206,20 @@ class ThreadMoves:
                     continue
             missing.append((collection, data))
         if not missing or not self.apply:
-            return
+            return 0
         documents = missing + await self._values_lacking(thread_id, missing)
         wrong = problems((c, key_of(c, d), d) for c, d in documents)
         if wrong:
             entry.conflicts.append(f"{thread_id}: the peer's documents do not verify: {wrong[0]}")
             entry.pulled = 0
-            return
+            return 0
         if self.agent != self.store.agent_id:
             documents = rekey(documents, self.store.agent_id)
         counted = self.view.import_documents(put_order(documents))
         entry.documents_pulled = counted.stored
         if counted.stored:
             self.store.restamp([thread_id])
+        return len(documents)
 
     async def _values_lacking(self, thread_id: str, anchors: Sequence[Document]) -> list[Document]:
         """The values `anchors` reference, directly or through other values, that the file's
