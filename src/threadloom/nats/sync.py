@@ -151,7 +151,9 @@ async def sync_threads(
     report.unchanged = len({t for t in local if not t.endswith(copies)} - set(names))
     high = max([mark or "", *(d["checkpoint_id"] for ds in theirs.values() for d in ds)])
     done: list[Synced] = []
-    for count, thread_id in enumerate(names, start=1):
+    for count, thread_id in enumerate(names):
+        if progress is not None:
+            progress(count, len(names))
         base = synced.get(thread_id)
         now = local.get(thread_id)
         if base is not None and (now is None or base.thread != now.thread):
@@ -183,8 +185,8 @@ async def sync_threads(
             if len(done) >= RECORD_EVERY:
                 state.record(identity, done)
                 done = []
-        if progress is not None:
-            progress(count, len(names))
+    if progress is not None:
+        progress(len(names), len(names))
     if apply:
         state.record(identity, done)
         if threads is None and high and not any(t.conflicts for t in report.threads):

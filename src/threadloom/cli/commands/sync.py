@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
     db = file_of(args)
     assert db is not None  # required: file_of exits with a usage error without one
-    with shown(quiet=args.json) as progress:
+    with shown("threads", quiet=args.json, label="syncing") as progress:
         report = sync_file(
             db,
             args.url,
