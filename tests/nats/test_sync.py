@@ -25,6 +25,7 @@ from tests.nats.test_transfer import canonical, read
 from threadloom import Saver
 from threadloom.cli import main as cli
 from threadloom.engine import CheckpointStore, File
+from threadloom.engine.checks.verify import verify
 from threadloom.errors import ServiceUnavailableError
 from threadloom.nats import Credentials, DocumentClient, sync_file
 from threadloom.nats.sync import sync_threads
@@ -192,6 +193,9 @@ def test_a_thread_continued_on_both_sides_keeps_both_histories(
     assert state(served.path, ns, "u") == u_ours
     final = sync(local, served, ns, apply=True)
     assert final["diverged"] == [] and final["conflicts"] == []
+    for path in (local, served.path):
+        with saver_of(path, ns) as saver:
+            assert verify(saver.file).sound
 
 
 class _CutAfter(DocumentClient):
