@@ -124,6 +124,7 @@ def test_every_command_takes_the_file_positionally_or_as_db(
         ["compact", "A", "--db", "B"],
         ["export", "A", "--db", "B", "--to", "nats://127.0.0.1:1"],
         ["import", "A", "--db", "B", "--from", "nats://127.0.0.1:1"],
+        ["sync", "A", "--db", "B", "--nats", "nats://127.0.0.1:1"],
         ["serve", "A", "--db", "B", "--nats", "nats://127.0.0.1:1"],
         ["view", "A", "--db", "B"],
         ["demo", "A", "--db", "B"],

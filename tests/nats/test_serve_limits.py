@@ -138,3 +138,19 @@ def test_the_index_follows_other_processes(db: File, tmp_path: Path) -> None:
     finally:
         other.close()
         served.close()
+
+
+def test_checkpoints_above_an_id_are_narrowed_in_the_file(db: File) -> None:
+    """`checkpoint_id gt` (what `threadloom sync` asks) is answered from the file's
+    columns, exactly: no predicate is left to apply on decoded bodies."""
+    from tests.engine.test_durability import put
+    from threadloom import Saver
+    from threadloom.documents.service import _narrowing
+    from threadloom.protocol import CHECKPOINTS
+
+    assert _narrowing(CHECKPOINTS, [("checkpoint_id", "gt", "b")]) == ({"after": "b"}, True)
+    with Saver.from_conn_string(db.path) as saver:
+        first = put(saver, {"x": 1}, number=1)["configurable"]["checkpoint_id"]
+        put(saver, {"x": 2}, number=2, parent=first)
+        found = saver.checkpoints.view.find(CHECKPOINTS, after=first)
+        assert [d.data["parent_id"] for d in found] == [first]

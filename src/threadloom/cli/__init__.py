@@ -37,6 +37,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("import", "import_"),
     ("bundle", "bundle"),
     ("unbundle", "unbundle"),
+    ("sync", "sync"),
     ("migrate", "migrate"),
     ("reembed", "reembed"),
     ("serve", "serve"),

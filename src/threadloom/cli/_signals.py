@@ -26,6 +26,8 @@ RESUME = {
     "copies the rest",
     "import": "run the same command again: what was copied is skipped",
     "export": "run the same command again: what was copied is skipped",
+    "sync": "run the same command again: it starts where this one stopped, and what "
+    "arrived is found present",
     "delete": "run the same command again: threads already deleted are reported missing",
     "erase": "run the same command again to erase the rest",
     "prune": "run the same command again to prune the rest",

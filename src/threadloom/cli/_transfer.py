@@ -20,8 +20,6 @@ SECRET_ENV = "THREADLOOM_NATS_JWT_SECRET"
 
 def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
     """The options of `export` (direction "to") or `import` (direction "from")."""
-    from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
-
     file_arguments(parser)
     parser.add_argument(
         f"--{direction}",
@@ -37,6 +35,22 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
         metavar="T",
         help="a thread id (repeatable; default: every thread)",
     )
+    service_arguments(parser)
+    parser.add_argument(
+        "--apply", action="store_true", help="write (default: a dry run that only reads)"
+    )
+    parser.add_argument(
+        "--include-diverged",
+        action="store_true",
+        help="also write threads whose other side has diverged",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def service_arguments(parser: argparse.ArgumentParser) -> None:
+    """The scope and credential options of `export`, `import` and `sync`."""
+    from threadloom.protocol import DEFAULT_AGENT_ID, DEFAULT_NAMESPACE
+
     parser.add_argument(
         "--namespace", help="the document namespace on the service (default: the local one)"
     )
@@ -62,15 +76,6 @@ def add_arguments(parser: argparse.ArgumentParser, direction: str) -> None:
     parser.add_argument(
         "--identity", default="api", help="the token's subject with --jwt-secret (default: api)"
     )
-    parser.add_argument(
-        "--apply", action="store_true", help="write (default: a dry run that only reads)"
-    )
-    parser.add_argument(
-        "--include-diverged",
-        action="store_true",
-        help="also write threads whose other side has diverged",
-    )
-    parser.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def run_transfer(args: argparse.Namespace, direction: str) -> int:

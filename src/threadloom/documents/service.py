@@ -520,6 +520,8 @@ def _narrowing(collection: str, where: Sequence[query.Predicate]) -> tuple[dict[
             key = "checkpoint_ns"
         elif lists and field == "checkpoint_id" and op == "lt" and isinstance(value, str):
             key = "before"
+        elif lists and field == "checkpoint_id" and op == "gt" and isinstance(value, str):
+            key = "after"  # what `threadloom sync` asks: checkpoints above its high-water mark
         elif (
             field == ("checkpoint_id" if lists else "ref")
             and op in ("eq", "in")

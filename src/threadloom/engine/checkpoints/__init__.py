@@ -6,6 +6,7 @@ conversation features, over one `Scope`. Outer layers use the names below.
 """
 
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
+from threadloom.engine.checkpoints.syncstate import LocalThread, Synced, SyncState
 from threadloom.engine.checkpoints.view import (
     CheckpointHead,
     ImportCount,
@@ -16,7 +17,10 @@ from threadloom.engine.checkpoints.view import (
 __all__ = [
     "CheckpointHead",
     "ImportCount",
+    "LocalThread",
     "StoredDocument",
+    "SyncState",
+    "Synced",
     "ThreadSeq",
     "WritePlace",
     "agent_ids",

@@ -156,8 +156,11 @@ class Documents:
     def __init__(self, scope: Scope) -> None:
         self.scope = scope
 
-    def documents(self, thread_id: str | None = None) -> Iterator[tuple[str, str, dict[str, Any]]]:
-        """Yield `(collection, key, data)` of the scope's logical documents in put order."""
+    def documents(
+        self, thread_id: str | None = None, *, since: int | None = None
+    ) -> Iterator[tuple[str, str, dict[str, Any]]]:
+        """Yield `(collection, key, data)` of the scope's logical documents in put order
+        (with `since`, only the rows stored after the thread's `seq` was `since`)."""
         scope = self.scope
         with scope.file.read() as conn:
             sql = "SELECT id, thread_id FROM threads WHERE scope = ?"
@@ -167,7 +170,10 @@ class Documents:
                 args.append(thread_id)
             threads = fetchall(conn, sql + " ORDER BY thread_id", args)
         for thread, _ in threads:
-            for found in self._select("t.id = ?", [thread], tables=(0, 1, 2), ordered=True):
+            where, args = ("t.id = ?", [thread])
+            if since is not None:
+                where, args = ("t.id = ? AND x.seq > ?", [thread, since])
+            for found in self._select(where, args, tables=(0, 1, 2), ordered=True):
                 yield found.collection, found.key, found.data
 
     def find(
@@ -178,6 +184,7 @@ class Documents:
         checkpoint_ns: str | None = None,
         checkpoint_ids: Sequence[str] | None = None,
         before: str | None = None,
+        after: str | None = None,
         refs: Sequence[str] | None = None,
         newest: int | None = None,
     ) -> builtins.list[StoredDocument]:
@@ -214,6 +221,9 @@ class Documents:
             if before is not None:
                 where.append("x.checkpoint_id < ?")
                 args.append(before)
+            if after is not None:
+                where.append("x.checkpoint_id > ?")
+                args.append(after)
         tail = ""
         if newest is not None and table == 1:
             tail = " ORDER BY x.checkpoint_id DESC LIMIT ?"
@@ -333,6 +343,20 @@ class Documents:
                     },
                 )
         return out
+
+    def present_refs(self, thread_id: str, refs: Iterable[str]) -> set[str]:
+        """Those of `refs` the thread holds as value rows (key columns only, no body read)."""
+        wanted = list(refs)
+        if not wanted:
+            return set()
+        with self.scope.file.read() as conn:
+            rows = fetchall(
+                conn,
+                "SELECT x.ref FROM vals x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ? AND x.ref IN carray(?)",
+                (self.scope.id, thread_id, ids(wanted)),
+            )
+        return {str(ref) for (ref,) in rows}
 
     def heads(self, thread_id: str) -> builtins.list[CheckpointHead]:
         """A thread's checkpoints (every namespace, both schemas), read from their key

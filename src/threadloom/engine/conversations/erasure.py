@@ -131,6 +131,12 @@ def erase(
                 "DELETE FROM leases WHERE scope = ? AND thread_id IN carray(?)",
                 (scope.id, ids(report.threads)),
             )
+            # The sync state names threads too (threadloom sync): no id of an erased
+            # thread stays in the file.
+            conn.execute(
+                "DELETE FROM sync_threads WHERE scope = ? AND thread_id IN carray(?)",
+                (scope.id, ids(report.threads)),
+            )
         if checked:
             store = Items(file, stored_index(conn))
             now = now_us()

@@ -554,6 +554,33 @@ Whether a run is going on ('running' in the index) is not stored: it is a live l
 (`leases`), decided when the index is read.
 """
 
+FORMAT_SYNC: Final = """
+CREATE TABLE sync_peers(
+    scope INTEGER NOT NULL REFERENCES scopes(id),
+    peer TEXT NOT NULL,
+    high_water TEXT NOT NULL,
+    synced_at REAL NOT NULL,
+    PRIMARY KEY(scope, peer)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE sync_threads(
+    scope INTEGER NOT NULL REFERENCES scopes(id),
+    peer TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    thread INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    head TEXT,
+    diverged INTEGER NOT NULL CHECK (diverged IN (0, 1)),
+    PRIMARY KEY(scope, peer, thread_id)
+) STRICT, WITHOUT ROWID;
+"""
+"""Format sync: where `threadloom sync` left off with each peer (FORMAT.md, nats/sync.py).
+
+`sync_peers.high_water`: the highest checkpoint id the peer held after the last complete
+sync. `sync_threads`: per thread, its row id and `seq` when last synced, the root head
+both sides then shared, and whether it `diverged`. Empty until the first `sync --apply`.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -563,6 +590,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_5,
     FORMAT_6,
     FORMAT_7,
+    FORMAT_SYNC,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
