@@ -554,6 +554,19 @@ Whether a run is going on ('running' in the index) is not stored: it is a live l
 (`leases`), decided when the index is read.
 """
 
+FORMAT_8: Final = """
+INSERT INTO meta(key, value) VALUES('file_kind', 'threadloom') ON CONFLICT(key) DO NOTHING;
+"""
+"""Format 8: tables are made when a feature first writes (engine/format/features.py).
+
+A new file holds `meta` alone; the checkpoint, content, Store and lease tables are made,
+each as a whole, in the write transaction that first needs them, from the schema these
+migrations give an empty database. An older threadloom would read such a file as
+damaged, hence the new format. Files of earlier formats keep every table they have: the
+upgrade only adds the `meta` row `file_kind` = 'threadloom', which names a threadloom
+file whatever tables it holds (`recognize`).
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -563,6 +576,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_5,
     FORMAT_6,
     FORMAT_7,
+    FORMAT_8,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
