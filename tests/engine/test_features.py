@@ -4,10 +4,13 @@ upgraded file has (engine/format/features.py)."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import apsw
+import ormsgpack
 import pytest
+import zstandard
 from langgraph.checkpoint.base import empty_checkpoint
 
 from threadloom import Saver, Store
@@ -157,3 +160,48 @@ def test_tables_made_late_are_the_tables_an_upgraded_file_has(tmp_path: Path) ->
     assert late_meta == sorted(upgraded.execute("SELECT * FROM meta").fetchall())
     assert upgraded.execute("PRAGMA user_version").fetchall() == [(0,)]
     assert len(MIGRATIONS) == FORMAT_VERSION
+
+
+FORMAT7 = Path(__file__).resolve().parents[1] / "data" / "format7"
+
+
+def test_a_format_7_file_with_threads_a_store_and_a_lease_upgrades_and_goes_on(
+    tmp_path: Path,
+) -> None:
+    """tests/data/format7/make.py: threads, Store items and a lease written by format 7. The
+    upgrade keeps every table and row; documents read back equal, and both memories take
+    new writes."""
+    path = tmp_path / "old.db"
+    shutil.copy(FORMAT7 / "format7.db", path)
+    before = tables(path)
+    expected = ormsgpack.unpackb(
+        zstandard.ZstdDecompressor().decompress((FORMAT7 / "documents.msgpack.zst").read_bytes())
+    )
+    saver = Saver(str(path))
+    try:
+        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        # The writer that held it is gone: the row is kept, and nobody holds the thread.
+        assert saver.checkpoints.leases.holder("gamma") is None
+        config = {"configurable": {"thread_id": "new", "checkpoint_ns": ""}}
+        saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        assert saver.get_tuple(config) is not None
+    finally:
+        saver.close()
+    store = Store(str(path))
+    try:
+        item = store.get(("grace", "facts"), "tea")
+        assert item is not None and item.value == {"text": "likes green tea"}
+        store.put(("grace", "facts"), "coffee", {"text": "no coffee"})
+        assert len(store.search(("grace",))) == 3
+    finally:
+        store.close()
+    conn = apsw.Connection(str(path))
+    try:
+        assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
+        kind = conn.execute("SELECT value FROM meta WHERE key = 'file_kind'").fetchall()
+        assert kind == [("threadloom",)]
+        assert [r[0] for r in conn.execute("SELECT thread_id FROM leases")] == ["gamma"]
+    finally:
+        conn.close()
+    assert tables(path) == before
+    assert identify(str(path)).found is Found.THREADLOOM
