@@ -202,7 +202,8 @@ def test_a_page_of_one_status_reads_an_index_not_a_scan(tmp_path: Path) -> None:
     from threadloom.engine.threads.threadindex import BY_ID, page_query
 
     path = tmp_path / "m.db"
-    Saver(str(path)).close()
+    with Saver.from_conn_string(str(path)) as saver:
+        review_graph().compile(checkpointer=saver).invoke(DRAFT, config("seed"))
     conn = apsw.Connection(str(path))
 
     def plan(sql: str, args: Sequence[Any]) -> str:

@@ -18,6 +18,7 @@ from threadloom.core import lru
 from threadloom.core.similarity import pack
 from threadloom.engine.checks import figures
 from threadloom.engine.file import File
+from threadloom.engine.format import features
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
 
@@ -30,6 +31,7 @@ def file(tmp_path: Path) -> Iterator[File]:
     """A fresh threadloom file with one store namespace."""
     opened = File(tmp_path / "scan.db")
     with opened.write() as conn:
+        opened.ensure(conn, features.STORE)
         conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
     try:
         yield opened

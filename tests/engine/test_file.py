@@ -20,6 +20,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from threadloom import Saver, Store
 from threadloom.engine.file import File
+from threadloom.engine.format import features
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.tables import BODY_TABLES
 from threadloom.errors import (
@@ -297,10 +298,15 @@ def test_a_format_2_file_upgrades_and_reads_back_equal(tmp_path: Path) -> None:
 
 
 def test_every_table_with_bodies_is_registered(db_path: Path) -> None:
-    """Every table of a new file that holds encoded bodies is in the body-table registry, so
-    retraining, verify and compact cover it."""
-    with Saver.from_conn_string(str(db_path)):
-        pass
+    """Every table of a file that holds encoded bodies is in the body-table registry, so
+    retraining, verify and compact cover it (every feature made, format 8)."""
+    file = File.open(str(db_path))
+    try:
+        with file.write() as conn:
+            for feature in (features.CHECKPOINTS, features.STORE, features.LEASES):
+                file.ensure(conn, feature)
+    finally:
+        file.close()
     conn = apsw.Connection(str(db_path))
     tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")]
     with_bodies = {

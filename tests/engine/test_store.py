@@ -354,8 +354,10 @@ def test_a_scope_opened_after_a_retraining_does_not_use_the_retired_dictionary(
 
 
 def schema_growth(tmp_path: Path) -> int:
-    """Bytes an empty file at the current format holds beyond an empty format-1 file."""
+    """Bytes an empty file at the current format, every feature's tables made (as an
+    upgraded file has them), holds beyond an empty format-1 file."""
     from threadloom.engine.file import File
+    from threadloom.engine.format import features
     from threadloom.engine.format.schema import MIGRATIONS
 
     old = tmp_path / "empty1.db"
@@ -364,6 +366,9 @@ def schema_growth(tmp_path: Path) -> int:
     conn.execute("VACUUM")
     conn.close()
     new = File(tmp_path / "empty.db")
+    with new.write() as c:
+        for feature in (features.CHECKPOINTS, features.STORE, features.LEASES):
+            new.ensure(c, feature)
     with new.connection() as c:
         c.execute("VACUUM")
     new.close()

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from threadloom.core import similarity
 from threadloom.core.similarity import FLOAT32_NORMAL
 from threadloom.engine.file import File
+from threadloom.engine.format import features
 from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.errors import CorruptionError, EngineError, VectorConfigError
 
@@ -32,6 +33,7 @@ def file(tmp_path: Path) -> Iterator[File]:
     """A fresh threadloom file (format 5) with one store namespace."""
     opened = File(tmp_path / "vectors.db")
     with opened.write() as conn:
+        opened.ensure(conn, features.STORE)
         conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
     try:
         yield opened
@@ -136,6 +138,7 @@ def test_untrained_search_and_exact_equal_brute_force(
     opened = File(tmp_path_factory.mktemp("prop") / "v.db")
     try:
         with opened.write() as conn:
+            opened.ensure(conn, features.STORE)
             conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
         index = VectorIndex(4, metric)  # type: ignore[arg-type]
         _put(opened, index, items)

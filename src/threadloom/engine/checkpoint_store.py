@@ -96,7 +96,7 @@ class CheckpointStore:
         self.reader = Reader(self.scope, values)
         self.view = Documents(self.scope)
         self.maintenance = Maintenance(self.scope, values)
-        self.leases = Leases(file, self.scope.id if self.scope.id is not None else -1)
+        self.leases = Leases(file, self.scope)
         self.retention = Retainer(self.scope, self.maintenance, self.leases)
         self.transcripts = Transcripts(self.reader, values)
         self.histories = Histories(self.reader, values)

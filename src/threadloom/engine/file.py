@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ import apsw
 
 from threadloom.engine import lock_wait
 from threadloom.engine.content.content_store import ContentStore
-from threadloom.engine.format import seal, text
+from threadloom.engine.format import features, functions
 from threadloom.engine.format.recognize import Kind, recognize, uri
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
@@ -150,6 +150,9 @@ class File:
         self._wal_checked = False
         #: Connections opened immutable (see `_readable`), retired once a `-wal` appears.
         self._immutable: set[int] = set()
+        #: The empty copies of the tables a current-format file lacks, attached to
+        #: its connections (features.py).
+        self._absent = features.Copies(FORMAT_VERSION)
         self._users = 0
         self._key: tuple[str, bool] | None = None
         try:
@@ -228,23 +231,10 @@ class File:
                 f"cannot open {self.path!r}: {exc}; check the path and its permissions"
             ) from exc
         conn.set_busy_handler(Waiting(self.path))
-        conn.create_scalar_function(
-            seal.SQL_FUNCTION,
-            seal.sql_seal,  # type: ignore[arg-type]  # apsw's stubs type blobs as Any
-            -1,
-            deterministic=True,
-        )
-        conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
-        conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
-        conn.register_fts5_function(text.SQL_HITS, text.hits)
-        conn.create_scalar_function(
-            seal.SQL_XOR,
-            seal.sql_xor,  # type: ignore[arg-type]
-            2,
-            deterministic=True,
-        )
+        functions.install(conn)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
+        self._absent.attach(conn)
         if not self.readonly:
             if not self._wal_checked:
                 self._set_wal(conn)
@@ -283,9 +273,9 @@ class File:
         # processes at once is retried here.
         for attempt in range(200):
             try:
-                mode = fetchall(conn, "PRAGMA journal_mode")[0][0]
+                mode = fetchall(conn, "PRAGMA main.journal_mode")[0][0]
                 if mode != "wal":
-                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA main.journal_mode=WAL")
                 self._wal_checked = True
                 return
             except apsw.BusyError:
@@ -306,15 +296,25 @@ class File:
                 self._idle = []
                 self._pid = os.getpid()
                 self._write_lock = threading.Lock()  # another thread may have held it
+            found: apsw.Connection | None = None
             while self._idle:
                 conn = self._idle.pop()
                 if id(conn) in self._immutable and os.path.exists(self.path + "-wal"):
                     # A writer appeared: its commits are in the WAL this one never reads.
-                    self._immutable.discard(id(conn))
+                    self._forget(conn)
                     conn.close()
                     continue
-                return conn
-        return self._open()
+                found = conn
+                break
+        if found is None:
+            return self._open()
+        self._absent.refresh(found)
+        return found
+
+    def _forget(self, conn: apsw.Connection) -> None:
+        """Drop what the pool notes of a connection about to close (its id may be reused)."""
+        self._immutable.discard(id(conn))
+        self._absent.forget(conn)
 
     def _release(self, conn: apsw.Connection) -> None:
         if conn.in_transaction:
@@ -323,7 +323,7 @@ class File:
             if not self._closed and len(self._idle) < self.pool_size:
                 self._idle.append(conn)
                 return
-            self._immutable.discard(id(conn))  # the id may be reused by a new connection
+            self._forget(conn)
         conn.close()
 
     @property
@@ -371,6 +371,11 @@ class File:
                 started = time.monotonic()
                 try:
                     conn.execute("BEGIN IMMEDIATE")
+                    while not self._absent.current(conn):
+                        # Another process made a feature since this connection looked.
+                        conn.execute("ROLLBACK")
+                        self._absent.refresh(conn)
+                        conn.execute("BEGIN IMMEDIATE")
                 except apsw.BusyError:
                     raise BusyError(
                         f"another process held {self.path!r} for writing for "
@@ -378,12 +383,19 @@ class File:
                         f"({lock_wait.BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
                         "keeps a transaction open"
                     ) from None
+                undo: list[Callable[[], None]] = []
+                self._local.undo = undo
                 try:
                     yield conn
+                    conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    for forget in undo:
+                        forget()
                     raise
-                conn.execute("COMMIT")
+                finally:
+                    self._local.undo = None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:
@@ -421,24 +433,50 @@ class File:
     def migrate(self) -> None:
         """Create or upgrade the schema to FORMAT_VERSION.
 
-        The write lock is taken only when the file is not at this format yet, so opening
-        a current file does not wait for another process's writer.
+        A new file gets `meta` alone; the other tables come when a feature first writes
+        (engine/format/features.py). The write lock is taken only when the file is not
+        at this format yet, so opening a current file does not wait for another
+        process's writer.
 
         Raises:
             FormatError: the file was written by a newer threadloom.
         """
         with self.connection() as conn:
-            if int(fetchall(conn, "PRAGMA user_version")[0][0]) == FORMAT_VERSION:
-                return
-        with self.write() as conn:
-            version: int = fetchall(conn, "PRAGMA user_version")[0][0]
-            if version > FORMAT_VERSION:
-                raise self._newer(version)
-            for step in MIGRATIONS[version:]:
-                conn.execute(step)
-            if version < FORMAT_VERSION:
-                conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
-                log.info("%s: on-disk format %d -> %d", self.path, version, FORMAT_VERSION)
+            current = int(fetchall(conn, "PRAGMA user_version")[0][0]) == FORMAT_VERSION
+        if not current:
+            with self.write() as conn:
+                version: int = fetchall(conn, "PRAGMA user_version")[0][0]
+                if version > FORMAT_VERSION:
+                    raise self._newer(version)
+                if version == 0 and not fetchall(conn, "SELECT 1 FROM main.sqlite_schema"):
+                    features.create(conn)
+                else:
+                    for step in MIGRATIONS[version:]:
+                        conn.execute(step)
+                if version < FORMAT_VERSION:
+                    conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
+                    log.info("%s: on-disk format %d -> %d", self.path, version, FORMAT_VERSION)
+        # Connections opened before the file had its format (a new file, made here or
+        # by another process meanwhile) see the tables it lacks now.
+        with self._lock:
+            pooled = list(self._idle)
+        for conn in pooled:
+            self._absent.attach(conn)
+
+    # -- features (format 8) ---------------------------------------------------------------
+
+    def if_rolled_back(self, forget: Callable[[], None]) -> None:
+        """Call `forget` if this thread's write transaction rolls back (a cache of what
+        the transaction wrote, such as a row id, must not outlive it)."""
+        undo: list[Callable[[], None]] | None = getattr(self._local, "undo", None)
+        if undo is None:
+            raise EngineError("if_rolled_back is for a write transaction's writes")
+        undo.append(forget)
+
+    def ensure(self, conn: apsw.Connection, feature: str) -> None:
+        """Make `feature`'s tables if the file lacks them, inside the caller's write
+        transaction `conn` (engine/format/features.py names the features)."""
+        features.ensure(conn, feature)
 
     # -- closing ---------------------------------------------------------------------------
 
@@ -568,7 +606,7 @@ class Changes:
         if id(self._conn) in file._immutable and os.path.exists(file.path + "-wal"):
             # Opened immutable (a file this process may not write), it sees no commit:
             # a writer appeared, so watch through a connection that reads its WAL.
-            file._immutable.discard(id(self._conn))
+            file._forget(self._conn)
             self._conn.close()
             self._conn = file._open()
             return -1  # differs from every value before: the reopen may have missed one
@@ -576,6 +614,7 @@ class Changes:
 
     def close(self) -> None:
         if self._conn is not None:
+            self._file._forget(self._conn)
             self._conn.close()
             self._conn = None
 

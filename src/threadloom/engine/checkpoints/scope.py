@@ -28,7 +28,7 @@ from threadloom.engine.checkpoints.cache import DEFAULT_CAPACITY, ValueCache, cl
 from threadloom.engine.content.blocks import bump_gc_epoch, held
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.file import File
-from threadloom.engine.format import heads
+from threadloom.engine.format import features, heads
 from threadloom.engine.format.seal import Sealer
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
@@ -154,21 +154,14 @@ class Scope:
         self._epoch = 0
         #: The threads were checked against the scope's census (once per scope object).
         self._threads_checked = False
-        #: The scope's row id; None in a read-only file that never held this scope.
-        self.id: int | None = None
-        if file.readonly:
-            with file.read() as conn:
-                self.id = self._find(conn)
-                self._epoch = self.read_epoch(conn)
+        self._id: int | None = None
+        with file.read() as conn:
+            self._id = self._find(conn)
+            self._epoch = self.read_epoch(conn)
+            pending = not file.readonly and threadfacts.pending(conn)
+        if not pending:
             return
         with file.write() as conn:
-            self.id = self._find(conn)
-            if self.id is None:
-                conn.execute(
-                    "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?)", (namespace, agent_id)
-                )
-                self.id = self._find(conn)
-            self._epoch = self.read_epoch(conn)
             if threadfacts.pending(conn):
                 # The format-6 upgrade left the index to fill from the rows (schema.py),
                 # read with this scope's owner keys and messages channel.
@@ -176,6 +169,35 @@ class Scope:
                     conn, self.content, owner_keys=self.owner_keys, channel=messages_channel
                 )
                 log.info("%s: thread index built for %d threads", file.path, count)
+
+    def ensure_id(self, conn: apsw.Connection) -> int:
+        """The scope's row id, its row (and the file's checkpoint tables) made first if
+        needed, inside the caller's write transaction: a scope that only ever read
+        leaves nothing in the file (format 8)."""
+        if self._id is None:
+            self.file.ensure(conn, features.CHECKPOINTS)
+            self._id = self._find(conn)
+            if self._id is None:
+                conn.execute(
+                    "INSERT INTO scopes(namespace, agent_id) VALUES(?, ?)",
+                    (self.namespace, self.agent_id),
+                )
+                self._id = self._find(conn)
+                self.file.if_rolled_back(self._forget_id)
+            assert self._id is not None
+        return self._id
+
+    def _forget_id(self) -> None:
+        self._id = None
+
+    @property
+    def id(self) -> int | None:
+        """The scope's row id; None while no write made it (this object's or another's:
+        until then each use looks for it again)."""
+        if self._id is None:
+            with self.file.connection() as conn:
+                self._id = self._find(conn)
+        return self._id
 
     def _find(self, conn: apsw.Connection) -> int | None:
         # A file holds a handful of scopes: scanning them keeps a damaged unique index
@@ -210,11 +232,12 @@ class Scope:
 
     def ensure_thread(self, conn: apsw.Connection, thread_id: str, now: float) -> int:
         """The row id of `thread_id`, created if needed (inside a write)."""
+        scope = self.ensure_id(conn)
         self.check_threads(conn)
         conn.execute(
             "INSERT INTO threads(scope, thread_id, created_at, updated_at) VALUES(?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
-            (self.id, thread_id, now, now),
+            (scope, thread_id, now, now),
         )
         found = self.thread(conn, thread_id)
         assert found is not None

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.format import features
 from threadloom.engine.sql import fetchall, ids
 
 
@@ -97,29 +98,33 @@ class SyncState:
 
     def record(self, peer: str, threads: Iterable[Synced]) -> None:
         """Record threads as synced with `peer` (one transaction)."""
-        rows = [
-            (self.scope.id, peer, s.thread_id, s.thread, s.seq, s.head, int(s.diverged))
-            for s in threads
-        ]
-        if not rows:
+        synced = list(threads)
+        if not synced:
             return
         with self.scope.file.write() as conn:
+            scope = self.scope.ensure_id(conn)
+            self.scope.file.ensure(conn, features.SYNC)
             conn.executemany(
                 "INSERT INTO sync_threads(scope, peer, thread_id, thread, seq, head, diverged) "
                 "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT(scope, peer, thread_id) DO UPDATE SET "
                 "thread = excluded.thread, seq = excluded.seq, head = excluded.head, "
                 "diverged = excluded.diverged",
-                rows,
+                [
+                    (scope, peer, s.thread_id, s.thread, s.seq, s.head, int(s.diverged))
+                    for s in synced
+                ],
             )
 
     def record_peer(self, peer: str, high_water: str) -> None:
         """Record the highest checkpoint id `peer` holds after this sync."""
         with self.scope.file.write() as conn:
+            scope = self.scope.ensure_id(conn)
+            self.scope.file.ensure(conn, features.SYNC)
             conn.execute(
                 "INSERT INTO sync_peers(scope, peer, high_water, synced_at) VALUES(?, ?, ?, ?) "
                 "ON CONFLICT(scope, peer) DO UPDATE SET high_water = "
                 "max(high_water, excluded.high_water), synced_at = excluded.synced_at",
-                (self.scope.id, peer, high_water, time.time()),
+                (scope, peer, high_water, time.time()),
             )
 
     def forget(self, peer: str, thread_id: str) -> None:

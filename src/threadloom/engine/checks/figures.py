@@ -12,6 +12,7 @@ from pathlib import Path
 import apsw
 
 from threadloom.engine.checks.wal import wal
+from threadloom.engine.format import features
 from threadloom.engine.format.recognize import Kind, look, recognize
 from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
@@ -34,6 +35,7 @@ def figures(path: str) -> dict[str, object]:
     conn = look(path)
     try:
         version = int(fetchall(conn, "PRAGMA user_version")[0][0])
+        features.attach_absent(conn)
         out: dict[str, object] = {"file": path, "file_format": version}
         out["file_bytes"] = sum(
             os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p)

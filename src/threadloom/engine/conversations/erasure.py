@@ -107,7 +107,7 @@ def erase(
         report.kept = _kept(conn, owner, checked)
         report.digest = _receipt(conn, numbers, checked)
         if not force:
-            leases = Leases(file, scope.id if scope.id is not None else -1)
+            leases = Leases(file, scope)
             for name in report.threads:
                 leases.refuse_if_held(conn, name, "stop that run and erase again (or force=True)")
         if not apply:

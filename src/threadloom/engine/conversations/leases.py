@@ -19,11 +19,12 @@ import os
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Final
+from typing import Final, Protocol
 
 import apsw
 
 from threadloom.engine.file import File
+from threadloom.engine.format import features
 from threadloom.engine.sql import fetchall
 from threadloom.engine.threads import utc
 from threadloom.engine.threads.running import HELD_COLUMNS, HOST, Held, alive, live
@@ -35,17 +36,32 @@ __all__ = ["MAX_TTL", "Held", "Leases"]
 MAX_TTL: Final = 86_400.0
 
 
+class Scoped(Protocol):
+    """What leases need of a scope: its row id, and a way to make it."""
+
+    @property
+    def id(self) -> int | None: ...
+
+    def ensure_id(self, conn: apsw.Connection) -> int: ...
+
+
 class Leases:
     """The leases of one scope of a file.
 
     Args:
         file: the open file (writable to take leases).
-        scope: the scope's row id.
+        scope: the scope (its row is made by the first lease if no write made it yet).
     """
 
-    def __init__(self, file: File, scope: int) -> None:
+    def __init__(self, file: File, scope: Scoped) -> None:
         self.file = file
-        self.scope = scope
+        self._scope = scope
+
+    @property
+    def scope(self) -> int:
+        """The scope's row id (-1, matching no lease, before the scope's first write)."""
+        found = self._scope.id
+        return found if found is not None else -1
 
     def acquire(self, thread_id: str, ttl: float) -> Held:
         """Take the thread's lease for `ttl` seconds.
@@ -57,6 +73,8 @@ class Leases:
         _check(thread_id, ttl)
         token = uuid.uuid4().hex
         with self.file.write() as conn:
+            self._scope.ensure_id(conn)
+            self.file.ensure(conn, features.LEASES)
             now = time.time()
             self.refuse_if_held(conn, thread_id, "refuse this request (HTTP 409)")
             conn.execute(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import apsw
 
+from threadloom.engine.format.features import KIND, KIND_KEY
 from threadloom.errors import (
     DamagedDatabaseError,
     EngineError,
@@ -63,8 +64,9 @@ def look(path: str) -> apsw.Connection:
     return apsw.Connection(uri(path, readonly=True, immutable=not wal), flags=flags)
 
 
-def _schema(path: str) -> tuple[set[str], set[str]]:
-    """The file's table names and the columns of its `checkpoints` table, if any.
+def _schema(path: str) -> tuple[set[str], set[str], bool]:
+    """The file's table names, the columns of its `checkpoints` table, if any, and
+    whether its `meta` names it a threadloom file (format 8 on).
 
     An immutable read takes no lock, so another process folding its WAL into the file at
     that moment can tear it (SQLite then says "malformed"): a failed read is tried again,
@@ -85,14 +87,24 @@ def _schema(path: str) -> tuple[set[str], set[str]]:
                     if "checkpoints" in tables
                     else set()
                 )
+                ours = "meta" in tables and _named_ours(conn)
             finally:
                 conn.close()
-            return tables, columns
+            return tables, columns, ours
         except (apsw.Error, UnicodeDecodeError):
             if attempt == _READS - 1:
                 raise
             time.sleep(0.01 * (attempt + 1))
     raise AssertionError("unreachable")
+
+
+def _named_ours(conn: apsw.Connection) -> bool:
+    """True if the file's `meta` table says it is a threadloom file."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(meta)")}
+    if not {"key", "value"} <= columns:
+        return False
+    found = conn.execute("SELECT value FROM meta WHERE key = ?", (KIND_KEY,)).fetchall()
+    return bool(found) and found[0][0] == KIND
 
 
 #: How many times `_schema` reads a file before it calls it damaged (and `identify` its
@@ -221,7 +233,7 @@ def identify(path: str) -> Identity:
             "untouched: give the path of a threadloom file, or a new path to create one"
         )
     try:
-        names, columns = _schema(path)
+        names, columns, ours = _schema(path)
     except (apsw.Error, UnicodeDecodeError) as exc:
         raise DamagedDatabaseError(
             f"{path!r} starts like an SQLite database but cannot be read as one ({exc}); "
@@ -229,7 +241,7 @@ def identify(path: str) -> Identity:
         ) from None
     tables = frozenset(names)
     store = tables >= _SQLITE_STORE_TABLES
-    if tables >= OUR_TABLES:
+    if ours or tables >= OUR_TABLES:
         return Identity(Found.THREADLOOM, tables)
     if not tables:
         return Identity(Found.NEW)

@@ -554,7 +554,9 @@ Whether a run is going on ('running' in the index) is not stored: it is a live l
 (`leases`), decided when the index is read.
 """
 
-FORMAT_SYNC: Final = """
+FORMAT_8: Final = """
+INSERT INTO meta(key, value) VALUES('file_kind', 'threadloom') ON CONFLICT(key) DO NOTHING;
+
 CREATE TABLE sync_peers(
     scope INTEGER NOT NULL REFERENCES scopes(id),
     peer TEXT NOT NULL,
@@ -574,11 +576,20 @@ CREATE TABLE sync_threads(
     PRIMARY KEY(scope, peer, thread_id)
 ) STRICT, WITHOUT ROWID;
 """
-"""Format sync: where `threadloom sync` left off with each peer (FORMAT.md, nats/sync.py).
+"""Format 8: tables made when a feature first writes; where `threadloom sync` left off.
+
+A new file holds `meta` alone; the content, checkpoint, Store, lease and sync tables are
+made, each feature's as a whole, in the write transaction that first needs them, from the
+schema these migrations give an empty database (engine/format/features.py). An older
+threadloom would read such a file as damaged, hence the new format. Files of earlier
+formats keep every table they have; the upgrade adds the `meta` row `file_kind` =
+'threadloom', which names a threadloom file whatever tables it holds (`recognize`), and
+the sync tables.
 
 `sync_peers.high_water`: the highest checkpoint id the peer held after the last complete
-sync. `sync_threads`: per thread, its row id and `seq` when last synced, the root head
-both sides then shared, and whether it `diverged`. Empty until the first `sync --apply`.
+sync (FORMAT.md, nats/sync.py). `sync_threads`: per thread, its row id and `seq` when
+last synced, the root head both sides then shared, and whether it `diverged`. Made by the
+first `sync --apply`.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
@@ -590,7 +601,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_5,
     FORMAT_6,
     FORMAT_7,
-    FORMAT_SYNC,
+    FORMAT_8,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

@@ -24,7 +24,7 @@ import apsw
 
 from threadloom.engine.content.blocks import Packed
 from threadloom.engine.file import File
-from threadloom.engine.format import seal
+from threadloom.engine.format import features, seal
 from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
@@ -242,6 +242,7 @@ class Items:
             last[(tuple(w.namespace), w.key)] = w
         if not last:
             return 0
+        self.file.ensure(conn, features.STORE)
         content = self.file.content
         epoch = fetchall(conn, "SELECT value FROM meta WHERE key = 'gc_epoch'")
         if content.epoch != (int(epoch[0][0]) if epoch else 0):

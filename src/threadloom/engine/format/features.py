@@ -1,0 +1,315 @@
+"""Tables made when a feature first writes (format 8).
+
+A file made by this format holds one table, `meta`, until something is written: the
+checkpoint tables come with the first scope, the Store's with its first item, the
+lease table with the first lease. An unused feature costs no page.
+
+What a feature's tables look like is not written twice: the ordered migrations
+(schema.py) are replayed once per process on an in-memory database, and a feature is
+made from that database's `sqlite_schema` (its tables, virtual tables, indexes and
+triggers, in creation order) and the rows the migrations put in them (the Store's list
+0, the `meta` settings). So a table made late is the table an upgraded file has; a test
+compares the two.
+
+A connection to a file with features not made yet attaches an in-memory database named
+`absent` holding empty copies of the tables (and their indexes), so every read
+finds them empty without knowing about features: SQLite looks a name up in `main` before
+an attached database, and once another connection makes the feature, `main`'s table wins
+(statements are prepared again on a schema change). Each copied table refuses inserts (a
+trigger that raises), so a write path that forgot `ensure` fails loudly instead of
+writing into memory. Virtual tables cannot have triggers: the Store's text index is only
+written beside `store_items` rows, whose copy refuses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Final, NamedTuple
+
+import apsw
+
+from threadloom.engine.format import functions
+from threadloom.engine.sql import fetchall
+
+#: The features, each a set of tables made together. Every table belongs to one:
+#: `meta` is always there; the others are named by `feature_of`.
+META: Final = "meta"
+CONTENT: Final = "content"
+CHECKPOINTS: Final = "checkpoints"
+STORE: Final = "store"
+LEASES: Final = "leases"
+SYNC: Final = "sync"
+
+#: Content tables the checkpoints and the Store both write (bodies' shared blocks and
+#: the compression dictionaries).
+_CONTENT_TABLES: Final = frozenset({"blocks", "blocks_released", "dicts", "extents"})
+
+#: What a feature needs made before it (its triggers or writes reach those tables).
+NEEDS: Final[dict[str, tuple[str, ...]]] = {
+    CHECKPOINTS: (CONTENT,),
+    STORE: (CONTENT,),
+    SYNC: (CHECKPOINTS,),
+}
+
+#: The name of the attached database of empty copies.
+ABSENT: Final = "absent"
+
+#: The `meta` key naming a threadloom file (set by format 8; `recognize` reads it).
+KIND_KEY: Final = "file_kind"
+KIND: Final = "threadloom"
+
+
+def feature_of(table: str) -> str:
+    """The feature a table (or the table an index or trigger is on) belongs to."""
+    if table == "meta":
+        return META
+    if table in _CONTENT_TABLES:
+        return CONTENT
+    if table.startswith("store_"):
+        return STORE
+    if table == "leases":
+        return LEASES
+    if table.startswith("sync_"):
+        return SYNC
+    return CHECKPOINTS
+
+
+class _Object(NamedTuple):
+    kind: str  # 'table', 'index' or 'trigger'
+    name: str
+    table: str
+    sql: str
+    virtual: bool
+
+
+class _Schema(NamedTuple):
+    objects: tuple[_Object, ...]
+    #: Rows the migrations leave in each table: (insert statement, rows).
+    rows: dict[str, tuple[str, list[tuple[object, ...]]]]
+
+
+_schema: _Schema | None = None
+_schema_lock = threading.Lock()
+
+
+def _replayed() -> _Schema:
+    """The schema and rows every migration leaves in a new database (cached)."""
+    global _schema
+    with _schema_lock:
+        if _schema is not None:
+            return _schema
+        from threadloom.engine.format.schema import MIGRATIONS
+
+        conn = apsw.Connection(":memory:")
+        try:
+            functions.install(conn)
+            for step in MIGRATIONS:
+                conn.execute(step)
+            listed = conn.execute(
+                "SELECT type, name, tbl_name, sql FROM sqlite_schema "
+                "WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY rowid"
+            ).fetchall()
+            virtual = {
+                str(name)
+                for kind, name, _, sql in listed
+                if kind == "table" and str(sql).upper().startswith("CREATE VIRTUAL")
+            }
+            objects = tuple(
+                _Object(str(kind), str(name), str(table), str(sql), str(name) in virtual)
+                for kind, name, table, sql in listed
+                if not _shadow(str(name), virtual)
+            )
+            rows: dict[str, tuple[str, list[tuple[object, ...]]]] = {}
+            for item in objects:
+                if item.kind != "table" or item.virtual:
+                    continue
+                columns = [
+                    str(c[1])
+                    for c in conn.execute(f"PRAGMA table_xinfo({_quote(item.name)})")
+                    if int(c[6]) == 0
+                ]
+                names = ", ".join(_quote(c) for c in columns)
+                found = conn.execute(f"SELECT {names} FROM {_quote(item.name)}").fetchall()
+                if found:
+                    marks = ", ".join("?" for _ in columns)
+                    insert = f"INSERT INTO {_quote(item.name)}({names}) VALUES({marks})"
+                    rows[item.name] = (insert, [tuple(r) for r in found])
+        finally:
+            conn.close()
+        _schema = _Schema(objects, rows)
+        return _schema
+
+
+def _shadow(name: str, virtual: set[str]) -> bool:
+    """A virtual table's shadow table (made by the virtual table itself)."""
+    return any(name.startswith(v + "_") for v in virtual)
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _closure(features: Iterable[str]) -> list[str]:
+    """The features with those they need, each after what it needs."""
+    ordered: list[str] = []
+
+    def add(feature: str) -> None:
+        for need in NEEDS.get(feature, ()):
+            add(need)
+        if feature not in ordered:
+            ordered.append(feature)
+
+    for feature in features:
+        add(feature)
+    return ordered
+
+
+def present(conn: apsw.Connection) -> set[str]:
+    """The features whose tables the file (`main`) holds."""
+    tables = {
+        str(r[0]) for r in conn.execute("SELECT name FROM main.sqlite_schema WHERE type = 'table'")
+    }
+    made: set[str] = set()
+    for item in _replayed().objects:
+        if item.kind == "table" and item.name in tables:
+            made.add(feature_of(item.name))
+    return made
+
+
+def create(conn: apsw.Connection) -> None:
+    """Make a new file's `meta` and its rows (inside the caller's write transaction)."""
+    _make(conn, [META])
+
+
+def ensure(conn: apsw.Connection, feature: str) -> bool:
+    """Make `feature`'s tables (and those it needs) if the file lacks them, inside the
+    caller's write transaction; True if anything was made."""
+    missing = [f for f in _closure([feature]) if not _made(conn, f)]
+    if missing:
+        _make(conn, missing)
+    return bool(missing)
+
+
+def _made(conn: apsw.Connection, feature: str) -> bool:
+    first = next(
+        item.name
+        for item in _replayed().objects
+        if item.kind == "table" and feature_of(item.name) == feature
+    )
+    return bool(
+        conn.execute(
+            "SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?", (first,)
+        ).fetchall()
+    )
+
+
+def _make(conn: apsw.Connection, features: list[str]) -> None:
+    schema = _replayed()
+    wanted = set(features)
+    for item in schema.objects:
+        if feature_of(item.table) in wanted:
+            conn.execute(item.sql)
+    for item in schema.objects:
+        if item.kind == "table" and feature_of(item.name) in wanted and item.name in schema.rows:
+            insert, rows = schema.rows[item.name]
+            if item.name == "meta":
+                insert = insert.replace("INSERT INTO", "INSERT OR IGNORE INTO", 1)
+            conn.executemany(insert, rows)
+
+
+def attach_absent(conn: apsw.Connection) -> bool:
+    """Attach the empty copies of the tables; True if they are attached now (False when
+    the file lacks no feature).
+
+    The copies are of every table but `meta`, not only the missing ones: a copied
+    table's foreign key names its parent in the same database (`leases` -> `scopes`), and
+    a copy of a table `main` holds is never reached by name."""
+    attached = {str(r[1]) for r in conn.execute("PRAGMA database_list")}
+    if ABSENT in attached:
+        return True
+    if not missing(conn):
+        return False
+    conn.execute(f"ATTACH ':memory:' AS {ABSENT}")
+    conn.deserialize(ABSENT, _template())
+    return True
+
+
+class Copies:
+    """The connections of one file that have the empty copies attached, with `main`'s
+    schema version when they were attached.
+
+    A statement prepared against a copy reads only the `absent` database, so SQLite
+    would not prepare it again when another connection makes the feature in `main`:
+    a connection is checked (`current`) when it is taken from the pool and after a
+    write begins, and its copies attached again (`refresh`) when `main` moved on.
+    """
+
+    def __init__(self, version: int) -> None:
+        self._version = version
+        self._attached: dict[int, int] = {}
+
+    def attach(self, conn: apsw.Connection) -> None:
+        """Attach the copies to a connection of a current-format file that lacks a feature."""
+        if _int(conn, "PRAGMA user_version") != self._version:
+            return
+        if attach_absent(conn):
+            self._attached[id(conn)] = _int(conn, "PRAGMA main.schema_version")
+
+    def current(self, conn: apsw.Connection) -> bool:
+        """False if `main`'s schema changed since `conn`'s copies were attached."""
+        attached = self._attached.get(id(conn))
+        return attached is None or attached == _int(conn, "PRAGMA main.schema_version")
+
+    def refresh(self, conn: apsw.Connection) -> None:
+        """Attach the copies again (outside a transaction) if `conn`'s are stale."""
+        if not self.current(conn):
+            del self._attached[id(conn)]
+            if ABSENT in {str(r[1]) for r in conn.execute("PRAGMA database_list")}:
+                conn.execute(f"DETACH {ABSENT}")
+            self.attach(conn)
+
+    def forget(self, conn: apsw.Connection) -> None:
+        """Drop what is noted of a connection about to close (its id may be reused)."""
+        self._attached.pop(id(conn), None)
+
+
+def _int(conn: apsw.Connection, sql: str) -> int:
+    return int(fetchall(conn, sql)[0][0])
+
+
+def missing(conn: apsw.Connection) -> set[str]:
+    """The features the file (`main`) has no tables of yet."""
+    every = {feature_of(item.name) for item in _replayed().objects if item.kind == "table"}
+    return every - present(conn)
+
+
+_template_image: bytes | None = None
+
+
+def _template() -> bytes:
+    """The image of an in-memory database holding empty copies of every table but `meta`
+    and their indexes, each table refusing inserts (built once per process)."""
+    global _template_image
+    with _schema_lock:
+        if _template_image is not None:
+            return _template_image
+    conn = apsw.Connection(":memory:")
+    try:
+        for item in _replayed().objects:
+            if feature_of(item.table) == META or item.kind == "trigger":
+                continue
+            conn.execute(item.sql)
+            if item.kind == "table" and not item.virtual:
+                conn.execute(
+                    f"CREATE TRIGGER {_quote('refuse_' + item.name)} BEFORE INSERT ON "
+                    f"{_quote(item.name)} BEGIN SELECT RAISE(ABORT, "
+                    f"'threadloom: {item.name} was written before its feature was made "
+                    f"(a bug: report it)'); END"
+                )
+        image = conn.serialize("main")
+    finally:
+        conn.close()
+    with _schema_lock:
+        _template_image = image
+    return image

@@ -1,0 +1,27 @@
+"""The SQL functions every connection to a threadloom file has (the row seals' and the
+text index's), installed on one connection."""
+
+from __future__ import annotations
+
+import apsw
+
+from threadloom.engine.format import seal, text
+
+
+def install(conn: apsw.Connection) -> None:
+    """Register threadloom's SQL functions on `conn`."""
+    conn.create_scalar_function(
+        seal.SQL_FUNCTION,
+        seal.sql_seal,  # type: ignore[arg-type]  # apsw's stubs type blobs as Any
+        -1,
+        deterministic=True,
+    )
+    conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
+    conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
+    conn.register_fts5_function(text.SQL_HITS, text.hits)
+    conn.create_scalar_function(
+        seal.SQL_XOR,
+        seal.sql_xor,  # type: ignore[arg-type]
+        2,
+        deterministic=True,
+    )
