@@ -45,6 +45,7 @@ ROOMS = [
     "content",
     "threads",
     "file",
+    "changes",
     "checkpoints",
     "items",
     "conversations",

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from threadloom.engine.changes import Changes
 from threadloom.engine.checkpoint_store import CheckpointStore
 from threadloom.engine.checkpoints.scope import thread_seqs
-from threadloom.engine.file import Changes, File
+from threadloom.engine.file import File
 from threadloom.protocol import BLOBS
 
 

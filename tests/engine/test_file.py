@@ -303,7 +303,7 @@ def test_every_table_with_bodies_is_registered(db_path: Path) -> None:
     file = File.open(str(db_path))
     try:
         with file.write() as conn:
-            for feature in (features.CHECKPOINTS, features.STORE, features.LEASES):
+            for feature in features.ALL:
                 file.ensure(conn, feature)
     finally:
         file.close()
@@ -469,7 +469,7 @@ def test_the_change_watcher_of_an_unwritable_file_sees_a_writer_appear(
     """`Changes` on a file this process may not write (read immutable) reports a new
     version once a writer appears and commits, and again after its next commit."""
     from threadloom.engine import file as engine_file
-    from threadloom.engine.file import Changes
+    from threadloom.engine.changes import Changes
 
     path = folder / "memory.db"
     with Saver.from_conn_string(str(path)) as saver:

@@ -367,7 +367,7 @@ def schema_growth(tmp_path: Path) -> int:
     conn.close()
     new = File(tmp_path / "empty.db")
     with new.write() as c:
-        for feature in (features.CHECKPOINTS, features.STORE, features.LEASES):
+        for feature in features.ALL:
             new.ensure(c, feature)
     with new.connection() as c:
         c.execute("VACUUM")

@@ -20,7 +20,8 @@ adapters above it. All SQL of threadloom lives in this package. Its rooms, lowes
 Outer layers import `threadloom.engine` and the rooms' packages, never a room's modules.
 """
 
+from threadloom.engine.changes import Changes
 from threadloom.engine.checkpoint_store import CheckpointStore
-from threadloom.engine.file import MEMORY, Changes, File
+from threadloom.engine.file import MEMORY, File
 
 __all__ = ["MEMORY", "Changes", "CheckpointStore", "File"]

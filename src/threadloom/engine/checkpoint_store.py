@@ -16,6 +16,7 @@ from typing import Any
 
 from threadloom.core.lru import Budget
 from threadloom.engine.checkpoints.cache import DEFAULT_CAPACITY
+from threadloom.engine.checkpoints.intake import ImportCount
 from threadloom.engine.checkpoints.maintenance import Maintenance
 from threadloom.engine.checkpoints.reader import Reader
 from threadloom.engine.checkpoints.scope import Scope
@@ -23,7 +24,6 @@ from threadloom.engine.checkpoints.values import Values
 from threadloom.engine.checkpoints.view import (
     CheckpointHead,
     Documents,
-    ImportCount,
     StoredDocument,
 )
 from threadloom.engine.checkpoints.writer import Writer

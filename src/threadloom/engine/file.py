@@ -188,7 +188,7 @@ class File:
             return opened
         if readonly is None:
             readonly = not _writable(str(path)) if os.path.exists(path) else False
-        key = (_identity(str(path)), bool(readonly))
+        key = (os.path.realpath(path), bool(readonly))
         with _registry_lock:
             found = _registry.get(key)
             if found is not None and not found._closed and found._pid == os.getpid():
@@ -310,6 +310,19 @@ class File:
             return self._open()
         self._absent.refresh(found)
         return found
+
+    def own_connection(self) -> apsw.Connection:
+        """A connection outside the pool (its caller closes it with `retire`)."""
+        return self._open()
+
+    def sees_commits(self, conn: apsw.Connection) -> bool:
+        """False for an immutable connection once a `-wal` (a writer) appeared."""
+        return not (id(conn) in self._immutable and os.path.exists(self.path + "-wal"))
+
+    def retire(self, conn: apsw.Connection) -> None:
+        """Close a connection of `own_connection`."""
+        self._forget(conn)
+        conn.close()
 
     def _forget(self, conn: apsw.Connection) -> None:
         """Drop what the pool notes of a connection about to close (its id may be reused)."""
@@ -474,8 +487,7 @@ class File:
         undo.append(forget)
 
     def ensure(self, conn: apsw.Connection, feature: str) -> None:
-        """Make `feature`'s tables if the file lacks them, inside the caller's write
-        transaction `conn` (engine/format/features.py names the features)."""
+        """Make `feature`'s tables (features.py) in the caller's write transaction."""
         features.ensure(conn, feature)
 
     # -- closing ---------------------------------------------------------------------------
@@ -572,51 +584,12 @@ def _writable(path: str) -> bool:
     return os.access(folder, os.W_OK)
 
 
-def _identity(path: str) -> str:
-    return os.path.realpath(path)
-
-
 @atexit.register
 def _close_all() -> None:
     # A process that exits with files open still leaves them tidy (no -wal behind).
     for opened in list(_open_files):
         with contextlib.suppress(Exception):
             opened._close()
-
-
-class Changes:
-    """Tells in O(1) whether anything was committed to a file since the last look (serve).
-
-    `PRAGMA data_version` on a connection of its own that never writes nor holds a
-    transaction: SQLite changes the value whenever another connection (of this process,
-    through the pool, or of another process) commits. Close it before the file.
-    """
-
-    def __init__(self, file: File) -> None:
-        # Its own connection, outside the pool: the value is per connection, and a pooled
-        # one would not see the commits made through it.
-        self._file = file
-        self._conn: apsw.Connection | None = file._open()
-
-    def version(self) -> int:
-        """The file's data version as this watcher sees it (changes on every commit)."""
-        if self._conn is None:
-            raise EngineError("the change watcher is closed")
-        file = self._file
-        if id(self._conn) in file._immutable and os.path.exists(file.path + "-wal"):
-            # Opened immutable (a file this process may not write), it sees no commit:
-            # a writer appeared, so watch through a connection that reads its WAL.
-            file._forget(self._conn)
-            self._conn.close()
-            self._conn = file._open()
-            return -1  # differs from every value before: the reopen may have missed one
-        return int(fetchall(self._conn, "PRAGMA data_version")[0][0])
-
-    def close(self) -> None:
-        if self._conn is not None:
-            self._file._forget(self._conn)
-            self._conn.close()
-            self._conn = None
 
 
 def _has_content(path: str) -> bool:

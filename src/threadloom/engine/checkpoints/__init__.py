@@ -5,11 +5,11 @@ the reader and value resolution, the document view, maintenance and liveness.
 conversation features, over one `Scope`. Outer layers use the names below.
 """
 
+from threadloom.engine.checkpoints.intake import ImportCount
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
 from threadloom.engine.checkpoints.syncstate import LocalThread, Synced, SyncState
 from threadloom.engine.checkpoints.view import (
     CheckpointHead,
-    ImportCount,
     StoredDocument,
     WritePlace,
 )

@@ -3,7 +3,7 @@
 Engine layer. What `documents()`, `threadloom serve`, export and import use: the
 documents exactly as the shared engine's document service holds them (collection,
 key, data, version), reads by collection and identifying fields, deletes and
-replacements by key, and create-only imports in put order.
+replacements by key, and create-only imports in put order (`intake.py`).
 """
 
 from __future__ import annotations
@@ -13,21 +13,17 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from threadloom.engine.checkpoints.intake import Intake
 from threadloom.engine.checkpoints.scope import Scope
-from threadloom.engine.checkpoints.writer import same_checkpoint
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
-    INSERT_CHECKPOINT,
-    INSERT_VALUE,
-    INSERT_WRITE,
     OWNERS,
     REPLACE_WRITE,
     TABLE_OF,
     VALS,
     WRITE_KEY,
     WRITE_ROWS,
-    BodyTable,
 )
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.engine.threads import threadfacts, threadindex
@@ -72,14 +68,6 @@ class WritePlace(NamedTuple):
     idx: int
     task_path: str
     channel: str
-
-
-class ImportCount:
-    """Documents `import_documents` stored, and those it found already stored."""
-
-    def __init__(self) -> None:
-        self.stored = 0
-        self.present = 0
 
 
 class _ValueRow(NamedTuple):
@@ -146,7 +134,7 @@ _SHAPES: dict[int, tuple[Any, str, str]] = {
 }
 
 
-class Documents:
+class Documents(Intake):
     """The logical documents of one scope.
 
     Args:
@@ -499,107 +487,6 @@ class Documents:
             )[0][0]
             scope.content.link(conn, [packed], now)
         return int(version)
-
-    # -- importing -------------------------------------------------------------------------
-
-    def import_documents(self, documents: Iterable[tuple[str, Mapping[str, Any]]]) -> ImportCount:
-        """Store logical documents of this scope, create-only, one transaction per thread.
-
-        `documents` are `(collection, data)` pairs as `documents()` yields them (without the
-        key) or as the document service holds them, in put order (values before what
-        references them). A value or pending write already stored is kept; a checkpoint
-        already stored must be identical.
-
-        Raises:
-            ProtocolError: a document of another agent id (re-key it first) or malformed.
-            CheckpointConflictError: a checkpoint id is stored with other content.
-        """
-        scope = self.scope
-        threads: dict[str, list[tuple[str, Mapping[str, Any], dict[str, Any]]]] = {}
-        for collection, data in documents:
-            table = TABLE_OF.get(collection)
-            if table is None:
-                raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
-            if data.get("agent_id") != scope.agent_id:
-                raise ProtocolError(
-                    f"a document of agent id {data.get('agent_id')!r} cannot go into scope "
-                    f"{scope.agent_id!r}: re-key it (export/import --agent-id) first"
-                )
-            thread_id = data.get("thread_id")
-            if not isinstance(thread_id, str) or not thread_id:
-                raise ProtocolError(f"a {collection} document has no thread_id")
-            body = {k: v for k, v in data.items() if k not in DOCUMENT_FIELDS[table]}
-            threads.setdefault(thread_id, []).append((collection, data, body))
-        count = ImportCount()
-        for thread_id, docs in threads.items():
-            scope.retrying(lambda: self._import(thread_id, docs, count), "import")  # noqa: B023
-            scope.memory.forget(thread_id)
-        return count
-
-    def _import(
-        self,
-        thread_id: str,
-        docs: Sequence[tuple[str, Mapping[str, Any], dict[str, Any]]],
-        count: ImportCount,
-    ) -> None:
-        scope = self.scope
-        content = scope.content
-        packs = content.pack_many(body for _, _, body in docs)
-        stored = ImportCount()
-        now = time.time()
-        heads = False
-        with scope.file.write() as conn:
-            thread, seq, _ = scope.reserve(conn, thread_id, len(docs), now, packs)
-            for offset, ((collection, data, body), packed) in enumerate(
-                zip(docs, packs, strict=True)
-            ):
-                table = TABLE_OF[collection]
-
-                def common(described: BodyTable, *columns: Any) -> tuple[Any, ...]:
-                    sealed = scope.seal(described, packed.digest, thread_id, *columns)  # noqa: B023
-                    return (seq + offset, packed.body, sealed, now, len(packed.keys))  # noqa: B023
-
-                if table == "vals":
-                    ref = data["ref"]
-                    conn.execute(INSERT_VALUE, (thread, ref, *common(VALS, ref)))
-                elif table == "checkpoints":
-                    head = (
-                        data["checkpoint_ns"],
-                        data["checkpoint_id"],
-                        data.get("parent_id"),
-                        int(data["_schema"]),
-                    )
-                    conn.execute(
-                        INSERT_CHECKPOINT,
-                        (thread, *head, *common(CHECKPOINT_ROWS, *head, 0), 0),
-                    )
-                else:
-                    columns = (
-                        data["checkpoint_ns"],
-                        data["checkpoint_id"],
-                        data["task_id"],
-                        data["index"],
-                        data.get("task_path") or "",
-                        data["channel"],
-                        int(data["_schema"]),
-                    )
-                    conn.execute(INSERT_WRITE, (thread, *columns, *common(WRITE_ROWS, *columns)))
-                if conn.changes():
-                    stored.stored += 1
-                    content.link(conn, [packed], now)
-                    heads |= table == "checkpoints" and data["checkpoint_ns"] == ""
-                    continue
-                stored.present += 1
-                scope.unheld(conn, thread, [packed])
-                if table == "checkpoints":
-                    same_checkpoint(scope, conn, thread, data, body)
-            if heads:
-                scope.reindex(conn, thread, recount=False)
-            due = content.note_inline(conn, packs)
-        count.stored += stored.stored
-        count.present += stored.present
-        if due:
-            content.train()
 
 
 _NAMING = {shape: naming for shape, _, naming in _SHAPES.values()}

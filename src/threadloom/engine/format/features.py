@@ -40,6 +40,8 @@ CHECKPOINTS: Final = "checkpoints"
 STORE: Final = "store"
 LEASES: Final = "leases"
 SYNC: Final = "sync"
+#: Every feature but `meta` (which every file has).
+ALL: Final = (CONTENT, CHECKPOINTS, STORE, LEASES, SYNC)
 
 #: Content tables the checkpoints and the Store both write (bodies' shared blocks and
 #: the compression dictionaries).

@@ -3,7 +3,7 @@
 A row seal (`seal.py`) proves that a row found is the row asked for; it cannot prove
 that a row not found does not exist. `heads` keeps, per thread and checkpoint namespace,
 the newest checkpoint id, the count and the census of the namespace's ids, maintained by
-triggers on `checkpoints` (schema.py, FORMAT_4), so no write path can forget them:
+triggers on `checkpoints` (schema_early.py, FORMAT_4), so no write path can forget them:
 
 - a read of the latest checkpoint checks that it found the head (a damaged index or
   changed id that hides the newest row would otherwise return an older one);
