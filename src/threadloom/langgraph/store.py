@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,19 +25,16 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
-    SearchItem,
     SearchOp,
     TTLConfig,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from threadloom.engine import MEMORY, File
-from threadloom.engine.items import Items, Recall, Reindex, Stored, VectorIndex, now_us, time_us
+from threadloom.engine.items import Items, Recall, VectorIndex, now_us, time_us
 from threadloom.errors import (
-    InvalidArgumentError,
     NoEventLoopError,
     ThreadloomError,
-    UnembeddedItemsWarning,
 )
 from threadloom.langgraph.reembed import Reembedded, fill_text, reembed
 from threadloom.langgraph.store_index import Indexing
@@ -50,12 +46,13 @@ from threadloom.langgraph.store_ops import (
     namespace_matches,
     validate,
 )
+from threadloom.langgraph.store_search import Searching
 from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
 
 log = logging.getLogger(__name__)
 
 
-class _StoreBase:
+class _StoreBase(Searching):
     """The engine side shared by Store and AsyncStore."""
 
     supports_ttl: bool = True
@@ -222,38 +219,6 @@ class _StoreBase:
         assert isinstance(op, ListNamespacesOp)
         return self._namespaces(conn, op, live_at)
 
-    def _search(
-        self, conn: Any, op: SearchOp, prepared: Prepared, live_at: int | None
-    ) -> list[Stored]:
-        prefix, limit, offset = op.namespace_prefix, op.limit, op.offset
-        if limit < 0 or offset < 0:
-            raise InvalidArgumentError(f"limit and offset are >= 0, not {limit} and {offset}")
-        if op.query and self.embeddings is not None:
-            vector = prepared.queries[op.query]
-            found = self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
-            if len(found) < limit and not self._warned:
-                self._warn_unembedded(conn, prefix, live_at)
-            return found
-        # Without embeddings the query ranks nothing, as in LangGraph's stores: every item
-        # under the prefix passing the filter, newest first (`search_text` ranks by words).
-        return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
-
-    def _warn_unembedded(self, conn: Any, prefix: tuple[str, ...], live_at: int | None) -> None:
-        """Warn once per store when a vector search cannot see items without vectors."""
-        lacking = Reindex(self.items).unembedded(conn, prefix, live_at)
-        if not lacking:
-            return
-        self._warned = True
-        where = ".".join(prefix) or "the store"
-        message = (
-            f"{self.file.path}: {lacking} items under {where} have no vector, so vector "
-            "search never returns them (written without embeddings, e.g. by `threadloom "
-            "migrate --store`); embed them with store.reembed() or `threadloom reembed FILE "
-            "--embed MODULE:NAME --dims N --apply`"
-        )
-        log.warning("%s", message)
-        warnings.warn(message, UnembeddedItemsWarning, stacklevel=2)
-
     def _namespaces(
         self, conn: Any, op: ListNamespacesOp, live_at: int | None
     ) -> list[tuple[str, ...]]:
@@ -300,29 +265,6 @@ class _StoreBase:
         """
         return reembed(self, namespace_prefix, every=every, apply=apply)
 
-    def search_text(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        query: str,
-        *,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        """Full-text search over the items' indexed fields, with or without embeddings;
-        scores as docs/store.md says: the token-set cosine, 1.0 for the same words."""
-        if not self.text:
-            raise InvalidArgumentError(
-                "this store was opened with text=False, so it keeps no full-text index; "
-                "open it without text=False (new items are indexed from then on)"
-            )
-        check_labels(namespace_prefix, full=False)
-        live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
-        with self.file.read() as conn:
-            found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
-        return [as_search_item(s) for s in found]
-
     async def areembed(
         self,
         namespace_prefix: tuple[str, ...] = (),
@@ -333,21 +275,6 @@ class _StoreBase:
     ) -> Reembedded:
         """`reembed` on a worker thread."""
         return await asyncio.to_thread(self.reembed, namespace_prefix, every=every, apply=apply)
-
-    async def asearch_text(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        query: str,
-        *,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        """`search_text` on a worker thread."""
-        return await asyncio.to_thread(
-            self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
-        )
 
     async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
         """A batch with the embedder's async methods, the file on a worker thread."""

@@ -23,7 +23,7 @@ from langgraph.store.base import (
 
 from threadloom.engine.items import Entry, Stored, VectorIndex, Write
 from threadloom.errors import InvalidArgumentError
-from threadloom.langgraph.store_ops import Prepared, strings, validate
+from threadloom.langgraph.store_ops import Prepared, check_mode, search_mode, strings, validate
 
 Metric = Literal["cosine", "l2", "inner_product"]
 Fields = list[tuple[str, list[str] | str]]
@@ -37,11 +37,14 @@ class Indexing:
     """A Store's index settings.
 
     Args:
-        index: LangGraph's `IndexConfig` plus `distance_type`, or None (no embeddings).
+        index: LangGraph's `IndexConfig` plus `distance_type` and `search_mode` (how
+            `search(query=)` ranks by default: "vector", the default, "text" or
+            "hybrid"), or None (no embeddings).
         text: keep indexed text in the full-text index (None: yes).
 
     Raises:
-        InvalidArgumentError: `index` lacks `dims` or `embed`, or names an unknown metric.
+        InvalidArgumentError: `index` lacks `dims` or `embed`, or names an unknown metric
+            or search mode.
     """
 
     def __init__(self, index: IndexConfig | None, text: bool | None) -> None:
@@ -51,6 +54,8 @@ class Indexing:
         self.embeddings: Any = None
         self.fields: Fields = [("$", "$")]
         self.vectors: VectorIndex | None = None
+        #: How `search(query=)` ranks unless the call says (store_ops.MODES).
+        self.mode = check_mode(dict(index or {}).get("search_mode", "vector"))
         if not index:
             return
         if "dims" not in index or "embed" not in index:
@@ -114,7 +119,11 @@ class Indexing:
             writes.append(Write(op.namespace, op.key, op.value, ttl, texts, [], checked=True))
         queries: dict[str, list[float]] = {}
         if self.embeddings is not None:
-            queries = {op.query: [] for op in listed if isinstance(op, SearchOp) and op.query}
+            queries = {
+                op.query: []
+                for op in listed
+                if isinstance(op, SearchOp) and op.query and search_mode(op, self.mode) != "text"
+            }
         return Prepared(listed, writes, queries, embed, slots)
 
     def attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
