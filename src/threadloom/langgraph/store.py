@@ -2,7 +2,8 @@
 
 Adapter layer: LangGraph's ops and types in, the engine's items and searches
 (`engine/items/rows.py`, `engine/items/recall.py`) out. Embeddings are computed before
-the write transaction opens (`embed_documents` for items, `embed_query` for queries);
+the write transaction opens (`embed_documents` for items' texts the file's embedding
+cache does not hold, store_embed.py; `embed_query` for queries);
 every op of a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
 before the batch's puts (as LangGraph's stores order them), and the last put of a key wins.
 """
@@ -102,8 +103,15 @@ class _StoreBase(Searching):
     def _prepare(self, ops: Iterable[Op]) -> Prepared:
         return self.indexing.prepare(ops)
 
-    def _attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
-        self.indexing.attach(prepared, vectors)
+    def _embed(self, prepared: Prepared) -> None:
+        """Embed a batch's texts the file's cache does not hold (each distinct one once)."""
+        if prepared.embed and self.indexing.embedder is not None:
+            self.indexing.attach(prepared, *self.indexing.embedder.embed(self.file, prepared.embed))
+
+    async def _aembed(self, prepared: Prepared) -> None:
+        if prepared.embed and self.indexing.embedder is not None:
+            embedder = self.indexing.embedder
+            self.indexing.attach(prepared, *await embedder.aembed(self.file, prepared.embed))
 
     # -- running a batch (one transaction) -------------------------------------------------
 
@@ -166,8 +174,7 @@ class _StoreBase(Searching):
         """
         listed = list(items)
         prepared = self._prepare(PutOp(tuple(it.namespace), it.key, it.value) for it in listed)
-        if prepared.embed:
-            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        self._embed(prepared)
         for write, item in zip(prepared.writes, listed, strict=True):
             write.created_at = time_us(item.created_at)
             write.updated_at = time_us(item.updated_at)
@@ -279,8 +286,7 @@ class _StoreBase(Searching):
     async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
         """A batch with the embedder's async methods, the file on a worker thread."""
         prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        await self._aembed(prepared)
         for query in prepared.queries:
             prepared.queries[query] = list(await self.embeddings.aembed_query(query))
         return await asyncio.to_thread(self._run, prepared)
@@ -382,8 +388,7 @@ class Store(Sweeping, _StoreBase, BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        self._embed(prepared)
         for query in prepared.queries:
             prepared.queries[query] = list(self.embeddings.embed_query(query))
         return self._run(prepared)

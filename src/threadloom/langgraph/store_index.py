@@ -23,6 +23,7 @@ from langgraph.store.base import (
 
 from threadloom.engine.items import Entry, Stored, VectorIndex, Write
 from threadloom.errors import InvalidArgumentError
+from threadloom.langgraph.store_embed import Embedder, identity
 from threadloom.langgraph.store_ops import Prepared, check_mode, search_mode, strings, validate
 
 Metric = Literal["cosine", "l2", "inner_product"]
@@ -52,6 +53,8 @@ class Indexing:
         self.text = True if text is None else bool(text)
         self.config = dict(index) if index else None
         self.embeddings: Any = None
+        #: The embedder through the file's embedding cache (None without `index`).
+        self.embedder: Embedder | None = None
         self.fields: Fields = [("$", "$")]
         self.vectors: VectorIndex | None = None
         #: How `search(query=)` ranks unless the call says (store_ops.MODES).
@@ -64,6 +67,7 @@ class Indexing:
                 "a function from texts to vectors)"
             )
         self.embeddings = ensure_embeddings(index["embed"])
+        self.embedder = Embedder(self.embeddings, identity(index, self.embeddings))
         self.fields = _fields(_index_fields(index))
         metric = cast(Metric, dict(index).get("distance_type", "cosine"))
         if metric not in ("cosine", "l2", "inner_product"):
@@ -126,13 +130,21 @@ class Indexing:
             }
         return Prepared(listed, writes, queries, embed, slots)
 
-    def attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
-        """Give each write of `prepared` the embeddings of its texts."""
+    def attach(
+        self,
+        prepared: Prepared,
+        vectors: Sequence[Sequence[float]],
+        keys: Sequence[bytes] | None = None,
+    ) -> None:
+        """Give each write of `prepared` the embeddings of its texts (and their embedding
+        cache keys, when the embedder has an identity)."""
         check_count(len(vectors), len(prepared.slots))
-        for (at, path), vector in zip(prepared.slots, vectors, strict=True):
-            found = prepared.writes[at].vectors
-            assert found is not None
-            found.append((path, vector))
+        for n, ((at, path), vector) in enumerate(zip(prepared.slots, vectors, strict=True)):
+            write = prepared.writes[at]
+            assert write.vectors is not None
+            write.vectors.append((path, vector))
+            if keys is not None:
+                write.keys = [*(write.keys or []), keys[n]]
 
     def entries(
         self, stored: Sequence[Stored], *, embed: bool

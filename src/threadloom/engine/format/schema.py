@@ -554,6 +554,31 @@ Whether a run is going on ('running' in the index) is not stored: it is a live l
 (`leases`), decided when the index is read.
 """
 
+FORMAT_HYBRID: Final = """
+CREATE TABLE store_embedded(
+    key BLOB PRIMARY KEY,
+    item INTEGER NOT NULL,
+    field TEXT NOT NULL,
+    vector_digest BLOB NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX store_embedded_item ON store_embedded(item);
+
+CREATE TRIGGER store_embedded_delete AFTER DELETE ON store_items BEGIN
+    DELETE FROM store_embedded WHERE item = old.id;
+END;
+"""
+"""Format 8: the embedding cache (engine/items/embedded.py).
+
+`store_embedded`: which stored vector holds the embedding of a text, so a text put again
+(the same item unchanged, or the same text in another item, in this process or after a
+re-open) is not embedded twice. `key` = blake3(embedder identity, text)[:16] (the
+identity the Store forms from its embedder, docs/store.md); `item` and `field` name the
+`store_vectors` row written for that text, `vector_digest` = blake3(its vector)[:8], so
+a row whose vector was since replaced is never used. It holds no vector of its own, and
+its rows go with their item (the trigger) or when the item's vectors are written again:
+at most one row per stored vector, and the hash of an erased text leaves with its item.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -563,6 +588,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_5,
     FORMAT_6,
     FORMAT_7,
+    FORMAT_HYBRID,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
