@@ -145,3 +145,15 @@ def test_keys_bind_the_identity_and_the_text() -> None:
     assert embedding_key("ab", "c") != embedding_key("a", "bc")
     assert len(embedding_key("x", "y")) == 16
     assert embedding_key("x", "y") != blake3.blake3(b"xy").digest(length=16)
+
+
+def test_plain_field_paths_read_as_langgraph_reads_them() -> None:
+    """The fast path for plain keys gives what LangGraph's `get_text_at_path` gives."""
+    from langgraph.store.base import get_text_at_path, tokenize_path
+
+    from threadloom.langgraph.store_index import _text_at
+
+    value = {"a": {"b": "deep", "n": 3, "l": ["x", {"y": "z"}]}, "t": "top", "none": None}
+    for path in ["t", "a.b", "a.n", "a.l", "a.l[1].y", "a.l[*]", "a.*", "none", "missing", "a"]:
+        tokens = tokenize_path(path)
+        assert _text_at(value, tokens) == get_text_at_path(value, tokens), path

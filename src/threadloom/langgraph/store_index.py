@@ -91,7 +91,7 @@ class Indexing:
                 texts.extend(strings(value))
                 found = get_text_at_path(value, "$") if self.embeddings is not None else []
             else:
-                found = get_text_at_path(value, tokens)
+                found = _text_at(value, tokens)
                 texts.extend(found)
             if len(found) > 1:
                 embedded.extend((f"{path}.{i}", text) for i, text in enumerate(found))
@@ -164,6 +164,20 @@ class Indexing:
                     embedded.append(text)
             entries.append(Entry(item, texts, vectors))
         return entries, embedded, slots
+
+
+def _text_at(value: Mapping[str, Any], tokens: list[str] | str) -> list[str]:
+    """`get_text_at_path`, without its general walk for the common case of a path of
+    plain keys that ends at a string (a bulk load spent 4% of its time in that walk)."""
+    if isinstance(tokens, list) and all(t and t[0] not in "[{" and t != "*" for t in tokens):
+        found: Any = value
+        for token in tokens:
+            if not isinstance(found, dict) or token not in found:
+                return []
+            found = found[token]
+        if isinstance(found, str):
+            return [found]
+    return get_text_at_path(value, tokens)
 
 
 def _index_fields(index: IndexConfig) -> list[str]:
