@@ -206,3 +206,31 @@ def test_hybrid_without_an_index_ranks_by_bm25(tmp_path: Path) -> None:
         store.put(("m",), "b", {"text": "coffee in porto"})
         assert _keys(store.search(("m",), query="porto coffee", mode="hybrid")) == ["b"]
         assert len(store.search(("m",), query="porto coffee")) == 2  # LangGraph's listing
+
+
+def test_the_bm25_shortcut_ranks_as_the_full_join(tmp_path: Path) -> None:
+    """The BM25 ranking read from the file's best matches first equals the one joining
+    and sorting every match, whether the prefix keeps many of them or few."""
+    from langgraph.store.base import PutOp
+
+    from threadloom.engine.format import text
+    from threadloom.engine.items import fieldkeys
+    from threadloom.engine.items.recall import where
+
+    with Store.from_conn_string(tmp_path / "m.db") as store:
+        store.batch(
+            [PutOp(("a",), f"k{i}", {"text": f"common word {i % 17} n{i}"}) for i in range(400)]
+            + [PutOp(("b",), f"k{i}", {"text": f"common other {i}"}) for i in range(5)]
+        )
+        tokens = store.items.tokens("common word 3")
+        compiled = fieldkeys.compile_filter(None)
+        with store.file.read() as conn:
+            for prefix in (("a",), ("b",), ()):
+                clause, args = where(prefix, compiled, None)
+                ranked = [
+                    store.recall._matching(
+                        conn, text.expression(tokens), clause, args, compiled, None, full, 16
+                    )
+                    for full in (False, True)
+                ]
+                assert ranked[0] == ranked[1] and ranked[0], prefix
