@@ -157,3 +157,22 @@ def test_plain_field_paths_read_as_langgraph_reads_them() -> None:
     for path in ["t", "a.b", "a.n", "a.l", "a.l[1].y", "a.l[*]", "a.*", "none", "missing", "a"]:
         tokens = tokenize_path(path)
         assert _text_at(value, tokens) == get_text_at_path(value, tokens), path
+
+
+def test_an_unchanged_put_keeps_its_vectors_and_a_changed_one_replaces_them(
+    tmp_path: Path,
+) -> None:
+    """Putting an item again with the same indexed text leaves its vector rows as they
+    are (nothing to pack, place or rewrite); a new text replaces them."""
+    path = tmp_path / "u.db"
+    with Store.from_conn_string(path, index=index(HashingEmbedder(DIMS))) as store:
+        store.put(("a",), "1", {"text": "Ada prefers green tea", "n": 1})
+        store.put(("a",), "2", {"text": "Bob rides a bicycle"})
+        before = rows(path, "SELECT id, item, field FROM store_vectors ORDER BY item")
+        store.put(("a",), "1", {"text": "Ada prefers green tea", "n": 2})
+        assert rows(path, "SELECT id, item, field FROM store_vectors ORDER BY item") == before
+        store.put(("a",), "1", {"text": "Ada prefers black tea"})
+        after = rows(path, "SELECT id, item, field FROM store_vectors ORDER BY item")
+        assert after[1] == before[1] and after[0] != before[0]
+        assert store.search(("a",), query="black tea")[0].key == "1"
+        assert verify(store.file).sound

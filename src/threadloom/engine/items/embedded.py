@@ -62,6 +62,39 @@ def vectors(conn: apsw.Connection, keys: Iterable[bytes]) -> dict[bytes, list[fl
     return found
 
 
+def unchanged(
+    conn: apsw.Connection, wanted: Sequence[tuple[int, Sequence[tuple[str, bytes]]]]
+) -> set[int]:
+    """The items of `wanted` (item, [(field, key), ...]) whose stored vectors are exactly
+    the ones written for those keys, field for field: a put of the same texts by the same
+    embedder, whose vectors need not be written again."""
+    asked = {item: set(fields) for item, fields in wanted if fields}
+    if not asked:
+        return set()
+    items = ids(list(asked))
+    held: dict[int, set[tuple[str, bytes]]] = {}
+    rows = fetchall(
+        conn,
+        "SELECT e.item, e.field, e.key, e.vector_digest, v.vector FROM store_embedded e "
+        "JOIN store_vectors v ON v.item = e.item AND v.field = e.field "
+        "WHERE e.item IN carray(?)",
+        (items,),
+    )
+    for item, field, cached, digest, blob in rows:
+        if blake3.blake3(bytes(blob)).digest(length=DIGEST_BYTES) == bytes(digest):
+            held.setdefault(int(item), set()).add((str(field), bytes(cached)))
+    counts = fetchall(
+        conn,
+        "SELECT item, count(*) FROM store_vectors WHERE item IN carray(?) GROUP BY item",
+        (items,),
+    )
+    return {
+        int(item)
+        for item, count in counts
+        if held.get(int(item)) == asked[int(item)] and int(count) == len(asked[int(item)])
+    }
+
+
 def remember(
     conn: apsw.Connection,
     written: Sequence[tuple[int, Sequence[tuple[str, bytes, Sequence[float]]]]],

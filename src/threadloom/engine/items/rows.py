@@ -29,7 +29,7 @@ from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.items import fieldkeys
-from threadloom.engine.items.embedded import remember
+from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import FieldPaths
 from threadloom.engine.sql import fetch, fetchall, ids
@@ -291,9 +291,21 @@ class Items:
         keys: Sequence[list[bytes] | None],
     ) -> None:
         """Make each item's vectors exactly the given ones and record their embedding
-        cache keys (`keys[i]` for `entries[i]`, None: none), in the caller's write."""
+        cache keys (`keys[i]` for `entries[i]`, None: none), in the caller's write. An
+        item put again with the same texts and embedder keeps the vectors it has."""
         if self.vectors is None:
             return
+        same = unchanged(
+            conn,
+            [
+                (item, [(f, k) for (f, _), k in zip(vectors, known, strict=True)])
+                for (item, vectors), known in zip(entries, keys, strict=True)
+                if known is not None and len(known) == len(vectors)
+            ],
+        )
+        if same:
+            kept = [(e, k) for e, k in zip(entries, keys, strict=True) if e[0] not in same]
+            entries, keys = [e for e, _ in kept], [k for _, k in kept]
         self.vectors.replace_many(conn, entries)
         remember(
             conn,
