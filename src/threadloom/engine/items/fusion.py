@@ -46,17 +46,18 @@ def depth(want: int) -> int:
 
 
 def fuse(
-    rankings: Sequence[Sequence[int]], exact: Collection[int] = (), k: int = K
+    rankings: Sequence[Sequence[int]], exact: Collection[int] = (), k: int = K, of: int = 2
 ) -> list[tuple[int, float]]:
     """(item id, score) best first: reciprocal rank fusion of `rankings` (each best
-    first), normalized to 1.0 for first in every ranking, plus 1.0 for `exact` hits."""
-    if not rankings:
-        return []
+    first), normalized to 1.0 for first in all `of` rankings a search fuses, plus 1.0 for
+    `exact` hits. A ranking the search could not read (no vector index, a query without
+    words) is absent and adds nothing, so the scores keep their meaning: first in the
+    one ranking there is scores 0.5."""
     scores: dict[int, float] = {}
     for ranking in rankings:
         for rank, item in enumerate(ranking, start=1):
             scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
-    top = len(rankings) / (k + 1)
+    top = of / (k + 1)
     fused = {item: score / top for item, score in scores.items()}
     for item in exact:
         fused[item] = 1.0 + fused.get(item, 0.0)

@@ -269,7 +269,7 @@ class Recall:
             )
             if len(phrase) <= fusion.EXACT_AT_MOST:
                 exact = phrase
-        fused = fusion.fuse(rankings, exact) if rankings else []
+        fused = fusion.fuse(rankings, exact)
         return self._scored(conn, fused[offset : offset + limit])
 
     def _matching(
