@@ -132,8 +132,12 @@ def test_reembed_every_item_with_another_embedder(tmp_path: Path) -> None:
     with Store.from_conn_string(path, index=index(HashingEmbedder(DIMS))) as store:
         for key, text in FACTS.items():
             store.put(("acme", "facts"), key, {"text": text})
-    other = HashingEmbedder(DIMS)
-    with Store.from_conn_string(path, index=index(other)) as store:
+    same = HashingEmbedder(DIMS)  # the same embedder again: its vectors are the file's
+    with Store.from_conn_string(path, index=index(same)) as store:
+        assert store.reembed(("acme",), every=True).embedded == 3
+        assert same.documents_embedded() == []
+    other = HashingEmbedder(DIMS)  # named as another embedder: nothing cached is reused
+    with Store.from_conn_string(path, index=index(other, embed_id="hashing-v2")) as store:
         assert store.reembed(("acme",), every=True).embedded == 3
         assert len(other.documents_embedded()) == 3
     bigger = HashingEmbedder(2 * DIMS)

@@ -6,8 +6,10 @@ refreshes every item's vectors (another embedder); `reembed_file` does it for a 
 an index config, replacing the file's vectors when the new embedder has other dims or
 another metric (`threadloom reembed`). `fill_text` gives a text entry to the items older
 versions wrote with vectors and none. Items are read a page at a time; a page is
-embedded outside any transaction and written in one, and an item changed meanwhile is
-left to its own put, so a run that stops is finished by running it again.
+embedded outside any transaction (only texts the file's embedding cache does not hold for
+this embedder, store_embed.py: with an unchanged embedder, `every` re-embeds nothing) and
+written in one, and an item changed meanwhile is left to its own put, so a run that stops
+is finished by running it again.
 """
 
 from __future__ import annotations
@@ -21,7 +23,12 @@ from langgraph.store.base import IndexConfig
 
 from threadloom.engine import File
 from threadloom.engine.items import Items, Reindex
-from threadloom.errors import EmbedderError, InvalidArgumentError, VectorConfigError
+from threadloom.errors import (
+    EmbedderError,
+    InvalidArgumentError,
+    ThreadloomError,
+    VectorConfigError,
+)
 from threadloom.langgraph.store_index import Indexing, check_count
 from threadloom.langgraph.store_ops import check_labels
 
@@ -105,18 +112,24 @@ def reembed(
             return report
         after = page[-1].id
         entries, texts, slots = indexing.entries(page, embed=True)
+        embedder = indexing.embedder
+        assert embedder is not None  # with embeddings, as checked above
         try:
-            vectors = indexing.embeddings.embed_documents(texts) if texts else []
+            vectors, keys = embedder.embed(store.file, texts) if texts else ([], None)
+        except ThreadloomError:
+            raise  # the file's, or a count the embedder got wrong: said as it is
         except Exception as exc:  # the application's embedder: any error it raises
             raise EmbedderError(
                 f"the embedder failed ({type(exc).__name__}: {exc}) after {report.embedded} "
                 "items were embedded; fix it and run again to embed the rest"
             ) from exc
         check_count(len(vectors), len(slots))
-        for (at, path), vector in zip(slots, vectors, strict=True):
+        for n, ((at, path), vector) in enumerate(zip(slots, vectors, strict=True)):
             held = entries[at].vectors
             assert held is not None
             held.append((path, vector))
+            if keys is not None:
+                entries[at].keys = [*(entries[at].keys or []), keys[n]]
         with store.file.write() as conn:
             written = reindex.apply(conn, entries)
             due = store.items.vectors is not None and store.items.vectors.due(conn) is not None

@@ -2,7 +2,8 @@
 
 Adapter layer: LangGraph's ops and types in, the engine's items and searches
 (`engine/items/rows.py`, `engine/items/recall.py`) out. Embeddings are computed before
-the write transaction opens (`embed_documents` for items, `embed_query` for queries);
+the write transaction opens (`embed_documents` for items' texts the file's embedding
+cache does not hold, store_embed.py; `embed_query` for queries);
 every op of a batch then runs in one SQLite transaction. Reads of a batch see the file as it was
 before the batch's puts (as LangGraph's stores order them), and the last put of a key wins.
 """
@@ -13,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import warnings
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,19 +26,16 @@ from langgraph.store.base import (
     Op,
     PutOp,
     Result,
-    SearchItem,
     SearchOp,
     TTLConfig,
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from threadloom.engine import MEMORY, File
-from threadloom.engine.items import Items, Recall, Reindex, Stored, VectorIndex, now_us, time_us
+from threadloom.engine.items import Items, Recall, VectorIndex, now_us, time_us
 from threadloom.errors import (
-    InvalidArgumentError,
     NoEventLoopError,
     ThreadloomError,
-    UnembeddedItemsWarning,
 )
 from threadloom.langgraph.reembed import Reembedded, fill_text, reembed
 from threadloom.langgraph.store_index import Indexing
@@ -50,12 +47,13 @@ from threadloom.langgraph.store_ops import (
     namespace_matches,
     validate,
 )
+from threadloom.langgraph.store_search import Searching
 from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
 
 log = logging.getLogger(__name__)
 
 
-class _StoreBase:
+class _StoreBase(Searching):
     """The engine side shared by Store and AsyncStore."""
 
     supports_ttl: bool = True
@@ -105,8 +103,15 @@ class _StoreBase:
     def _prepare(self, ops: Iterable[Op]) -> Prepared:
         return self.indexing.prepare(ops)
 
-    def _attach(self, prepared: Prepared, vectors: Sequence[Sequence[float]]) -> None:
-        self.indexing.attach(prepared, vectors)
+    def _embed(self, prepared: Prepared) -> None:
+        """Embed a batch's texts the file's cache does not hold (each distinct one once)."""
+        if prepared.embed and self.indexing.embedder is not None:
+            self.indexing.attach(prepared, *self.indexing.embedder.embed(self.file, prepared.embed))
+
+    async def _aembed(self, prepared: Prepared) -> None:
+        if prepared.embed and self.indexing.embedder is not None:
+            embedder = self.indexing.embedder
+            self.indexing.attach(prepared, *await embedder.aembed(self.file, prepared.embed))
 
     # -- running a batch (one transaction) -------------------------------------------------
 
@@ -169,8 +174,7 @@ class _StoreBase:
         """
         listed = list(items)
         prepared = self._prepare(PutOp(tuple(it.namespace), it.key, it.value) for it in listed)
-        if prepared.embed:
-            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        self._embed(prepared)
         for write, item in zip(prepared.writes, listed, strict=True):
             write.created_at = time_us(item.created_at)
             write.updated_at = time_us(item.updated_at)
@@ -222,38 +226,6 @@ class _StoreBase:
         assert isinstance(op, ListNamespacesOp)
         return self._namespaces(conn, op, live_at)
 
-    def _search(
-        self, conn: Any, op: SearchOp, prepared: Prepared, live_at: int | None
-    ) -> list[Stored]:
-        prefix, limit, offset = op.namespace_prefix, op.limit, op.offset
-        if limit < 0 or offset < 0:
-            raise InvalidArgumentError(f"limit and offset are >= 0, not {limit} and {offset}")
-        if op.query and self.embeddings is not None:
-            vector = prepared.queries[op.query]
-            found = self.recall.vector(conn, prefix, vector, op.filter, limit, offset, live_at)
-            if len(found) < limit and not self._warned:
-                self._warn_unembedded(conn, prefix, live_at)
-            return found
-        # Without embeddings the query ranks nothing, as in LangGraph's stores: every item
-        # under the prefix passing the filter, newest first (`search_text` ranks by words).
-        return self.recall.listing(conn, prefix, op.filter, limit, offset, live_at)
-
-    def _warn_unembedded(self, conn: Any, prefix: tuple[str, ...], live_at: int | None) -> None:
-        """Warn once per store when a vector search cannot see items without vectors."""
-        lacking = Reindex(self.items).unembedded(conn, prefix, live_at)
-        if not lacking:
-            return
-        self._warned = True
-        where = ".".join(prefix) or "the store"
-        message = (
-            f"{self.file.path}: {lacking} items under {where} have no vector, so vector "
-            "search never returns them (written without embeddings, e.g. by `threadloom "
-            "migrate --store`); embed them with store.reembed() or `threadloom reembed FILE "
-            "--embed MODULE:NAME --dims N --apply`"
-        )
-        log.warning("%s", message)
-        warnings.warn(message, UnembeddedItemsWarning, stacklevel=2)
-
     def _namespaces(
         self, conn: Any, op: ListNamespacesOp, live_at: int | None
     ) -> list[tuple[str, ...]]:
@@ -300,29 +272,6 @@ class _StoreBase:
         """
         return reembed(self, namespace_prefix, every=every, apply=apply)
 
-    def search_text(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        query: str,
-        *,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        """Full-text search over the items' indexed fields, with or without embeddings;
-        scores as docs/store.md says: the token-set cosine, 1.0 for the same words."""
-        if not self.text:
-            raise InvalidArgumentError(
-                "this store was opened with text=False, so it keeps no full-text index; "
-                "open it without text=False (new items are indexed from then on)"
-            )
-        check_labels(namespace_prefix, full=False)
-        live_at = now_us() if self.ttl_config and self.ttl_config.get("omit_expired") else None
-        with self.file.read() as conn:
-            found = self.recall.text(conn, namespace_prefix, query, filter, limit, offset, live_at)
-        return [as_search_item(s) for s in found]
-
     async def areembed(
         self,
         namespace_prefix: tuple[str, ...] = (),
@@ -334,26 +283,10 @@ class _StoreBase:
         """`reembed` on a worker thread."""
         return await asyncio.to_thread(self.reembed, namespace_prefix, every=every, apply=apply)
 
-    async def asearch_text(
-        self,
-        namespace_prefix: tuple[str, ...],
-        /,
-        query: str,
-        *,
-        filter: dict[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-    ) -> list[SearchItem]:
-        """`search_text` on a worker thread."""
-        return await asyncio.to_thread(
-            self.search_text, namespace_prefix, query, filter=filter, limit=limit, offset=offset
-        )
-
     async def _abatch(self, ops: Iterable[Op]) -> list[Result]:
         """A batch with the embedder's async methods, the file on a worker thread."""
         prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, await self.embeddings.aembed_documents(prepared.embed))
+        await self._aembed(prepared)
         for query in prepared.queries:
             prepared.queries[query] = list(await self.embeddings.aembed_query(query))
         return await asyncio.to_thread(self._run, prepared)
@@ -455,8 +388,7 @@ class Store(Sweeping, _StoreBase, BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = self._prepare(ops)
-        if prepared.embed:
-            self._attach(prepared, self.embeddings.embed_documents(prepared.embed))
+        self._embed(prepared)
         for query in prepared.queries:
             prepared.queries[query] = list(self.embeddings.embed_query(query))
         return self._run(prepared)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Final
 
 from langgraph.store.base import (
     GetOp,
@@ -24,6 +24,43 @@ from threadloom.engine.items import Stored, Write, check_json, check_text
 from threadloom.errors import InvalidArgumentError, InvalidValueError
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+#: How `search(query=...)` ranks (docs/store.md, "Hybrid search").
+MODES: Final = ("vector", "text", "hybrid")
+
+
+def check_mode(mode: object) -> str:
+    """A search mode named in MODES."""
+    if mode not in MODES:
+        raise InvalidArgumentError(
+            f"search mode {mode!r} is not one of {', '.join(MODES)}; use 'vector' (the "
+            "embedding's similarity), 'text' (words) or 'hybrid' (both, fused)"
+        )
+    return str(mode)
+
+
+class RankedSearchOp(SearchOp):
+    """A `SearchOp` that names its ranking (`mode`, one of MODES): what `search(...,
+    mode=)` sends through `batch`. Equal only to an op of the same mode, so a batch of
+    AsyncStore never merges two searches that differ by their mode."""
+
+    mode: str
+
+    def __new__(cls, *args: Any, mode: str, **kwargs: Any) -> RankedSearchOp:
+        op = super().__new__(cls, *args, **kwargs)
+        op.mode = check_mode(mode)
+        return op
+
+    def __eq__(self, other: object) -> bool:
+        return tuple.__eq__(self, other) and getattr(other, "mode", None) == self.mode
+
+    def __hash__(self) -> int:
+        return hash((tuple(self), self.mode))
+
+
+def search_mode(op: SearchOp, default: str) -> str:
+    """The ranking `op` asks for (`default`: the store's)."""
+    return str(getattr(op, "mode", default))
 
 
 def as_time(us: int) -> datetime:

@@ -10,7 +10,8 @@ overwritten in place (`PRAGMA secure_delete` during the erasure). The Store's te
 is merged (FTS5 `optimize`: a deleted item's terms otherwise stay in its segments) and
 the filter index's paths no item uses any more are deleted (`paths.sweep`: object keys
 are user text), so after `threadloom compact` no byte of the owner's rows remains in the
-file. `Erased.digest` is a receipt of what went (`_receipt`).
+file; the embedding cache's rows of the erased items (their texts' hashes) go with the
+items (a trigger, engine/items/embedded.py). `Erased.digest` is a receipt of what went (`_receipt`).
 """
 
 from __future__ import annotations

@@ -254,6 +254,18 @@ CREATE TABLE sync_threads(
     diverged INTEGER NOT NULL CHECK (diverged IN (0, 1)),
     PRIMARY KEY(scope, peer, thread_id)
 ) STRICT, WITHOUT ROWID;
+
+CREATE TABLE store_embedded(
+    key BLOB PRIMARY KEY,
+    item INTEGER NOT NULL,
+    field TEXT NOT NULL,
+    vector_digest BLOB NOT NULL
+) STRICT, WITHOUT ROWID;
+CREATE INDEX store_embedded_item ON store_embedded(item);
+
+CREATE TRIGGER store_embedded_delete AFTER DELETE ON store_items BEGIN
+    DELETE FROM store_embedded WHERE item = old.id;
+END;
 """
 """Format 8: tables made when a feature first writes; where `threadloom sync` left off.
 
@@ -262,13 +274,23 @@ made, each feature's as a whole, in the write transaction that first needs them,
 schema these migrations give an empty database (engine/format/features.py). An older
 threadloom would read such a file as damaged, hence the new format. Files of earlier
 formats keep every table they have; the upgrade adds the `meta` row `file_kind` =
-'threadloom', which names a threadloom file whatever tables it holds (`recognize`), and
-the sync tables.
+'threadloom', which names a threadloom file whatever tables it holds (`recognize`), the
+sync tables and the embedding cache.
 
 `sync_peers.high_water`: the highest checkpoint id the peer held after the last complete
 sync (FORMAT.md, nats/sync.py). `sync_threads`: per thread, its row id and `seq` when
 last synced, the root head both sides then shared, and whether it `diverged`. Made by the
 first `sync --apply`.
+
+The embedding cache (engine/items/embedded.py, a table of the Store's feature):
+`store_embedded` says which stored vector holds the embedding of a text, so a text put
+again (the same item unchanged, or the same text in another item, in this process or after a
+re-open) is not embedded twice. `key` = blake3(embedder identity, text)[:16] (the
+identity the Store forms from its embedder, docs/store.md); `item` and `field` name the
+`store_vectors` row written for that text, `vector_digest` = blake3(its vector)[:8], so
+a row whose vector was since replaced is never used. It holds no vector of its own, and
+its rows go with their item (the trigger) or when the item's vectors are written again:
+at most one row per stored vector, and the hash of an erased text leaves with its item.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.

@@ -14,6 +14,10 @@ diacritics folded), and it falls as either side holds tokens the other lacks. So
 "score >= 0.9 means the same fact" holds for texts that differ by at most a word in
 ten-odd, and a long text containing the query's words scores low. Hits are ordered by
 score, then newest first.
+
+Hybrid search (engine/items/fusion.py) ranks the same matches by FTS5's BM25 instead,
+which weighs a rare token (a code, an id) above common words, and matches the query as
+a phrase (`phrase`) to find exact hits.
 """
 
 from __future__ import annotations
@@ -35,3 +39,8 @@ def expression(tokens: list[str]) -> str:
     """An FTS5 query matching rows holding any of `tokens` (each quoted: no operators)."""
     quoted = ['"' + token.replace('"', '""') + '"' for token in dict.fromkeys(tokens)]
     return " OR ".join(quoted)
+
+
+def phrase(tokens: list[str]) -> str:
+    """An FTS5 query matching rows holding `tokens` adjacent and in this order."""
+    return '"' + " ".join(tokens).replace('"', '""') + '"'

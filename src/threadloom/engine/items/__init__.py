@@ -1,10 +1,12 @@
 """The Store's items: rows, namespaces and TTLs, the filter index (field keys), the text
 index, JSON checks, the vector index and its candidates, searches, their checks, and
-the refilling of items' index entries (reindex.py).
+the refilling of items' index entries (reindex.py), the embedding cache (embedded.py).
 
 Outer layers (the LangGraph Store, the viewer) use the names below.
 """
 
+from threadloom.engine.items.embedded import key as embedding_key
+from threadloom.engine.items.embedded import vectors as cached_vectors
 from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
 from threadloom.engine.items.reindex import Entry, Reindex
@@ -21,8 +23,10 @@ __all__ = [
     "Stored",
     "VectorIndex",
     "Write",
+    "cached_vectors",
     "check_json",
     "check_text",
+    "embedding_key",
     "now_us",
     "time_us",
 ]

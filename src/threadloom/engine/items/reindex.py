@@ -49,11 +49,13 @@ class Entry:
         item: the item as read (its id and `updated_at` say which version they index).
         texts: its indexed text, or None to leave its text entry as it is.
         vectors: (field path, embedding) per indexed field, or None to leave them.
+        keys: the embedding cache key of each of `vectors` (None: not cached).
     """
 
     item: Stored
     texts: list[str] | None
     vectors: list[tuple[str, Sequence[float]]] | None
+    keys: list[bytes] | None = None
 
 
 class Reindex:
@@ -155,11 +157,13 @@ class Reindex:
                     for e in texts
                 ],
             )
-        embedded = [(e.item.id, e.vectors) for e in kept if e.vectors is not None]
-        if embedded:
+        vectored = [e for e in kept if e.vectors is not None]
+        if vectored:
             if self.items.vectors is None:
                 raise InvalidArgumentError("vectors given to a store without a vector index")
-            self.items.vectors.replace_many(conn, embedded)
+            self.items.index_vectors(
+                conn, [(e.item.id, e.vectors or []) for e in vectored], [e.keys for e in vectored]
+            )
         return len(kept)
 
     def vector_count(self, conn: apsw.Connection) -> int:
@@ -172,6 +176,7 @@ class Reindex:
         return how many vectors went."""
         gone = self.vector_count(conn)
         conn.execute("DELETE FROM store_vectors")
+        conn.execute("DELETE FROM store_embedded")
         conn.execute("DELETE FROM store_lists WHERE id != 0")
         conn.execute("DELETE FROM meta WHERE key IN carray(?)", (ids(list(VECTOR_SETTINGS)),))
         return gone

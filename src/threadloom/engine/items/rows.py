@@ -5,9 +5,7 @@ value is JSON text, packed by the content store like every body and sealed to it
 namespace and key (`tables.STORE_ITEMS`). Writes run in one transaction per batch and
 keep the filter index (`fieldkeys.fields`), the text index and the vectors in step with
 the bodies; deleting an item deletes its index rows (foreign keys and triggers), so no
-search can meet a stale vector or token.
-
-Times are integer microseconds since the epoch (UTC).
+search can meet a stale vector or token. Times are integer microseconds since the epoch.
 """
 
 from __future__ import annotations
@@ -29,6 +27,7 @@ from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.items import fieldkeys
+from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import FieldPaths
 from threadloom.engine.sql import fetch, fetchall, ids
@@ -159,6 +158,8 @@ class Write:
         texts: the item's indexed text (one string per indexed field), or None to keep
             it out of the text index.
         vectors: (field path, embedding) per indexed field, or None for none.
+        keys: the embedding cache key (`embedded.key`) of each of `vectors`, in order,
+            or None when the embedder has no known identity (nothing is cached).
         ttl: minutes until the item expires unless read (None: never).
         checked: `value` already passed `check_json`.
         created_at, updated_at: the item's times (microseconds) when it brings its own,
@@ -174,6 +175,7 @@ class Write:
     ttl: float | None = None
     texts: list[str] | None = None
     vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
+    keys: list[bytes] | None = None
     checked: bool = False
     created_at: int | None = None
     updated_at: int | None = None
@@ -263,22 +265,54 @@ class Items:
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
         embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
+        keys: list[list[bytes] | None] = []
         fields: list[tuple[int, bytes, int]] = []
         texts: list[tuple[int, str]] = []
         for w, raw, packed in zip(puts, raws, packs, strict=True):
             old = present.get((namespace_name(w.namespace), w.key))
             item = self._put(conn, w, len(raw), packed, now, known, old, fields, texts)
             embedded.append((item, w.vectors or []))
+            keys.append(w.keys)
         # One statement each for the whole batch's index rows.
         conn.executemany(
             "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)", fields
         )
         conn.executemany("INSERT INTO store_text(rowid, text) VALUES(?, ?)", texts)
-        if self.vectors is not None:
-            self.vectors.replace_many(conn, embedded)
+        self.index_vectors(conn, embedded, keys)
         if content.note_inline(conn, packs):
             self._train_due = True
         return len(puts)
+
+    def index_vectors(
+        self,
+        conn: apsw.Connection,
+        entries: Sequence[tuple[int, Sequence[tuple[str, Sequence[float]]]]],
+        keys: Sequence[list[bytes] | None],
+    ) -> None:
+        """Make each item's vectors exactly the given ones and record their embedding
+        cache keys (`keys[i]` for `entries[i]`, None: none), in the caller's write. An
+        item put again with the same texts and embedder keeps the vectors it has."""
+        if self.vectors is None:
+            return
+        same = unchanged(
+            conn,
+            [
+                (item, [(f, k) for (f, _), k in zip(vectors, known, strict=True)])
+                for (item, vectors), known in zip(entries, keys, strict=True)
+                if known is not None and len(known) == len(vectors)
+            ],
+        )
+        if same:
+            kept = [(e, k) for e, k in zip(entries, keys, strict=True) if e[0] not in same]
+            entries, keys = [e for e, _ in kept], [k for _, k in kept]
+        self.vectors.replace_many(conn, entries)
+        remember(
+            conn,
+            [
+                (item, [(f, k, v) for (f, v), k in zip(vectors, known or (), strict=False)])
+                for (item, vectors), known in zip(entries, keys, strict=True)
+            ],
+        )
 
     def after_write(self) -> None:
         """Retrain the content dictionary when a write made it due (outside the write)."""
