@@ -7,8 +7,9 @@ store of the process shares the one open file (`File.open`). What the server con
 for its own checkpointer and store is read from `langgraph_api.config` and honoured: the
 serializer (`checkpointer.serde`), the store's `index` (embeddings resolved the server's
 way) and `ttl` (its sweeper runs), and `checkpointer.ttl` where threadloom can keep the
-server's thread list true (`keep_latest`; `delete` is refused). The server's own records
-(threads, runs, assistants) stay in its `.langgraph_api/` folder.
+server's thread list true (`keep_latest`; `delete` is refused). Under the in-memory
+runtime, the server's own records (assistants, threads, runs, crons) are kept in the file
+too (`server_registry`), attached by the first checkpointer the process enters.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.errors import ThreadloomError
+from threadloom.langgraph import server_registry
 from threadloom.langgraph.retention import RetentionPolicy
 from threadloom.langgraph.saver import AsyncSaver
 from threadloom.langgraph.store import AsyncStore
@@ -277,6 +279,8 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
     if ttl is not None and path not in _SWEEPING:
         _SWEEPING.add(path)
         sweeper = asyncio.create_task(_keep_latest_loop(saver, *ttl))
+    registry = await asyncio.to_thread(server_registry.attach, saver)
+    keeps_registry = registry is not None and registry.saver is saver
     log.info("threadloom checkpointer on %s", path)
     try:
         yield saver
@@ -284,6 +288,8 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
         if sweeper is not None:
             sweeper.cancel()
             _SWEEPING.discard(path)
+        if keeps_registry:
+            await asyncio.to_thread(server_registry.detach)
         await asyncio.to_thread(saver.close)
 
 

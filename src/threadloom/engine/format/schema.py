@@ -554,6 +554,35 @@ Whether a run is going on ('running' in the index) is not stored: it is a live l
 (`leases`), decided when the index is read.
 """
 
+FORMAT_REGISTRY: Final = """
+CREATE TABLE server_records(
+    scope INTEGER NOT NULL REFERENCES scopes(id),
+    kind TEXT NOT NULL
+        CHECK (kind IN ('assistant', 'assistant_version', 'thread', 'run', 'cron')),
+    id TEXT NOT NULL,
+    thread_id TEXT,
+    codec TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY(scope, kind, id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX server_records_by_thread ON server_records(scope, thread_id)
+    WHERE thread_id IS NOT NULL;
+CREATE TRIGGER server_records_thread_delete AFTER DELETE ON threads
+BEGIN
+    DELETE FROM server_records WHERE scope = old.scope AND thread_id = old.thread_id;
+END;
+"""
+"""Format REGISTRY: the Agent Server's registry (engine/conversations/server_records.py).
+
+`server_records`: the assistants, assistant versions, threads, runs and crons of
+LangGraph's in-memory runtime, one row per record (`kind`; `id`, a version's being
+`assistant_id:version`; `thread_id`, the thread a thread, run or cron record names), the
+body encoded by the adapter's serializer (`codec` its type). A thread's values are not
+kept (they are its newest checkpoint's). Records are written as a server connection ends,
+in one transaction; deleting a `threads` row deletes the records naming that thread (the
+trigger). Empty until a server writes; `meta.server_registry` marks that one did.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -563,6 +592,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_5,
     FORMAT_6,
     FORMAT_7,
+    FORMAT_REGISTRY,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
