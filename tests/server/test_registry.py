@@ -163,7 +163,8 @@ def test_kill_9_at_random_moments_and_a_lost_folder_lose_nothing(server: AgentSe
 
 
 def test_threadloom_commands_read_the_running_servers_file(server: AgentServer) -> None:
-    """`threadloom threads`, `show` and `history` read the file the server is writing."""
+    """`threadloom threads`, `show` and `history` read the file the server is writing;
+    `show --json` gives the thread's size and its registry records' (a thread and a run)."""
     client = _client(server)
     thread = client.threads.create()["thread_id"]
     client.runs.wait(thread, "agent", input=_say("read me"))
@@ -172,6 +173,9 @@ def test_threadloom_commands_read_the_running_servers_file(server: AgentServer) 
     assert thread in {t["thread_id"] for t in json.loads(listed.stdout)["threads"]}
     shown = _threadloom("show", "--db", str(server.db), thread)
     assert shown.returncode == 0 and "read me" in shown.stdout, shown.stderr
+    sizes = json.loads(_threadloom("show", "--db", str(server.db), thread, "--json").stdout)
+    assert sizes["bytes"] > 0
+    assert sizes["server_records"]["records"] >= 2 and sizes["server_records"]["bytes"] > 0
     history = _threadloom("history", "--db", str(server.db), thread, "--json")
     assert history.returncode == 0, history.stderr
     assert json.loads(history.stdout)

@@ -33,6 +33,7 @@ from collections.abc import AsyncIterator, Callable, MutableMapping
 from datetime import datetime, timezone
 from typing import Any, Final
 
+import zstandard
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadloom.engine.conversations import ServerRecord, ServerRecords
@@ -71,10 +72,20 @@ def _thread_of(kind: str, record: MutableMapping[str, Any]) -> str | None:
 
 
 def _stored(kind: str, record: MutableMapping[str, Any]) -> Any:
+    """The record as the file keeps it: a thread without its values; a run without the
+    callables the server puts in its `configurable` at each attempt (a counter of
+    finished nodes: process state, not the run's)."""
     left_out = LEFT_OUT.get(kind)
-    if not left_out:
-        return record
-    return {k: v for k, v in record.items() if k not in left_out}
+    if left_out:
+        return {k: v for k, v in record.items() if k not in left_out}
+    if kind == "run":
+        config = (record.get("kwargs") or {}).get("config") or {}
+        configurable = config.get("configurable") or {}
+        if any(callable(v) for v in configurable.values()):
+            kept = {k: v for k, v in configurable.items() if not callable(v)}
+            kwargs = {**record["kwargs"], "config": {**config, "configurable": kept}}
+            return {**record, "kwargs": kwargs}
+    return record
 
 
 def _values(saver: AsyncSaver, thread_id: str) -> dict[str, Any] | None:
@@ -129,7 +140,7 @@ class Registry:
         by_kind = {kind: name for name, kind in LISTS}
         written: dict[tuple[str, str], Any] = {}
         for row in rows:
-            record = self.serde.loads_typed((row.codec, row.body))
+            record = self._decode(row.codec, row.body)
             written[(row.kind, row.id)] = copy.deepcopy(record)
             lists[by_kind[row.kind]].append(record)
         for items in lists.values():
@@ -189,24 +200,53 @@ class Registry:
     def _changes(self) -> tuple[list[ServerRecord], list[tuple[str, str]]]:
         """The records that differ from the file's, and the ids gone from the runtime;
         `_written` is updated to what they make the file hold. Caller holds the lock or
-        runs alone."""
+        runs alone. The runtime's other event loops may change a record meanwhile (a
+        dict changing size while it is read): then it is all found again."""
+        for attempt in range(_ATTEMPTS):
+            try:
+                found = self._found()
+                break
+            except RuntimeError:  # "dictionary changed size during iteration"
+                if attempt == _ATTEMPTS - 1:
+                    raise
+        kept, upserts, deletes = found
+        self._written.update(kept)
+        for key in deletes:
+            del self._written[key]
+        return upserts, deletes
+
+    def _found(
+        self,
+    ) -> tuple[dict[tuple[str, str], Any], list[ServerRecord], list[tuple[str, str]]]:
         current: dict[tuple[str, str], tuple[str, MutableMapping[str, Any]]] = {}
         for name, kind in LISTS:
-            for record in self.state.get(name) or ():
+            for record in list(self.state.get(name) or ()):
                 current[(kind, record_key(kind, record))] = (kind, record)
+        kept: dict[tuple[str, str], Any] = {}
         upserts: list[ServerRecord] = []
         for key, (kind, record) in current.items():
             view = _stored(kind, record)
             if self._written.get(key, _MISSING) == view:
                 continue
-            kept = copy.deepcopy(view)
-            self._written[key] = kept
-            codec, body = self.serde.dumps_typed(kept)
+            kept[key] = copy.deepcopy(view)
+            codec, body = self._encode(kept[key])
             upserts.append(ServerRecord(kind, key[1], _thread_of(kind, record), codec, body))
         deletes = [key for key in self._written if key not in current]
-        for key in deletes:
-            del self._written[key]
-        return upserts, deletes
+        return kept, upserts, deletes
+
+    def _encode(self, record: Any) -> tuple[str, bytes]:
+        """The serializer's bytes, compressed when that saves (a run's record halves)."""
+        codec, body = self.serde.dumps_typed(record)
+        if len(body) >= _COMPRESS_FROM:
+            packed = zstandard.ZstdCompressor(level=3).compress(body)
+            if len(packed) < len(body):
+                return codec + _ZSTD, packed
+        return codec, body
+
+    def _decode(self, codec: str, body: bytes) -> Any:
+        if codec.endswith(_ZSTD):
+            codec, body = codec[: -len(_ZSTD)], zstandard.ZstdDecompressor().decompress(body)
+        return self.serde.loads_typed((codec, body))
 
     def _write(
         self, changes: tuple[list[ServerRecord], list[tuple[str, str]]], start: bool = False
@@ -242,6 +282,11 @@ class Registry:
 
 
 _MISSING: Final = object()
+#: Finding the changes again after a concurrent change, at most this many times.
+_ATTEMPTS: Final = 5
+#: Bodies from this size are compressed (zstd), marked by this suffix of their codec.
+_COMPRESS_FROM: Final = 256
+_ZSTD: Final = "+zstd"
 
 
 def _created(record: MutableMapping[str, Any]) -> tuple[bool, Any]:
@@ -288,6 +333,10 @@ def attach(saver: AsyncSaver) -> Registry | None:
         return None
     registry = Registry(saver, database.GLOBAL_STORE)
     registry.restore()
+    # The file is the registry now: the runtime's pickle of it (rewritten whole every
+    # 10 s, thread values included) would only cost time and disk. "r" makes its
+    # `sync` a no-op (PersistentDict's read-only flag); the retry counters still flush.
+    database.GLOBAL_STORE.flag = "r"
     original = getattr(database, "connect")  # noqa: B009 - the runtime's, untyped here
     wrapped = _wrap_connect(original)
     setattr(database, "connect", wrapped)  # noqa: B010
@@ -297,7 +346,8 @@ def attach(saver: AsyncSaver) -> Registry | None:
 
 
 def detach() -> None:
-    """Write what changed and stop keeping the registry (the server is stopping)."""
+    """Write what changed and stop keeping the registry (the server is stopping; its
+    pickle stays off, so the shutdown writes no stale copy of the registry)."""
     if not _ATTACHED:
         return
     registry = _ATTACHED.pop()

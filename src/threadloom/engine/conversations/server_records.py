@@ -95,8 +95,10 @@ class ServerRecords:
 
     def sizes(self, thread_ids: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
         """`thread_id -> (records, bytes)` of the records that name each thread (default:
-        every thread with records)."""
+        every thread with records); the bytes are the stored bodies'."""
         with self.file.read() as conn:
+            if not fetchall(conn, "SELECT 1 FROM sqlite_schema WHERE name = 'server_records'"):
+                return {}  # a file of an older format, opened read-only
             rows = fetchall(
                 conn,
                 "SELECT thread_id, count(*), sum(length(body)) FROM server_records "
