@@ -5,7 +5,7 @@ Adapter layer. The in-memory runtime (`langgraph_runtime_inmem`) keeps its regis
 five lists of dicts in one process-wide mapping and pickles it whole every 10 s. Its
 operations mutate those dicts in place, always inside `database.connect()`, so this
 module wraps `connect`: when a connection ends, the records that differ from what the
-file holds are found (a dict comparison per record against the copy last written) and
+file holds are found (a dict comparison per record against a snapshot of what was last written) and
 written in one transaction before the caller goes on, so a request is answered only
 once its records are committed, as its checkpoints are. The writes go through one
 worker thread, in the order the changes were found.
@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import copy
 import logging
 import sys
 import threading
@@ -81,11 +80,24 @@ def _stored(kind: str, record: MutableMapping[str, Any]) -> Any:
     if kind == "run":
         config = (record.get("kwargs") or {}).get("config") or {}
         configurable = config.get("configurable") or {}
-        if any(callable(v) for v in configurable.values()):
+        if _NODE_COUNTER in configurable and any(callable(v) for v in configurable.values()):
             kept = {k: v for k, v in configurable.items() if not callable(v)}
             kwargs = {**record["kwargs"], "config": {**config, "configurable": kept}}
             return {**record, "kwargs": kwargs}
     return record
+
+
+def _snapshot(value: Any) -> Any:
+    """A copy of a record's dicts and lists sharing their other values (ids, times,
+    strings: the runtime replaces those, never changes them in place), so comparing a
+    record with its snapshot mostly meets the same objects, which compare at once."""
+    if isinstance(value, dict):
+        return {k: _snapshot(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_snapshot(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_snapshot(v) for v in value)
+    return value
 
 
 def _values(saver: AsyncSaver, thread_id: str) -> dict[str, Any] | None:
@@ -118,6 +130,8 @@ class Registry:
         self.serde = JsonPlusSerializer(pickle_fallback=True)
         #: What the file holds, by (kind, id): the stored view of each record as written.
         self._written: dict[tuple[str, str], Any] = {}
+        #: id(record) -> (record, its key), from the last look.
+        self._keys: dict[int, tuple[Any, str]] = {}
         self._lock = threading.Lock()
         self._writer = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="threadloom-registry"
@@ -141,7 +155,7 @@ class Registry:
         written: dict[tuple[str, str], Any] = {}
         for row in rows:
             record = self._decode(row.codec, row.body)
-            written[(row.kind, row.id)] = copy.deepcopy(record)
+            written[(row.kind, row.id)] = _snapshot(record)
             lists[by_kind[row.kind]].append(record)
         for items in lists.values():
             items.sort(key=_created)
@@ -219,16 +233,24 @@ class Registry:
         self,
     ) -> tuple[dict[tuple[str, str], Any], list[ServerRecord], list[tuple[str, str]]]:
         current: dict[tuple[str, str], tuple[str, MutableMapping[str, Any]]] = {}
+        keys: dict[int, tuple[Any, str]] = {}
         for name, kind in LISTS:
             for record in list(self.state.get(name) or ()):
-                current[(kind, record_key(kind, record))] = (kind, record)
+                # A record's id fields never change: its key is remembered by identity.
+                known = self._keys.get(id(record))
+                rid = known[1] if known is not None and known[0] is record else None
+                if rid is None:
+                    rid = record_key(kind, record)
+                keys[id(record)] = (record, rid)
+                current[(kind, rid)] = (kind, record)
+        self._keys = keys
         kept: dict[tuple[str, str], Any] = {}
         upserts: list[ServerRecord] = []
         for key, (kind, record) in current.items():
             view = _stored(kind, record)
             if self._written.get(key, _MISSING) == view:
                 continue
-            kept[key] = copy.deepcopy(view)
+            kept[key] = _snapshot(view)
             codec, body = self._encode(kept[key])
             upserts.append(ServerRecord(kind, key[1], _thread_of(kind, record), codec, body))
         deletes = [key for key in self._written if key not in current]
@@ -282,6 +304,8 @@ class Registry:
 
 
 _MISSING: Final = object()
+#: The `configurable` key under which the server puts a callable per attempt.
+_NODE_COUNTER: Final = "__pregel_node_finished"
 #: Finding the changes again after a concurrent change, at most this many times.
 _ATTEMPTS: Final = 5
 #: Bodies from this size are compressed (zstd), marked by this suffix of their codec.
