@@ -235,3 +235,28 @@ def test_agent_server_refuses_another_checkpointer(tmp_path: Path) -> None:
     (tmp_path / "langgraph.json").write_text(json.dumps(config))
     with pytest.raises(ServerConfigError, match="names the checkpointer"):
         project_config(tmp_path)
+
+
+def test_agent_server_refuses_an_untested_langgraph_api(tmp_path: Path) -> None:
+    """A langgraph-api outside the tested range is refused before anything starts, with
+    the range to install (a fake 0.99.0 distribution found first on the path)."""
+    require_server()
+    fake = tmp_path / "fake"
+    (fake / "langgraph_api-0.99.0.dist-info").mkdir(parents=True)
+    (fake / "langgraph_api-0.99.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: langgraph-api\nVersion: 0.99.0\n"
+    )
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parent / "project", project)
+    answer = subprocess.run(
+        [sys.executable, "-m", "threadloom", "agent-server"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": f"{SRC}:{fake}", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert answer.returncode == 1, answer.stderr
+    assert "error: langgraph-api 0.99.0 is outside the range" in answer.stderr
+    assert "hint: install langgraph-api>=0.16.7,<0.17" in answer.stderr
+    assert not (project / "threadloom.db").exists()

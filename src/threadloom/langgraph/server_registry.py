@@ -320,6 +320,8 @@ def _created(record: MutableMapping[str, Any]) -> tuple[bool, Any]:
 
 #: The registry of this process (the runtime's state is process-wide), if attached.
 _ATTACHED: list[Registry] = []
+#: The server enters its checkpointer once per event-loop thread, maybe at once.
+_ATTACHING = threading.Lock()
 
 
 def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -329,7 +331,7 @@ def _wrap_connect(original: Callable[..., Any]) -> Callable[..., Any]:
             async with original(*args, **kwargs) as conn:
                 yield conn
         finally:
-            registry = _ATTACHED[0] if _ATTACHED else None
+            registry = next(iter(_ATTACHED), None)  # no IndexError if detached meanwhile
             pending = registry.flush_later() if registry is not None else None
             if pending is not None:
                 await asyncio.wrap_future(pending)
@@ -350,8 +352,13 @@ def _rebind(old: Any, new: Any) -> None:
 def attach(saver: AsyncSaver) -> Registry | None:
     """Keep the in-memory runtime's registry in the saver's file from now on (once per
     process; later calls return the attached registry). None outside that runtime."""
-    if _ATTACHED:
-        return _ATTACHED[0]
+    with _ATTACHING:
+        if _ATTACHED:
+            return _ATTACHED[0]
+        return _attach(saver)
+
+
+def _attach(saver: AsyncSaver) -> Registry | None:
     database = sys.modules.get("langgraph_runtime_inmem.database")
     if database is None:
         return None
@@ -372,9 +379,10 @@ def attach(saver: AsyncSaver) -> Registry | None:
 def detach() -> None:
     """Write what changed and stop keeping the registry (the server is stopping; its
     pickle stays off, so the shutdown writes no stale copy of the registry)."""
-    if not _ATTACHED:
-        return
-    registry = _ATTACHED.pop()
+    with _ATTACHING:
+        if not _ATTACHED:
+            return
+        registry = _ATTACHED.pop()
     database = sys.modules.get("langgraph_runtime_inmem.database")
     wrapped = getattr(database, "connect", None)
     original = getattr(wrapped, "__threadloom_original__", None)
