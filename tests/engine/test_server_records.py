@@ -4,8 +4,9 @@ view of a record (values and per-attempt callables left out, bodies compressed).
 
 from __future__ import annotations
 
+import time
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from langgraph.checkpoint.base import empty_checkpoint
@@ -104,3 +105,40 @@ def test_a_registry_restores_what_it_wrote(saver: Saver) -> None:
     assert again["threads"] == [{**state["threads"][0], "values": None}]
     assert again["runs"][0]["status"] == "pending"
     assert again["runs"][0]["run_id"] == state["runs"][0]["run_id"]
+
+
+def test_expire_deletes_idle_threads_and_keeps_busy_and_fresh_ones(saver: Saver) -> None:
+    """`expire` (a delete TTL) deletes an idle thread's checkpoints, records, runs and
+    crons; a thread with a pending run, one whose record is fresh and one whose
+    checkpoints are newer than its record stay."""
+    from threadloom.langgraph.server_registry import Registry
+
+    old = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    ids = {name: str(uuid.uuid4()) for name in ("idle", "busy", "fresh", "written")}
+    state: dict[str, Any] = {
+        "assistants": [],
+        "assistant_versions": [],
+        "threads": [
+            {"thread_id": uuid.UUID(t), "updated_at": datetime.now(timezone.utc) + timedelta(1)}
+            if name == "fresh"
+            else {"thread_id": uuid.UUID(t), "updated_at": old}
+            for name, t in ids.items()
+        ],
+        "runs": [
+            {"run_id": uuid.uuid4(), "thread_id": uuid.UUID(ids["busy"]), "status": "pending"},
+            {"run_id": uuid.uuid4(), "thread_id": uuid.UUID(ids["idle"]), "status": "success"},
+        ],
+        "crons": [{"cron_id": uuid.uuid4(), "thread_id": uuid.UUID(ids["idle"])}],
+    }
+    _put(saver, ids["idle"])
+    time.sleep(0.6)
+    _put(saver, ids["written"])
+    registry = Registry(saver, state)  # type: ignore[arg-type]
+    registry.restore()
+    assert registry.expire(0.5) == [ids["idle"]]
+    left = {str(t["thread_id"]) for t in state["threads"]}
+    assert left == {ids["busy"], ids["fresh"], ids["written"]}
+    assert [str(r["thread_id"]) for r in state["runs"]] == [ids["busy"]] and not state["crons"]
+    assert saver.thread(ids["idle"]) is None and saver.thread(ids["written"]) is not None
+    assert {r.thread_id for r in _records(saver).load()} == left
+    registry.close()

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import sys
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, MutableMapping
 from datetime import datetime, timezone
@@ -38,7 +39,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from threadloom.engine.conversations import ServerRecord, ServerRecords
 from threadloom.langgraph.saver import AsyncSaver
 
-__all__ = ["LISTS", "Registry", "attach", "detach"]
+__all__ = ["LISTS", "Registry", "attach", "available", "detach"]
 
 log = logging.getLogger("threadloom.langgraph.server_registry")
 
@@ -293,6 +294,42 @@ class Registry:
         if pending is not None:
             pending.result()
 
+    def expire(self, idle: float, now: float | None = None) -> list[str]:
+        """Remove every thread idle for `idle` seconds (`checkpointer.ttl` with the
+        `delete` strategy): its checkpoints, then its records (its runs and crons too)
+        from the runtime and the file. A thread with a pending or running run, or
+        written more recently than its record says, is kept. Returns the ids deleted."""
+        cutoff = datetime.fromtimestamp((time.time() if now is None else now) - idle, timezone.utc)
+        runs = list(self.state.get("runs") or ())
+        busy = {str(r["thread_id"]) for r in runs if r.get("status") in ("pending", "running")}
+        doomed: list[str] = []
+        for thread in list(self.state.get("threads") or ()):
+            thread_id = str(thread["thread_id"])
+            updated = thread.get("updated_at")
+            if thread_id in busy or updated is None or updated >= cutoff:
+                continue
+            info = self.saver.thread(thread_id)
+            if info is None or info.updated_at < cutoff:
+                doomed.append(thread_id)
+        if not doomed:
+            return []
+        for thread_id in doomed:
+            # Its rows, and (the trigger) its records, in one transaction each.
+            self.saver.delete_thread(thread_id)
+        gone = set(doomed)
+        with self._lock:
+            if self.closed:
+                return doomed
+            for name in ("threads", "runs", "crons"):
+                # Replaced, not changed in place, as the runtime's own deletes do.
+                self.state[name] = [
+                    r for r in self.state.get(name) or () if str(r.get("thread_id")) not in gone
+                ]
+            upserts, deletes = self._changes()
+            pending = self._writer.submit(self.records.apply, upserts, deletes)
+        pending.result()
+        return doomed
+
     def close(self) -> None:
         """Write what changed and stop writing."""
         try:
@@ -374,6 +411,11 @@ def _attach(saver: AsyncSaver) -> Registry | None:
     _rebind(original, wrapped)
     _ATTACHED.append(registry)
     return registry
+
+
+def available() -> bool:
+    """Whether this process runs the in-memory runtime, whose registry `attach` keeps."""
+    return "langgraph_runtime_inmem.database" in sys.modules
 
 
 def detach() -> None:
