@@ -5,10 +5,11 @@ Adapter layer. The in-memory runtime (`langgraph_runtime_inmem`) keeps its regis
 five lists of dicts in one process-wide mapping and pickles it whole every 10 s. Its
 operations mutate those dicts in place, always inside `database.connect()`, so this
 module wraps `connect`: when a connection ends, the records that differ from what the
-file holds are found (a dict comparison per record against a snapshot of what was last written) and
-written in one transaction before the caller goes on, so a request is answered only
-once its records are committed, as its checkpoints are. The writes go through one
-worker thread, in the order the changes were found.
+file holds are found (a dict comparison per record with a snapshot of what was last
+written) and written in one transaction before the caller goes on, so a request is
+answered only once its records are committed, as its checkpoints are. The writes go
+through one worker thread, in the order the changes were found. A `delete` TTL
+(`expire`) removes idle threads from both.
 
 At start the file's records replace what the runtime loaded from its pickles (the
 file's are the truth); a file without a registry yet adopts the pickles' once. A
