@@ -145,8 +145,8 @@ def _check(client: Any, db: Path, seen: Acknowledged) -> None:
 def test_kill_9_at_random_moments_and_a_lost_folder_lose_nothing(server: AgentServer) -> None:
     """After each busy round (and a background run acknowledged but maybe unfinished),
     SIGKILL at a random moment, sometimes `rm -rf .langgraph_api` too, then a restart:
-    every acknowledged thread, run, assistant version and checkpoint is back and the
-    thread list agrees with the file."""
+    every acknowledged thread, run, assistant version, checkpoint and store item (found
+    by meaning) is back and the thread list agrees with the file."""
     rng = random.Random(25)
     seen = Acknowledged()
     for n in range(2):
@@ -160,6 +160,8 @@ def test_kill_9_at_random_moments_and_a_lost_folder_lose_nothing(server: AgentSe
             shutil.rmtree(server.folder / ".langgraph_api", ignore_errors=True)
         server.start()
         _check(_client(server), server.db, seen)
+        found = _client(server).store.search_items(["notes", str(n)], query="aaaa")["items"]
+        assert [i["key"] for i in found] == ["k"] and found[0]["score"] is not None
 
 
 def test_threadloom_commands_read_the_running_servers_file(server: AgentServer) -> None:
