@@ -217,6 +217,24 @@ def test_agent_server_refuses_a_folder_without_langgraph_json(tmp_path: Path) ->
     assert "hint: run threadloom agent-server in your LangGraph project" in answer.stderr
 
 
+def test_agent_server_refuses_a_file_in_a_missing_folder(tmp_path: Path) -> None:
+    """`--db` in a folder that does not exist stops before the server starts, saying so."""
+    require_server()
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parent / "project", project)
+    answer = subprocess.run(
+        [sys.executable, "-m", "threadloom", "agent-server", "--db", "nowhere/memory.db"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert answer.returncode == 1, answer.stderr
+    assert f"error: {project / 'nowhere'} (the folder of the file memory.db)" in answer.stderr
+    assert "hint: create it, or give --db a path in an existing folder" in answer.stderr
+
+
 def test_agent_server_refuses_another_checkpointer(tmp_path: Path) -> None:
     """A langgraph.json naming another checkpointer is refused, not silently replaced;
     threadloom's own entries keep their settings."""

@@ -77,13 +77,20 @@ def run(folder: Path, db: str | None, host: str, port: int) -> None:
     must be `folder`: the server reads files relative to it).
 
     Raises:
-        ServerConfigError: untested server packages, or a project threadloom cannot serve.
+        ServerConfigError: untested server packages, a project threadloom cannot serve,
+            or a file in a folder that does not exist.
     """
     check_versions()
     config = project_config(folder)
     if db:
         os.environ[DB_ENV] = str((folder / Path(db).expanduser()).resolve())
-    os.environ[DB_ENV] = str(database_path(cwd=folder))
+    target = database_path(cwd=folder)
+    if not target.parent.is_dir():
+        raise ServerConfigError(
+            f"{target.parent} (the folder of the file {target.name}) does not exist; create "
+            "it, or give --db a path in an existing folder"
+        )
+    os.environ[DB_ENV] = str(target)
     sys.path.append(str(folder))
     for dependency in config.get("dependencies", []):
         where = folder / dependency
