@@ -310,11 +310,13 @@ def test_show_prints_tool_calls_and_results_compactly(
 def test_show_json_is_the_transcript_page(
     written: Written, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`show --json` is `Transcript.as_json()` of the saver plus `interrupts`, and
-    `--tail` with `--before` pages back."""
+    """`show --json` is `Transcript.as_json()` of the saver plus `interrupts`, `errors`,
+    `status` and the sizes, and `--tail` with `--before` pages back."""
     db = str(written.path)
     for thread_id in ("t-1", "raw"):
         page = run_json(capsys, "show", db, thread_id)
+        assert page.pop("bytes") > 0
+        assert page.pop("server_records") == {"records": 0, "bytes": 0}  # no server's thread
         assert page == {
             **written.transcripts[thread_id],
             "interrupts": [],

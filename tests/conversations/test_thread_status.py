@@ -23,6 +23,8 @@ from tests.conversations.test_leases import holder, slow_graph
 from tests.engine.test_graphs import failing_fan_graph, review_graph
 from threadloom import Saver
 from threadloom.engine.checks import verify
+from threadloom.engine.file import File
+from threadloom.engine.format import features
 from threadloom.engine.threads import threadfacts, threadindex
 from threadloom.errors import InvalidArgumentError
 
@@ -272,10 +274,22 @@ def test_an_older_file_gets_every_threads_status_at_the_upgrade(tmp_path: Path) 
         graph.invoke(DRAFT, config("done"))
         graph.invoke(Command(resume="a"), config("done"))
         graph.invoke(Command(resume="b"), config("done"))
+    file = File.open(str(path))  # a format-6 file has every table: make them all first
+    with file.write() as conn:
+        for feature in features.ALL:
+            file.ensure(conn, feature)
+    file.close()
     raw = apsw.Connection(str(path))
     for trigger in ("checkpoint_insert", "checkpoint_delete", "write_insert", "write_update"):
         raw.execute(f"DROP TRIGGER status_{trigger}")
     raw.execute("DROP TRIGGER status_write_delete; DROP INDEX threads_by_status")
+    # What format 8 added goes too.
+    raw.execute(
+        "DROP TRIGGER server_records_thread_delete; DROP TABLE server_records; "
+        "DROP TABLE sync_peers; DROP TABLE sync_threads; DROP TABLE store_embedded; "
+        "DROP TRIGGER store_embedded_delete; "
+        "DELETE FROM meta WHERE key = 'file_kind'"
+    )
     raw.execute("ALTER TABLE threads DROP COLUMN status; PRAGMA user_version = 6")
     raw.close()
     with Saver.from_conn_string(str(path)) as saver:

@@ -203,5 +203,10 @@ def test_a_format_7_file_with_threads_a_store_and_a_lease_upgrades_and_goes_on(
         assert [r[0] for r in conn.execute("SELECT thread_id FROM leases")] == ["gamma"]
     finally:
         conn.close()
-    assert tables(path) == before | {"sync_peers", "sync_threads", "store_embedded"}  # format 8
+    assert tables(path) == before | {
+        "sync_peers",
+        "sync_threads",
+        "store_embedded",
+        "server_records",
+    }
     assert identify(str(path)).found is Found.THREADLOOM

@@ -49,13 +49,15 @@ def _free_port() -> int:
 
 
 class AgentServer:
-    """`langgraph dev --no-browser --no-reload` in `folder` (a copy of the test project)."""
+    """`langgraph dev --no-browser --no-reload` in `folder` (a copy of the test project),
+    or `threadloom agent-server` there (`agent_server=True`)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, agent_server: bool = False) -> None:
         shutil.copytree(PROJECT, folder, ignore=shutil.ignore_patterns("__pycache__"))
         self.folder = folder
         self.db = folder / "threadloom.db"
         self.log = folder / "server.log"
+        self.agent_server = agent_server
         self.process: subprocess.Popen[bytes] | None = None
         self.url = ""
 
@@ -66,7 +68,10 @@ class AgentServer:
         env.update(QUIET)
         env.pop("THREADLOOM_DB", None)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
-        command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
+        if self.agent_server:
+            command = [sys.executable, "-m", "threadloom", "agent-server"]
+        else:
+            command = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 [*command, "--host", "127.0.0.1", "--port", str(port)],

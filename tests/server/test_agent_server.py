@@ -6,6 +6,7 @@ start for the module (plus the restart)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -167,17 +168,44 @@ def test_kill_9_loses_no_acknowledged_run(client: Any, server: AgentServer) -> N
     assert _texts(again.runs.wait(thread, "agent", input=_say("back")))[-1] == "echo: back"
 
 
-def test_a_delete_ttl_stops_the_server_with_the_reason(tmp_path: Path) -> None:
-    """langgraph.json's `checkpointer.ttl` with `strategy: delete` stops the server at
-    start-up with threadloom's reason and what to use instead; no file is created."""
+def test_a_delete_ttl_deletes_idle_threads_everywhere(tmp_path: Path) -> None:
+    """langgraph.json's `checkpointer.ttl` with `strategy: delete` deletes each thread idle
+    past `default_ttl`, run or not (here at the sweep a start makes): gone from the API,
+    its checkpoints and its records from the file; a fresh thread stays."""
     require_server()
-    refused = AgentServer(tmp_path / "project")
-    config = json.loads((refused.folder / "langgraph.json").read_text())
-    config["checkpointer"]["ttl"] = {"strategy": "delete", "default_ttl": 60}
-    (refused.folder / "langgraph.json").write_text(json.dumps(config))
-    with pytest.raises(RuntimeError, match="did not start"):
-        refused.start()
-    log = refused.log.read_text(errors="replace")
-    assert 'checkpointer.ttl strategy "delete" is not supported' in log
-    assert '"keep_latest"' in log
-    assert not refused.db.exists()
+    from langgraph_sdk import get_sync_client
+
+    from threadloom.engine.conversations import ServerRecords
+
+    expiring = AgentServer(tmp_path / "project")
+    config = json.loads((expiring.folder / "langgraph.json").read_text())
+    ttl = {"strategy": "delete", "default_ttl": 0.02, "sweep_interval_minutes": 1}
+    config["checkpointer"]["ttl"] = ttl
+    (expiring.folder / "langgraph.json").write_text(json.dumps(config))
+    expiring.start()
+    try:
+        client = get_sync_client(url=expiring.url, api_key=None)
+        ran, empty = (client.threads.create()["thread_id"] for _ in range(2))
+        client.runs.wait(ran, "agent", input=_say("soon gone"))
+        # The sweep runs at start and every minute (the shortest langgraph.json allows):
+        # a restart past the TTL (1.2 s) sweeps at once.
+        expiring.stop()
+        time.sleep(1.5)
+        expiring.start()
+        client = get_sync_client(url=expiring.url, api_key=None)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            listed = {t["thread_id"] for t in client.threads.search(limit=100)}
+            if not listed & {ran, empty}:
+                break
+            time.sleep(0.5)
+        assert not listed & {ran, empty}
+        fresh = client.threads.create()["thread_id"]
+        assert client.threads.get(fresh)["thread_id"] == fresh
+        assert _stored(expiring.db, ran) == []
+        with Saver.from_conn_string(str(expiring.db)) as saver:
+            records = ServerRecords(saver.checkpoints.file, saver.checkpoints.scope)
+            named = {r.thread_id for r in records.load()}
+        assert not named & {ran, empty}
+    finally:
+        expiring.stop()

@@ -55,16 +55,14 @@ def test_server_packages_outside_the_tested_range_are_refused() -> None:
     check_versions({"langgraph-api": "0.16.12", "langgraph-runtime-inmem": "0.36.7"})
 
 
-def test_a_delete_ttl_is_refused_and_keep_latest_is_kept() -> None:
-    """`checkpointer.ttl` with `delete` (the server's default strategy) is refused, since
-    the server's thread list would name threads without state; `keep_latest` becomes
-    (idle seconds, sweep seconds)."""
-    with pytest.raises(ServerConfigError, match='"keep_latest"'):
-        _ttl_policy({"default_ttl": 60})
-    with pytest.raises(ServerConfigError, match="DELETE /threads"):
-        _ttl_policy({"strategy": "delete", "default_ttl": 60})
+def test_the_ttl_strategies_become_sweeps_and_others_are_refused() -> None:
+    """`checkpointer.ttl` becomes (strategy, idle seconds, sweep seconds), `delete` being
+    the server's default strategy; a strategy threadloom does not know is refused."""
+    assert _ttl_policy({"default_ttl": 60}) == ("delete", 3600.0, 300.0)
     keep = {"strategy": "keep_latest", "default_ttl": 60, "sweep_interval_minutes": 2}
-    assert _ttl_policy(keep) == (3600.0, 120.0)
+    assert _ttl_policy(keep) == ("keep_latest", 3600.0, 120.0)
+    with pytest.raises(ServerConfigError, match='"delete" .* or "keep_latest"'):
+        _ttl_policy({"strategy": "archive", "default_ttl": 60})
     assert _ttl_policy(None) is None and _ttl_policy({"strategy": "delete"}) is None
 
 
@@ -190,7 +188,8 @@ def test_the_checkpointer_uses_the_servers_serializer_and_ttl(
     server_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`checkpointer()` opens THREADLOOM_DB with the server's serializer, runs one
-    keep_latest sweeper for `checkpointer.ttl`, and refuses a delete TTL before opening."""
+    keep_latest sweeper for `checkpointer.ttl`, and refuses a delete TTL before opening
+    outside the in-memory runtime (whose thread list it could not keep true)."""
     from langgraph_api.serde import Serializer
 
     from threadloom.langgraph_server import checkpointer
@@ -213,7 +212,7 @@ def test_the_checkpointer_uses_the_servers_serializer_and_ttl(
         async with checkpointer():
             pass
 
-    with pytest.raises(ServerConfigError, match="delete"):
+    with pytest.raises(ServerConfigError, match="needs LangGraph's in-memory runtime"):
         asyncio.run(refused())
     assert not (tmp_path / "other.db").exists()
 

@@ -48,6 +48,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("erase", "erase"),
     ("prune", "prune"),
     ("view", "view"),
+    ("agent-server", "agent_server"),
 )
 
 

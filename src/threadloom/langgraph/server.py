@@ -7,8 +7,10 @@ store of the process shares the one open file (`File.open`). What the server con
 for its own checkpointer and store is read from `langgraph_api.config` and honoured: the
 serializer (`checkpointer.serde`), the store's `index` (embeddings resolved the server's
 way) and `ttl` (its sweeper runs), and `checkpointer.ttl` where threadloom can keep the
-server's thread list true (`keep_latest`; `delete` is refused). The server's own records
-(threads, runs, assistants) stay in its `.langgraph_api/` folder.
+server's thread list true (`keep_latest`; `delete` under the in-memory runtime, whose
+registry threadloom keeps). Under that runtime, the server's own records (assistants,
+threads, runs, crons) are kept in the file too (`server_registry`), attached by the first
+checkpointer the process enters.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from threadloom.errors import ThreadloomError
+from threadloom.langgraph import server_registry
 from threadloom.langgraph.retention import RetentionPolicy
 from threadloom.langgraph.saver import AsyncSaver
 from threadloom.langgraph.store import AsyncStore
@@ -153,22 +156,21 @@ def _server_serde() -> Any:
     return Serializer()
 
 
-def _ttl_policy(ttl: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    """`(idle seconds, sweep seconds)` of the server's `checkpointer.ttl`, None for none.
+def _ttl_policy(ttl: Mapping[str, Any] | None) -> tuple[str, float, float] | None:
+    """`(strategy, idle seconds, sweep seconds)` of the server's `checkpointer.ttl`, None
+    for none.
 
     Raises:
-        ServerConfigError: a `delete` strategy (or one threadloom does not know).
+        ServerConfigError: a strategy threadloom does not know, or times not above 0.
     """
     if not ttl or ttl.get("default_ttl") is None:
         return None
     strategy = ttl.get("strategy", "delete")
-    if strategy != "keep_latest":
+    if strategy not in ("delete", "keep_latest"):
         raise ServerConfigError(
-            f'checkpointer.ttl strategy "{strategy}" is not supported with threadloom: '
-            "deleting an expired thread's checkpoints would leave the server's thread list "
-            '(.langgraph_api) naming a thread with no state; use "strategy": "keep_latest" '
-            "(threads idle past default_ttl keep their latest checkpoint), or delete "
-            "threads through the API (DELETE /threads/{thread_id})"
+            f'checkpointer.ttl strategy "{strategy}" is not one threadloom knows; use '
+            '"delete" (threads idle past default_ttl are deleted) or "keep_latest" (they '
+            "keep their latest checkpoint)"
         )
     idle = float(ttl["default_ttl"]) * 60
     every = float(ttl.get("sweep_interval_minutes") or 5) * 60
@@ -177,7 +179,19 @@ def _ttl_policy(ttl: Mapping[str, Any] | None) -> tuple[float, float] | None:
             "checkpointer.ttl default_ttl and sweep_interval_minutes must be more than 0 "
             "minutes; remove ttl to keep every checkpoint"
         )
-    return idle, every
+    return strategy, idle, every
+
+
+def _refuse_delete_outside_the_runtime() -> None:
+    """A `delete` TTL needs the registry kept here (the in-memory runtime's)."""
+    if not server_registry.available():
+        raise ServerConfigError(
+            'checkpointer.ttl strategy "delete" needs LangGraph\'s in-memory runtime '
+            "(langgraph dev, threadloom agent-server), whose thread list threadloom keeps: "
+            "elsewhere deleting an expired thread's checkpoints would leave the server's "
+            'thread list naming a thread with no state; use "strategy": "keep_latest", or '
+            "delete threads through the API (DELETE /threads/{thread_id})"
+        )
 
 
 class ServerSaver(AsyncSaver):
@@ -242,6 +256,19 @@ class ServerSaver(AsyncSaver):
         return len(stale)
 
 
+async def _expire_loop(registry: server_registry.Registry, idle: float, every: float) -> None:
+    """Remove the threads idle past the TTL at start (a server that was down expires what
+    aged meanwhile) and every `every` seconds."""
+    while True:
+        try:
+            gone = await asyncio.to_thread(registry.expire, idle)
+            if gone:
+                log.info("%s: deleted %d threads idle past the TTL", registry.saver.file, len(gone))
+        except Exception:  # a busy or failing sweep is not the last one
+            log.exception("%s: the checkpointer.ttl sweep failed", registry.saver.file)
+        await asyncio.sleep(every)
+
+
 async def _keep_latest_loop(saver: ServerSaver, idle: float, every: float) -> None:
     while True:
         await asyncio.sleep(every)
@@ -271,12 +298,21 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
     check_versions()
     path = database_path()
     ttl = _ttl_policy(_server_config().THREAD_TTL)
+    if ttl is not None and ttl[0] == "delete":
+        _refuse_delete_outside_the_runtime()
     serde = _server_serde()
     saver = await asyncio.to_thread(lambda: ServerSaver(path, serde=serde))
+    registry = await asyncio.to_thread(server_registry.attach, saver)
+    keeps_registry = registry is not None and registry.saver is saver
     sweeper: asyncio.Task[None] | None = None
     if ttl is not None and path not in _SWEEPING:
-        _SWEEPING.add(path)
-        sweeper = asyncio.create_task(_keep_latest_loop(saver, *ttl))
+        strategy, idle, every = ttl
+        if strategy == "keep_latest":
+            _SWEEPING.add(path)
+            sweeper = asyncio.create_task(_keep_latest_loop(saver, idle, every))
+        elif keeps_registry and registry is not None:
+            _SWEEPING.add(path)
+            sweeper = asyncio.create_task(_expire_loop(registry, idle, every))
     log.info("threadloom checkpointer on %s", path)
     try:
         yield saver
@@ -284,6 +320,8 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
         if sweeper is not None:
             sweeper.cancel()
             _SWEEPING.discard(path)
+        if keeps_registry:
+            await asyncio.to_thread(server_registry.detach)
         await asyncio.to_thread(saver.close)
 
 

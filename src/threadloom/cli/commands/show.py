@@ -36,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the transcript page (`Transcript.as_json()` plus `interrupts`, `errors` and
-    the thread's `status`)."""
-    from threadloom.engine.conversations import plain_elements, transcript_json
+    """Print the transcript page (`Transcript.as_json()` plus `interrupts`, `errors`, the
+    thread's `status`, its stored `bytes` and its Agent Server `server_records`)."""
+    from threadloom.engine.conversations import ServerRecords, plain_elements, transcript_json
 
     path, (thread_id,) = operands(args, 1)
     before: int | str | None = args.before
@@ -61,9 +61,13 @@ def run(args: argparse.Namespace) -> int:
         head = tail.checkpoint_id
         waiting = store.histories.interrupts(thread_id, head) if head else []
         failed = store.histories.failures(thread_id, head) if head else []
+        records = ServerRecords(store.file, store.scope).sizes([thread_id])
     page["interrupts"] = [found.as_json() for found in waiting]
     page["errors"] = [found.as_json() for found in failed]
     page["status"] = info.status
+    page["bytes"] = info.bytes
+    count_, size = records.get(thread_id, (0, 0))
+    page["server_records"] = {"records": count_, "bytes": size}
     if args.json:
         print_json(page)
     elif args.markdown:

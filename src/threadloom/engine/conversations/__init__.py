@@ -1,5 +1,6 @@
 """Conversations as records over a scope's checkpoints: transcript tails, checkpoint
-history and pending interrupts, run leases, erasure of an owner, and retention.
+history and pending interrupts, run leases, erasure of an owner, retention, and the
+Agent Server's registry records.
 
 The thread index they page lives one room down (`engine.threads`), since every
 checkpoint write keeps it. Outer layers use the names below.
@@ -13,6 +14,8 @@ from threadloom.engine.conversations.retention import (
     ThreadExpired,
     ThreadPruned,
 )
+from threadloom.engine.conversations.server_records import KINDS as SERVER_KINDS
+from threadloom.engine.conversations.server_records import ServerRecord, ServerRecords
 from threadloom.engine.conversations.transcript import Tail, plain_elements, transcript_json
 
 __all__ = [
@@ -20,7 +23,10 @@ __all__ = [
     "Held",
     "Leases",
     "Progress",
+    "SERVER_KINDS",
     "RetentionReport",
+    "ServerRecord",
+    "ServerRecords",
     "Tail",
     "ThreadExpired",
     "ThreadPruned",

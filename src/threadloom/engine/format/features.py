@@ -40,8 +40,9 @@ CHECKPOINTS: Final = "checkpoints"
 STORE: Final = "store"
 LEASES: Final = "leases"
 SYNC: Final = "sync"
+SERVER: Final = "server"
 #: Every feature but `meta` (which every file has).
-ALL: Final = (CONTENT, CHECKPOINTS, STORE, LEASES, SYNC)
+ALL: Final = (CONTENT, CHECKPOINTS, STORE, LEASES, SYNC, SERVER)
 
 #: Content tables the checkpoints and the Store both write (bodies' shared blocks and
 #: the compression dictionaries).
@@ -52,6 +53,7 @@ NEEDS: Final[dict[str, tuple[str, ...]]] = {
     CHECKPOINTS: (CONTENT,),
     STORE: (CONTENT,),
     SYNC: (CHECKPOINTS,),
+    SERVER: (CHECKPOINTS,),
 }
 
 #: The name of the attached database of empty copies.
@@ -74,7 +76,18 @@ def feature_of(table: str) -> str:
         return LEASES
     if table.startswith("sync_"):
         return SYNC
+    if table.startswith("server_"):
+        return SERVER
     return CHECKPOINTS
+
+
+def _feature(item: _Object) -> str:
+    """The feature an object is made with: its table's, but a trigger named for another
+    feature's table (`server_records_thread_delete` on `threads`) comes with that feature,
+    as its body writes that feature's table."""
+    if item.kind == "trigger" and feature_of(item.name) != CHECKPOINTS:
+        return feature_of(item.name)
+    return feature_of(item.table)
 
 
 class _Object(NamedTuple):
@@ -210,7 +223,7 @@ def _make(conn: apsw.Connection, features: list[str]) -> None:
     schema = _replayed()
     wanted = set(features)
     for item in schema.objects:
-        if feature_of(item.table) in wanted:
+        if _feature(item) in wanted:
             conn.execute(item.sql)
     for item in schema.objects:
         if item.kind == "table" and feature_of(item.name) in wanted and item.name in schema.rows:

@@ -266,6 +266,23 @@ CREATE INDEX store_embedded_item ON store_embedded(item);
 CREATE TRIGGER store_embedded_delete AFTER DELETE ON store_items BEGIN
     DELETE FROM store_embedded WHERE item = old.id;
 END;
+
+CREATE TABLE server_records(
+    scope INTEGER NOT NULL REFERENCES scopes(id),
+    kind TEXT NOT NULL
+        CHECK (kind IN ('assistant', 'assistant_version', 'thread', 'run', 'cron')),
+    id TEXT NOT NULL,
+    thread_id TEXT,
+    codec TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY(scope, kind, id)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX server_records_by_thread ON server_records(scope, thread_id)
+    WHERE thread_id IS NOT NULL;
+CREATE TRIGGER server_records_thread_delete AFTER DELETE ON threads
+BEGIN
+    DELETE FROM server_records WHERE scope = old.scope AND thread_id = old.thread_id;
+END;
 """
 """Format 8: tables made when a feature first writes; where `threadloom sync` left off.
 
@@ -275,7 +292,7 @@ schema these migrations give an empty database (engine/format/features.py). An o
 threadloom would read such a file as damaged, hence the new format. Files of earlier
 formats keep every table they have; the upgrade adds the `meta` row `file_kind` =
 'threadloom', which names a threadloom file whatever tables it holds (`recognize`), the
-sync tables and the embedding cache.
+sync tables, the embedding cache and the Agent Server's registry.
 
 `sync_peers.high_water`: the highest checkpoint id the peer held after the last complete
 sync (FORMAT.md, nats/sync.py). `sync_threads`: per thread, its row id and `seq` when
@@ -291,6 +308,15 @@ identity the Store forms from its embedder, docs/store.md); `item` and `field` n
 a row whose vector was since replaced is never used. It holds no vector of its own, and
 its rows go with their item (the trigger) or when the item's vectors are written again:
 at most one row per stored vector, and the hash of an erased text leaves with its item.
+
+The Agent Server's registry (engine/conversations/server_records.py, the `server`
+feature): `server_records`: the assistants, assistant versions, threads, runs and crons of
+LangGraph's in-memory runtime, one row per record (`kind`; `id`, a version's being
+`assistant_id:version`; `thread_id`, the thread a thread, run or cron record names), the
+body encoded by the adapter's serializer (`codec` its type). A thread's values are not
+kept (they are its newest checkpoint's). Records are written as a server connection ends,
+in one transaction; deleting a `threads` row deletes the records naming that thread (the
+trigger). Empty until a server writes; `meta.server_registry` marks that one did.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
