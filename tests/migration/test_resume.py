@@ -19,7 +19,8 @@ from tests.migration._chat import write_chats
 from threadloom import Saver, migrate
 from threadloom.cli import main as cli
 
-THREADS, CHECKPOINTS = 200, 25
+THREADS, CHECKPOINTS = 80, 25
+LAST = f"chat-{THREADS - 1:05d}"
 
 
 def stored(path: Path) -> int:
@@ -77,9 +78,9 @@ def test_a_killed_migration_resumes_and_completes(tmp_path: Path) -> None:
         assert sum(len(ids(saver, t)) for t in all_ids) == THREADS * CHECKPOINTS
         pending = sum(
             len(t.pending_writes)
-            for thread_id in ("chat-00000", "chat-00199")
+            for thread_id in ("chat-00000", LAST)
             for t in saver.list({"configurable": {"thread_id": thread_id}})
         )
-        last = saver.get_tuple({"configurable": {"thread_id": "chat-00199"}})
+        last = saver.get_tuple({"configurable": {"thread_id": LAST}})
     assert pending == 2 * CHECKPOINTS == 2 * writes // THREADS
     assert last is not None and len(last.checkpoint["channel_values"]["messages"]) == 50

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from threadloom.engine.foreign import (
-    POSTGRES_SAVER_TABLES,
     POSTGRES_STORE_TABLE,
     POSTGRES_STORE_TIMES,
     POSTGRES_TARGET_CHECKPOINTS,
@@ -31,7 +30,7 @@ from threadloom.engine.foreign import (
 from threadloom.errors import MigrationError
 from threadloom.langgraph.migration.postgres_rows import BlobRow, CheckpointRow
 from threadloom.langgraph.migration.sources.base import needs_extra
-from threadloom.langgraph.migration.sources.postgres import ENV
+from threadloom.langgraph.migration.sources.postgres import ENV, connect
 from threadloom.langgraph.migration.urls import redact, scrub
 
 if TYPE_CHECKING:
@@ -80,33 +79,18 @@ class PostgresTarget:
 
     def __init__(self, url: str, serde: SerializerProtocol | None = None) -> None:
         check_url(url)
-        try:
-            import psycopg
-            from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
-        except ImportError as exc:
-            raise needs_extra("a PostgresSaver database", exc, doing="writing") from None
-
         self.url = url
-        self.conn: Any = None
         #: The connection `write` uses (opened by `setup`, when applying).
         self.writer: Any = None
-        try:
-            # As PostgresSaver.from_conn_string connects.
-            self.conn = psycopg.Connection.connect(
-                url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-            )
-            self.saver = PostgresSaver(self.conn, serde=serde)
-            row = self.conn.execute(POSTGRES_SAVER_TABLES).fetchone()
-        except Exception as exc:  # psycopg's errors: connection, authentication, database
-            self.close()
-            raise MigrationError(
-                f"cannot reach the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
-                f"check the URL (--target-url or {ENV}) and that the server runs; nothing "
-                "was written"
-            ) from None
+        self.conn, self.saver, tables = connect(
+            url,
+            serde,
+            doing="writing",
+            hint=f"check the URL (--target-url or {ENV}) and that the server runs; nothing "
+            "was written",
+        )
         #: The saver's tables exist (a dry run on a new database reads it as empty).
-        self.ready = bool(row) and int(row["n"]) >= 3
+        self.ready = tables >= 3
         self._store: Any = None
 
     def describe(self) -> dict[str, Any]:

@@ -38,35 +38,54 @@ if TYPE_CHECKING:
 ENV = "POSTGRES_URL"
 
 
+def connect(
+    url: str, serde: SerializerProtocol | None, *, doing: str, hint: str
+) -> tuple[Any, Any, int]:
+    """A connection made as PostgresSaver.from_conn_string makes it (and naas's
+    migration), a PostgresSaver over it, and how many of the saver's tables exist.
+
+    Raises:
+        MigrationError: the drivers (the `migrate` extra) are missing (`doing`: reading or
+            writing), or the database cannot be reached (the message ends with `hint`).
+    """
+    try:
+        import psycopg
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg.rows import dict_row
+    except ImportError as exc:
+        raise needs_extra("a PostgresSaver database", exc, doing=doing) from None
+    conn: Any = None
+    try:
+        conn = psycopg.Connection.connect(
+            url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+        )
+        saver = PostgresSaver(conn, serde=serde)
+        row = conn.execute(POSTGRES_SAVER_TABLES).fetchone()
+    except Exception as exc:  # psycopg's errors: connection, authentication, database
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+        verb = "read" if doing == "reading" else "reach"
+        raise MigrationError(
+            f"cannot {verb} the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); " + hint
+        ) from None
+    return conn, saver, int(row["n"]) if row else 0
+
+
 class PostgresSaverSource(SaverSource):
     """A LangGraph PostgresSaver database (its URL's password never appears in a message)."""
 
     kind = "postgres"
 
     def __init__(self, url: str, serde: SerializerProtocol | None = None) -> None:
-        try:
-            import psycopg
-            from langgraph.checkpoint.postgres import PostgresSaver
-            from psycopg.rows import dict_row
-        except ImportError as exc:
-            raise needs_extra("a PostgresSaver database", exc) from None
-
         self.url = url
-        self.conn: Any = None
-        try:
-            # As PostgresSaver.from_conn_string connects (and naas's migration does).
-            self.conn = psycopg.Connection.connect(
-                url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-            )
-            self.saver = PostgresSaver(self.conn, serde=serde)
-            row = self.conn.execute(POSTGRES_SAVER_TABLES).fetchone()
-        except Exception as exc:  # psycopg's errors: connection, authentication, database
-            self._close_quietly()
-            raise MigrationError(
-                f"cannot read the PostgreSQL database {redact(url)} ({scrub(str(exc), url)}); "
-                "check the URL (--source-url or POSTGRES_URL) and that the server runs"
-            ) from None
-        if not row or int(row["n"]) < 3:
+        self.conn, self.saver, tables = connect(
+            url,
+            serde,
+            doing="reading",
+            hint="check the URL (--source-url or POSTGRES_URL) and that the server runs",
+        )
+        if tables < 3:
             self._close_quietly()
             raise MigrationError(
                 f"the PostgreSQL database {redact(url)} holds no LangGraph PostgresSaver "
