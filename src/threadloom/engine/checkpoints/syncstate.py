@@ -1,5 +1,5 @@
 """Where `threadloom sync` left off with each peer: the `sync_peers` and `sync_threads`
-tables (FORMAT.md, "Format sync").
+tables (FORMAT.md, "Format 8", "Sync state").
 
 Engine layer, one scope. A thread is unchanged here since its last sync when its row id
 and `seq` are the ones recorded (`threads.seq` grows with every row stored in the
