@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with file.write() as conn:
             before = time.perf_counter()
-            index._train(conn, index._count(conn))
+            index.retrain(conn)
             training = time.perf_counter() - before
             lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]
         file.checkpoint_wal()

@@ -11,9 +11,11 @@ reads only a few vectors per search from the file.
 Invariants:
 - the codes are those of the file's vectors when its `vector_version` (meta) was
   `Codes.version`: every vector then present has an entry whose code is its own;
-- entries may be stale (a vector deleted since, or an id reused for another vector): a
-  stale entry is only ever a wasted candidate, because its row is read again, an entry
-  whose (id, item) no longer matches is skipped, and the live vector has its own entry;
+- entries may be stale (a vector deleted or replaced since): a stale entry is only ever
+  a wasted candidate, because a candidate's item has all its vectors read again and
+  scored exactly, and each live vector has its own entry (an item scores by its best);
+- a training moves vectors to other ids without changing them, so it keeps the codes
+  valid (entries are re-ranked by item, never by vector id);
 - a write through `written` adds the vectors it inserted while the codes are current, so
   a writer's own puts do not reload the codes; any other change reloads them.
 """
@@ -233,19 +235,20 @@ class ExactScan:
         entries: list[int],
         best: dict[int, float],
     ) -> None:
-        if not entries:
+        """Score exactly every vector of the entries' items not scored yet (read by item:
+        a training moves vectors to other ids without changing them or their codes)."""
+        items = sorted({codes.items[i] for i in entries} - best.keys())
+        if not items:
             return
-        expected = {(codes.ids[i], codes.items[i]) for i in entries}
         rows = fetchall(
             conn,
-            "SELECT id, item, vector FROM store_vectors WHERE id IN carray(?)",
-            (ids(sorted({codes.ids[i] for i in entries})),),
+            "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
+            (ids(items),),
         )
-        live = [row for row in rows if (row[0], row[1]) in expected]
-        if not live:
+        if not rows:
             return
-        scores = core.vector_scores(query, self._matrix(live), self.dims, self.metric)
-        for row, score in zip(live, scores, strict=True):
+        scores = core.vector_scores(query, self._matrix(rows), self.dims, self.metric)
+        for row, score in zip(rows, scores, strict=True):
             item = row[1]
             if score > best.get(item, -_INF):
                 best[item] = score
