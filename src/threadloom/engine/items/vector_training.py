@@ -55,8 +55,8 @@ log = logging.getLogger("threadloom.engine.items.vector_training")
 
 #: The `meta` key naming a training in progress.
 MOVING_KEY: Final = "vector_moving"
-#: Rows assigned and moved per write transaction (a few ms of writing at 384 dims).
-BATCH: Final = 512
+#: Rows assigned and moved per write transaction (10-30 ms of writing at 384 dims).
+BATCH: Final = 256
 #: Seconds without a heartbeat after which another process may take a training over.
 STALE: Final = 60.0
 #: Lists per square root of the vector count.
