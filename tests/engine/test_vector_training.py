@@ -18,7 +18,7 @@ import pytest
 
 from threadloom.core.similarity import pack
 from threadloom.engine.file import File
-from threadloom.engine.items import BackgroundTraining, vector_training
+from threadloom.engine.items import BackgroundTraining, Items, Reindex, vector_training
 from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.engine.sql import fetchall
 
@@ -236,3 +236,24 @@ def test_a_writer_thread_runs_through_a_background_training(file: File) -> None:
     assert sorted(items) == sorted(set(vectors) | set(written))
     for vector in list(written.values())[-3:]:
         assert _every_list(file, index, vector) == _exact(file, index, vector)
+
+
+def test_dropping_the_vectors_stops_a_training(file: File) -> None:
+    """`Reindex.drop_vectors` (a re-embedding with other dims) during a training makes the
+    training stop at its next step: it records no training over the dropped vectors."""
+    index = _index()
+    _trained(file, index)
+    reindex = Reindex(Items(file, index))
+
+    def drop(step: int) -> bool:
+        if step == 2:
+            with file.write() as conn:
+                reindex.drop_vectors(conn)
+        return False
+
+    assert not index.train(file, _steps(file, drop))
+    assert _moving(file) is None
+    with file.read() as conn:
+        assert index.problems(conn) == []
+        kept = fetchall(conn, "SELECT key FROM meta WHERE key LIKE 'vector@_%' ESCAPE '@'")
+        assert {"vector_trained", "vector_generation"}.isdisjoint({row[0] for row in kept})
