@@ -55,8 +55,12 @@ log = logging.getLogger("threadloom.engine.items.vector_training")
 
 #: The `meta` key naming a training in progress.
 MOVING_KEY: Final = "vector_moving"
-#: Rows assigned and moved per write transaction (10-30 ms of writing at 384 dims).
-BATCH: Final = 256
+#: Rows assigned and moved per write transaction (~15 ms of writing at 384 dims, more
+#: under load: bench/README.md).
+BATCH: Final = 128
+#: Moves between two checkpoints run by the training itself (`_fold`): about 600 pages of
+#: WAL, below SQLite's automatic checkpoint (1,000 pages), which a writer's commit would run.
+FOLD_EVERY: Final = 4
 #: Seconds without a heartbeat after which another process may take a training over.
 STALE: Final = 60.0
 #: Lists per square root of the vector count.
@@ -193,6 +197,7 @@ class Training:
                 state = self._begin(conn, plan, centroids, take_over=False)
             if state is None:
                 return False
+            moves = 0
             while not stop():
                 with file.read() as conn:
                     rows = self._read(conn, state)
@@ -203,6 +208,9 @@ class Training:
                 with file.write() as conn:
                     if not self._move(conn, state, rows, targets):
                         return False
+                moves += 1
+                if moves % FOLD_EVERY == 0:
+                    _fold(file)
             return False
         finally:
             with _active_lock:
@@ -470,6 +478,14 @@ class BackgroundTraining:
         except ThreadloomError:
             # The writes that made it due are committed: report, retry at the next one.
             log.exception("%s: retraining the vector index failed", self.file.path)
+
+
+def _fold(file: Transactions) -> None:
+    """Copy the WAL's frames into the database (PASSIVE: it waits for no reader or writer
+    and blocks none), so the checkpoints the training's writes call for run here, outside
+    the write lock, and not in the commit of the next writer."""
+    with file.connection() as conn:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _beat(state: _State) -> Moving:
