@@ -107,8 +107,9 @@ def _steps(file: File, act: Callable[[int], bool]) -> Callable[[], bool]:
 
 
 def test_a_put_during_a_training_is_found_by_the_next_search(file: File) -> None:
-    """Between the training's steps a put commits at once, and the very next search (by the
-    lists, old and new together) finds it; after the swap every vector is in a new list."""
+    """Between the training's steps a put commits at once, into a new list, and the very
+    next search (by the lists, old and new together) finds it; after the swap every vector
+    is in a new list."""
     index = _index()
     vectors = _trained(file, index)
     rng = random.Random(9)
@@ -121,7 +122,12 @@ def test_a_put_during_a_training_is_found_by_the_next_search(file: File) -> None
             with file.write() as conn:
                 _put(conn, index, {item: vector})
             during[item] = vector
-            assert _moving(file) is not None
+            record = _moving(file)
+            assert record is not None
+            with file.read() as conn:
+                found = "SELECT id >> 32 FROM store_vectors WHERE item = ?"
+                (held,) = fetchall(conn, found, (item,))
+            assert held[0] >= int(record.split()[0])  # in a new list: nothing left to move
             assert item in _every_list(file, index, vector)[:1]
         return False
 

@@ -10,15 +10,16 @@ one write transaction instead.
    any transaction.
 2. begin (a short write): the new lists go in with ids above every old one, and the meta
    key `vector_moving` names the training (first new list, token, owner pid, heartbeat);
-   the generation changes, so puts and searches use the old and the new lists together.
-   Every vector stays in exactly one list, near its centroid: a put made during the
-   training is in the index (and found by a search) at once.
+   the generation changes, so searches probe the old and the new lists together, and puts
+   go to the nearest new list. Every vector stays in exactly one list, near its centroid:
+   a put made during the training is in the index (and found by a search) at once.
 3. move (batches): BATCH rows of the old lists are read in a read transaction, assigned to
    the new lists outside the write lock and scored by the recall gauge; one short write
    per batch then moves the rows still as read (one changed meanwhile is assigned there)
    to the end of their new list.
-4. finish (a short write): rows put into old lists since the walk passed them move, the
-   old lists go, the count, generation, recall and probes are recorded, the key goes.
+4. finish (a short write): rows still in old lists (written there by a process that does
+   not know the training) move, the old lists go, the count, generation, recall and
+   probes are recorded, the key goes.
 
 Vectors keep their contents when they move, so the exact scan's codes stay valid (the
 scan re-ranks by item, not by vector id). A training whose owner stopped (closed,
@@ -125,8 +126,8 @@ class _Plan:
     total: int
     rng: random.Random
     sample: bytes
-    #: Held-out queries: their vectors, or (before k-means has used the rng) the vector ids
-    #: and sample to choose them from.
+    #: Held-out queries: their vectors; before, the vector ids and the k-means sample to
+    #: choose them from (`every`, `chosen`), then the ids chosen (`chosen`).
     queries: list[tuple[int, bytes]]
     every: list[int] | None = None
     chosen: list[int] | None = None
@@ -249,24 +250,29 @@ class Training:
         return _Plan(total, rng, sample, [], every, chosen)
 
     def _centroids(self, plan: _Plan, stop: Callable[[], bool]) -> bytes:
+        """k-means (outside any transaction), then the held-out queries are chosen (with
+        the rng after k-means, as trainings always did; read by `_begin`)."""
         if plan.resumed is not None:
             return plan.centroids
         n = len(plan.sample) // (4 * self.dims)
         count = max(1, min(round(LISTS_PER_ROOT * math.sqrt(plan.total)), n))
         index = self.index
-        return kmeans(
+        centroids = kmeans(
             plan.sample, count, self.dims, index.metric, index._assign, plan.rng, ITERATIONS, stop
         )
+        assert plan.every is not None and plan.chosen is not None
+        plan.chosen = choose(plan.every, plan.rng, plan.chosen)
+        plan.every = None
+        return centroids
 
     def _begin(
         self, conn: apsw.Connection, plan: _Plan, centroids: bytes, *, take_over: bool
     ) -> _State | None:
         found = moving(conn)
         token = f"{random.SystemRandom().randrange(1, 2**62):x}"
-        if plan.every is not None:  # chosen after k-means, as trainings always did
-            assert plan.chosen is not None
-            plan.queries = queries(conn, choose(plan.every, plan.rng, plan.chosen))
-            plan.every = None
+        if plan.chosen is not None:
+            plan.queries = queries(conn, plan.chosen)
+            plan.chosen = None
         gauge = Gauge(self.dims, self.index.metric, plan.queries)
         if found is not None and plan.resumed is not None and found.token == plan.resumed.token:
             if not (take_over or resumable(conn, found, mine=self._mine)):
@@ -478,6 +484,8 @@ class BackgroundTraining:
         except ThreadloomError:
             # The writes that made it due are committed: report, retry at the next one.
             log.exception("%s: retraining the vector index failed", self.file.path)
+        except Exception:  # e.g. the file closed under it at exit: a thread has no caller
+            log.exception("%s: the vector index's training stopped", self.file.path)
 
 
 def _fold(file: Transactions) -> None:

@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from array import array
@@ -73,6 +74,18 @@ class _Lists:
     generation: int
     ids: list[int]
     centroids: bytes
+    #: `since(first)` results, made once per generation.
+    views: dict[int, _Lists] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def since(self, first: int) -> _Lists:
+        """The lists from id `first` on (a training's new lists while it moves vectors)."""
+        view = self.views.get(first)
+        if view is None:
+            at = next((i for i, list_id in enumerate(self.ids) if list_id >= first), len(self.ids))
+            size = len(self.centroids) // max(len(self.ids), 1)
+            view = _Lists(self.generation, self.ids[at:], self.centroids[at * size :])
+            self.views[first] = view
+        return view
 
 
 Accept = Callable[[Sequence[int]], Collection[int]] | None
@@ -87,6 +100,8 @@ class _Meta:
     #: recall@10 of the default probes at the last training; the probes reaching the floor.
     recall: float | None = None
     probes: int = 0
+    #: While a training moves vectors: its first new list (puts go to the new lists).
+    moving: int | None = None
 
 
 class VectorIndex:
@@ -174,6 +189,7 @@ class VectorIndex:
             generation=int(rows.get("vector_generation", 0)),
             recall=None if rows.get("vector_recall") is None else float(rows["vector_recall"]),
             probes=int(rows.get("vector_probes", 0)),
+            moving=_first_new_list(rows.get("vector_moving")),
         )
 
     def _count(self, conn: apsw.Connection) -> int:
@@ -222,9 +238,9 @@ class VectorIndex:
             )
         return pack(packed)
 
-    def _lists(self, conn: apsw.Connection) -> _Lists:
+    def _lists(self, conn: apsw.Connection, meta: _Meta | None = None) -> _Lists:
         """The trained lists, from the cache while the file's generation is unchanged."""
-        generation = self._meta(conn).generation
+        generation = (meta or self._meta(conn)).generation
         cached = self._cache
         if cached is not None and cached.generation == generation:
             return cached
@@ -288,7 +304,11 @@ class VectorIndex:
         )
         if not flat:
             return
-        targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, _, blob in flat))
+        meta = self._meta(conn)
+        lists = self._lists(conn, meta)
+        if meta.moving is not None:  # a training moves vectors: its new lists take puts
+            lists = lists.since(meta.moving)
+        targets = self._nearest_lists(lists, b"".join(blob for _, _, blob in flat))
         rows: list[tuple[int, int, str, bytes]] = []
         following: dict[int, int] = {}
         for (item, field, blob), list_id in zip(flat, targets, strict=True):
@@ -545,6 +565,14 @@ _FLOAT32_MAX: Final = 3.4028234663852886e38
 
 #: The `meta` keys `stored_index` reads.
 _SETTINGS: Final = ("vector_dims", "vector_metric")
+
+
+def _first_new_list(recorded: Any) -> int | None:
+    """The first new list of a training in progress (`meta.vector_moving`), if readable."""
+    try:
+        return None if recorded is None else int(str(recorded).split()[0])
+    except (ValueError, IndexError):
+        return None
 
 
 def _writing(conn: apsw.Connection) -> None:
