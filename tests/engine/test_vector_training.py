@@ -263,3 +263,18 @@ def test_dropping_the_vectors_stops_a_training(file: File) -> None:
         assert index.problems(conn) == []
         kept = fetchall(conn, "SELECT key FROM meta WHERE key LIKE 'vector@_%' ESCAPE '@'")
         assert {"vector_trained", "vector_generation"}.isdisjoint({row[0] for row in kept})
+
+
+def test_verify_names_a_training_whose_new_lists_are_gone(file: File) -> None:
+    """A stopped training is sound (verify finds nothing); one whose `vector_moving` names
+    lists that do not exist is reported."""
+    index = _index()
+    _trained(file, index)
+    assert not index.train(file, _steps(file, lambda step: step > 2))
+    with file.read() as conn:
+        assert index.problems(conn) == []
+    with file.write() as conn:
+        conn.execute("UPDATE meta SET value = '999999 x 1 0' WHERE key = 'vector_moving'")
+    with file.read() as conn:
+        found = index.problems(conn)
+    assert any("training in progress" in line for line in found)
