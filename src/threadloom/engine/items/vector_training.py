@@ -16,7 +16,7 @@ one write transaction instead.
 3. move (batches): BATCH rows of the old lists are read in a read transaction, assigned to
    the new lists outside the write lock and scored by the recall gauge; one short write
    per batch then moves the rows still as read (one changed meanwhile is assigned there)
-   to the end of their new list.
+   to the end of their new list, and the training pauses as long as that write took.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
    probes are recorded, the key goes.
@@ -62,6 +62,8 @@ BATCH: Final = 128
 #: Moves between two checkpoints run by the training itself (`_fold`): about 600 pages of
 #: WAL, below SQLite's automatic checkpoint (1,000 pages), which a writer's commit would run.
 FOLD_EVERY: Final = 4
+#: The longest pause after a step (the pause is as long as the step's write, up to this).
+PAUSE_MAX: Final = 0.1
 #: Seconds without a heartbeat after which another process may take a training over.
 STALE: Final = 60.0
 #: Lists per square root of the vector count.
@@ -206,9 +208,13 @@ class Training:
                     with file.write() as conn:
                         return self._finish(conn, state)
                 targets = self._assigned(state, rows)
+                before = time.monotonic()
                 with file.write() as conn:
                     if not self._move(conn, state, rows, targets):
                         return False
+                # Leave the lock free at least as long as the step held it: writers that
+                # queue behind the training get at least half of the time.
+                time.sleep(min(time.monotonic() - before, PAUSE_MAX))
                 moves += 1
                 if moves % FOLD_EVERY == 0:
                     _fold(file)
