@@ -1,38 +1,44 @@
-"""The Store's vector index (engine/items/vectors.py): search latency and recall at 100k x 384.
+"""The Store's vector index (engine/items/vectors.py): search, recall, training at 100k-1M x 384.
 
-Run: `python bench/bench_vectors.py` (`--count 20000` for a quicker run, `--data uniform` for
-uniform random vectors, `--keep DIR` to reuse the built file between runs).
+Run: `python bench/bench_vectors.py` (100k clustered; `--count 1000000` for 1M, `--data
+uniform` for vectors without structure, `--keep DIR` to reuse the built file, `--queries N`).
 
-Data: a deterministic mixture of Gaussians (`Mixture`: `--clusters` clusters around 25
-topics, Zipf-like cluster shares, every vector normalized), or with `--data uniform`
-normalized N(0, I) vectors (no structure: the worst case of an inverted-file index).
-Queries are fresh draws from the same distribution, not vectors of the index.
+Data (numpy, deterministic): a mixture of Gaussians on the unit sphere (`--clusters`
+clusters, default count/200, around 25 topics: center = unit(topic + 0.8 x a random unit
+vector), Zipf-like cluster shares, a point = unit(center + noise of norm 0.8-1.5 x the
+center's): neighbours at cosine ~0.3-0.6, as sentence embeddings), or with `--data
+uniform` normalized N(0, I) vectors (no structure: the worst case of an inverted-file
+index). Queries are fresh draws from the same distribution, not indexed vectors; their
+true top 10 is computed with numpy while the data is generated.
 
-Build: items are put the way the Store will: `replace` per item in write transactions of
-2,000 items, `maintain` after each (so the lists were trained at 4,096, 8,192, ... and last
-at 65,536 vectors when 100k are in). Then one forced training at the full count is timed.
+Build: the items and their vectors are inserted into list 0 in bulk (SQL, 20,000 a
+transaction), then one training over all of them is run the way the Store runs it
+(`VectorIndex.train`: short steps, writers going on) while a writer thread puts one new
+item every 5 ms (`replace` in a write transaction of its own): the training's time, and the
+writer's put latency during it (p50, p99, max: the longest a writer waited), are printed.
 
-Measured: the default `search` (the exact int8 scan with float32 re-ranking up to
-`EXACT_CODE_BYTES` of codes when its codes fit THREADLOOM_MEMORY_BUDGET, else the lists with the
-recall recorded at training), the lists alone per probe setting (`probe`; 16 probes is the
-old default path), and `exact` (a float32 scan of the file): p50 and p95 over the queries
-(the whole call: SQLite reads, scores, selection; the connection's default page cache, warm
-OS cache) and recall@10 against `exact`. The first default search loads the codes (timed
-apart). Nothing is asserted.
+Measured after: the default `search` (the exact int8 scan with float32 re-ranking up to
+`EXACT_CODE_BYTES` of codes when they fit half of THREADLOOM_MEMORY_BUDGET, else the lists
+with the recall recorded at training), the lists alone per probe setting (`probe`), p50
+and p95 over the queries (the whole call, warm OS cache) and recall@10 against numpy's
+exact top 10; the process's peak RSS. Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import random
+import resource
 import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from threadloom import core
 from threadloom.core.lru import process_budget
@@ -41,131 +47,179 @@ from threadloom.engine.file import File
 from threadloom.engine.items.vectors import VectorIndex
 
 DIMS = 384
+CHUNK = 20_000
 
 
 def note(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def _unit(values: list[float]) -> list[float]:
-    norm = math.sqrt(sum(v * v for v in values)) or 1.0
-    return [v / norm for v in values]
+def _unit(matrix: Any) -> Any:
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
 
 
 class Mixture:
-    """A deterministic mixture of Gaussians on the unit sphere (or uniform directions).
-
-    Clustered: `topics` directions, each cluster's center near one of them (center = unit(
-    topic + 0.8 x a random unit vector)), so clusters of one topic overlap as related
-    documents do; a point is unit(center + noise) with a noise of norm 0.8-1.5 times the
-    center's, drawn per cluster (neighbours at cosine ~0.3-0.6, as sentence embeddings).
-    """
+    """The data and query generator (see the module docstring)."""
 
     def __init__(self, kind: str, clusters: int, seed: int, topics: int = 25) -> None:
         self.kind = kind
-        rng = random.Random(seed)
-        directions = [_unit([rng.gauss(0, 1) for _ in range(DIMS)]) for _ in range(topics)]
-        self.centers = []
-        for _ in range(clusters):
-            topic = rng.choice(directions)
-            spread = _unit([rng.gauss(0, 1) for _ in range(DIMS)])
-            self.centers.append(_unit([t + 0.8 * s for t, s in zip(topic, spread, strict=True)]))
-        self.weights = [1 / (i + 1) ** 0.5 for i in range(clusters)]
-        # noise of norm ratio * |center|: sigma per coordinate = ratio / sqrt(DIMS)
-        self.sigmas = [rng.uniform(0.8, 1.5) / math.sqrt(DIMS) for _ in range(clusters)]
+        rng = np.random.default_rng(seed)
+        directions = _unit(rng.standard_normal((topics, DIMS)))
+        picked = directions[rng.integers(0, topics, clusters)]
+        self.centers = _unit(picked + 0.8 * _unit(rng.standard_normal((clusters, DIMS))))
+        weights = 1 / np.sqrt(np.arange(1, clusters + 1))
+        self.weights = weights / weights.sum()
+        self.sigmas = rng.uniform(0.8, 1.5, clusters) / np.sqrt(DIMS)
 
-    def draw(self, rng: random.Random) -> list[float]:
-        gauss = rng.gauss
+    def draw(self, rng: Any, count: int) -> Any:
+        noise = rng.standard_normal((count, DIMS))
         if self.kind == "uniform":
-            return _unit([gauss(0, 1) for _ in range(DIMS)])
-        (index,) = rng.choices(range(len(self.centers)), self.weights)
-        sigma = self.sigmas[index]
-        return _unit([c + gauss(0, sigma) for c in self.centers[index]])
+            return _unit(noise).astype(np.float32)
+        which = rng.choice(len(self.centers), count, p=self.weights)
+        points = self.centers[which] + noise * self.sigmas[which, None]
+        return _unit(points).astype(np.float32)
 
 
-def build(path: Path, mixture: Mixture, count: int, index: VectorIndex) -> list[float]:
-    """Create the file with `count` items and their vectors; return the training times."""
-    rng = random.Random(1)
-    trainings = []
+def build(path: Path, mixture: Mixture, count: int, queries: Any) -> Any:
+    """Create the file with `count` items and vectors in list 0; return the queries' true
+    top-10 item ids (cosine: the vectors are unit)."""
+    rng = np.random.default_rng(1)
+    best_scores = np.full((len(queries), 10), -np.inf)
+    best_items = np.zeros((len(queries), 10), dtype=np.int64)
     file = File(path)
     try:
         with file.write() as conn:
             conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'bench', 1)")
+            conn.execute(
+                "INSERT INTO meta(key, value) VALUES ('vector_dims', ?), ('vector_metric', "
+                "'cosine')",
+                (DIMS,),
+            )
         started = time.perf_counter()
-        for first in range(1, count + 1, 2000):
+        for first in range(1, count + 1, CHUNK):
+            vectors = mixture.draw(rng, min(CHUNK, count + 1 - first))
+            items = np.arange(first, first + len(vectors))
             with file.write() as conn:
-                for item in range(first, min(first + 2000, count + 1)):
-                    conn.execute(
-                        "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, "
-                        "updated_at) VALUES (?, 1, ?, x'', x'', 0, 0, 0)",
-                        (item, str(item)),
-                    )
-                    index.replace(conn, item, [("$", mixture.draw(rng))])
-            with file.write() as conn:
-                before = time.perf_counter()
-                if index.maintain(conn):
-                    trainings.append(time.perf_counter() - before)
-                    note(f"  trained at {first + 1999} vectors in {trainings[-1]:.2f} s")
-            if first % 20000 == 1:
-                note(f"  {first + 1999} items, {time.perf_counter() - started:.0f} s")
+                conn.executemany(
+                    "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, "
+                    "updated_at) VALUES (?, 1, ?, x'', x'', 0, 0, 0)",
+                    [(int(item), str(item)) for item in items],
+                )
+                conn.executemany(
+                    "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, '$', ?)",
+                    [
+                        (int(item), int(item), row.tobytes())
+                        for item, row in zip(items, vectors, strict=True)
+                    ],
+                )
+            scores = np.concatenate([best_scores, queries @ vectors.T], axis=1)
+            seen = np.broadcast_to(items, (len(queries), len(items)))
+            ids = np.concatenate([best_items, seen], axis=1)
+            top = np.argsort(-scores, axis=1)[:, :10]
+            best_scores = np.take_along_axis(scores, top, 1)
+            best_items = np.take_along_axis(ids, top, 1)
+            if (first - 1) % 200_000 == 0:
+                note(f"  {first - 1 + len(vectors)} items, {time.perf_counter() - started:.0f} s")
     finally:
         file.close()
-    return trainings
+    return best_items
+
+
+def train_with_writer(file: File, index: VectorIndex, mixture: Mixture) -> dict[str, float]:
+    """One forced training (`train`) while a writer puts an item every 5 ms."""
+    rng = np.random.default_rng(5)
+    latencies: list[float] = []
+    done = threading.Event()
+    with file.read() as conn:
+        item = first = int(conn.execute("SELECT max(id) FROM store_items").fetchall()[0][0]) + 1
+
+    def writer() -> None:
+        nonlocal item
+        while not done.is_set():
+            vector = mixture.draw(rng, 1)[0].tolist()
+            before = time.perf_counter()
+            with file.write() as conn:
+                conn.execute(
+                    "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, "
+                    "updated_at) VALUES (?, 1, ?, x'', x'', 0, 0, 0)",
+                    (item, str(item)),
+                )
+                index.replace(conn, item, [("$", vector)])
+            latencies.append(time.perf_counter() - before)
+            item += 1
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    before = time.perf_counter()
+    try:
+        index.train(file, force=True)
+    finally:
+        took = time.perf_counter() - before
+        done.set()
+        thread.join()
+    with file.write() as conn:  # the writer's items are not in the queries' true top 10
+        conn.execute("DELETE FROM store_items WHERE id >= ?", (first,))
+    latencies.sort()
+    return {
+        "training_s": took,
+        "puts": len(latencies),
+        "put_p50_ms": statistics.median(latencies) * 1e3,
+        "put_p99_ms": latencies[int(0.99 * (len(latencies) - 1))] * 1e3,
+        "put_max_ms": latencies[-1] * 1e3,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--clusters", type=int, default=500)
+    parser.add_argument("--clusters", type=int, default=0, help="default: count / 200")
     parser.add_argument("--data", choices=("clustered", "uniform"), default="clustered")
-    parser.add_argument("--metric", default="cosine")
-    parser.add_argument("--probes", default="16,64")
+    parser.add_argument("--probes", default="8,16,64")
     parser.add_argument("--keep", help="directory to keep (and reuse) the built file in")
     args = parser.parse_args(argv)
+    clusters = args.clusters or max(1, args.count // 200)
     folder = Path(args.keep or tempfile.mkdtemp(prefix="bench-vectors-"))
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"vectors-{args.data}-{args.count}-{args.clusters}-{args.metric}-v2.db"
-    mixture = Mixture(args.data, args.clusters, seed=7)
-    index = VectorIndex(DIMS, args.metric)  # type: ignore[arg-type]
-    note(f"backend {core.backend()}, {args.count} x {DIMS} {args.data} {args.metric}: {path}")
-    if not path.exists():
+    path = folder / f"vectors-{args.data}-{args.count}-{clusters}-v3.db"
+    mixture = Mixture(args.data, clusters, seed=7)
+    queries = mixture.draw(np.random.default_rng(99), args.queries)
+    truth_path = path.with_suffix(f".truth{args.queries}.npy")
+    index = VectorIndex(DIMS, "cosine")
+    note(f"backend {core.backend()}, {args.count} x {DIMS} {args.data}: {path}")
+    if not path.exists() or not truth_path.exists():
+        path.unlink(missing_ok=True)
         started = time.perf_counter()
-        trainings = build(path, mixture, args.count, index)
-        note(f"built in {time.perf_counter() - started:.0f} s; trainings {trainings}")
+        np.save(truth_path, build(path, mixture, args.count, queries))
+        note(f"built in {time.perf_counter() - started:.0f} s")
+    truth = [set(map(int, row)) for row in np.load(truth_path)]
     file = File(path)
     try:
-        with file.write() as conn:
-            before = time.perf_counter()
-            index._train(conn, index._count(conn))
-            training = time.perf_counter() - before
-            lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]
+        trained = train_with_writer(file, index, mixture)
         file.checkpoint_wal()
-        rng = random.Random(99)
-        queries = [mixture.draw(rng) for _ in range(args.queries)]
-        exact, exact_times = [], []
         with file.read() as conn:
-            for query in queries:
-                before = time.perf_counter()
-                exact.append({item for item, _ in index.exact(conn, query, 10)})
-                exact_times.append(time.perf_counter() - before)
-        print(
-            f"\n{args.count} vectors x {DIMS}, {args.data}"
-            + (f" ({args.clusters} clusters)" if args.data == "clustered" else "")
-            + f", {args.metric}, backend {core.backend()}, {lists} lists, "
-            f"file {os.path.getsize(path) / 2**20:.0f} MiB"
-        )
-        with file.read() as conn:
+            lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]
             recorded = dict(
                 conn.execute(
                     "SELECT key, value FROM meta WHERE key IN ('vector_recall', 'vector_probes')"
                 ).fetchall()
             )
             before = time.perf_counter()
-            index.search(conn, queries[0], 10)
+            index.search(conn, queries[0].tolist(), 10)
             loading = time.perf_counter() - before
         held = index.scan.held()
-        print(f"training at {args.count}: {training:.2f} s (in one write transaction)")
+        print(
+            f"\n{args.count} vectors x {DIMS}, {args.data}"
+            + (f" ({clusters} clusters)" if args.data == "clustered" else "")
+            + f", cosine, backend {core.backend()}, {lists} lists, "
+            f"file {os.path.getsize(path) / 2**20:.0f} MiB"
+        )
+        print(
+            f"training at {args.count} (`train`, short steps): {trained['training_s']:.1f} s; "
+            f"a writer's {trained['puts']:.0f} puts meanwhile: p50 {trained['put_p50_ms']:.1f} "
+            f"ms, p99 {trained['put_p99_ms']:.1f} ms, max {trained['put_max_ms']:.1f} ms"
+        )
         print(
             f"recorded at training: recall@10 {recorded.get('vector_recall')} at "
             f"{index.probes} probes, wider probes {recorded.get('vector_probes')} (0: none)"
@@ -173,25 +227,27 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"memory budget {process_budget().capacity / 2**20:.0f} MiB; int8 codes "
             + (f"held: {held.nbytes / 2**20:.1f} MiB" if held else "not held (over budget)")
-            + f", first default search (loads them) {loading * 1e3:.0f} ms\n"
+            + f", first default search {loading * 1e3:.0f} ms\n"
         )
         print("| path | p50 ms | p95 ms | recall@10 |")
         print("| --- | ---: | ---: | ---: |")
-        row("exact float32 scan (`exact`)", exact_times, 1.0)
         paths: list[tuple[str, int | None]] = [("default `search`", None)]
         paths += [(f"lists, {p} probes", int(p)) for p in args.probes.split(",")]
         for name, probes in paths:
             times, hits = [], 0
             with file.read() as conn:
-                for query, truth in zip(queries, exact, strict=True):
+                for query, expected in zip(queries, truth, strict=True):
+                    as_list = query.tolist()
                     before = time.perf_counter()
                     if probes is None:
-                        found = index.search(conn, query, 10)
+                        found = index.search(conn, as_list, 10)
                     else:
-                        found = index.probe(conn, pack(query), 10, None, probes)
+                        found = index.probe(conn, pack(as_list), 10, None, probes)
                     times.append(time.perf_counter() - before)
-                    hits += len(truth & {item for item, _ in found})
+                    hits += len(expected & {item for item, _ in found})
             row(name, times, hits / (10 * len(queries)))
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"\npeak RSS of the process: {rss:.0f} MiB")
     finally:
         file.close()
         if not args.keep:

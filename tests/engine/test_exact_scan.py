@@ -19,7 +19,8 @@ from threadloom.core.similarity import pack
 from threadloom.engine.checks import figures
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.items.vectors import VectorIndex
+from threadloom.engine.items.scan import CODES_BUDGET, codes_budget
+from threadloom.engine.items.vectors import EXACT_CODE_BYTES, VectorIndex
 from threadloom.engine.sql import fetchall
 
 METRICS = ["cosine", "l2", "inner_product"]
@@ -159,11 +160,11 @@ def test_filtered_search_returns_the_exact_accepted_top(file: File) -> None:
 
 
 def test_over_the_budget_the_lists_answer(file: File) -> None:
-    """Codes that do not fit the memory budget are not built; the lists answer instead."""
+    """Codes that do not fit the codes' budget are not built; the lists answer instead."""
     rng = random.Random(12)
     index = VectorIndex(DIMS, "cosine")
     _put(file, index, _uniform(rng, 300))
-    budget = lru.process_budget()
+    budget = codes_budget()
     capacity = budget.capacity
     budget.resize(1024)
     try:
@@ -223,3 +224,13 @@ def test_low_recorded_recall_makes_the_search_exact(file: File) -> None:
         probed = [index.probe(conn, pack(q), 10, None, 1) for q in queries]
         exact = [index.exact(conn, q, 10) for q in queries]
     assert probed != exact  # the lists alone would have missed neighbours
+
+
+def test_the_default_codes_budget_keeps_100k_x_384_exact() -> None:
+    """By default the codes of 100,000 (and of the exact limit's 109,226) vectors of 384
+    dimensions fit their budget, whatever the caches' memory budget; twice as many do not."""
+    scan = VectorIndex(384).scan
+    assert codes_budget().capacity == CODES_BUDGET
+    assert lru.process_budget().capacity == lru.DEFAULT_BUDGET
+    assert scan.fits(100_000) and scan.fits(EXACT_CODE_BYTES // 384)
+    assert not scan.fits(2 * EXACT_CODE_BYTES // 384)

@@ -31,6 +31,7 @@ COMPACT_KEYS = [
     "value_bytes",
     "blocks",
     "extents_rewritten",
+    "vectors_retrained",
     "damaged",
 ]
 

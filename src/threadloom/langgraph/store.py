@@ -32,10 +32,16 @@ from langgraph.store.base import (
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
 from threadloom.engine import MEMORY, File
-from threadloom.engine.items import Items, Recall, VectorIndex, now_us, time_us
+from threadloom.engine.items import (
+    BackgroundTraining,
+    Items,
+    Recall,
+    VectorIndex,
+    now_us,
+    time_us,
+)
 from threadloom.errors import (
     NoEventLoopError,
-    ThreadloomError,
 )
 from threadloom.langgraph.reembed import Reembedded, fill_text, reembed
 from threadloom.langgraph.store_index import Indexing
@@ -74,6 +80,8 @@ class _StoreBase(Searching):
             raise
         self.items = Items(self.file, vectors)
         self.recall = Recall(self.items)
+        #: The vector lists' trainings, on a thread of their own (docs/store.md).
+        self.training = None if vectors is None else BackgroundTraining(vectors, self.file)
         #: A vector search warned of items without vectors (once per store).
         self._warned = False
         try:
@@ -149,17 +157,11 @@ class _StoreBase(Searching):
         return results
 
     def _retrain(self) -> None:
-        """Retrain the vector lists (when the index grew or shrank enough) in a write
-        transaction of their own: the batch is committed, and readers go on meanwhile."""
-        if self.items.vectors is None:
-            return
-        try:
-            with self.file.write() as conn:
-                self.items.vectors.maintain(conn)
-        except ThreadloomError:
-            # The batch is committed: report the failed retraining, do not fail the put.
-            # (The lists are retried at the next batch; verify names any damage.)
-            log.exception("%s: retraining the vector index failed", self.file.path)
+        """Retrain the vector lists (when the index grew or shrank enough) on a thread of
+        its own: the batch is committed, and writers and readers go on meanwhile (the
+        training holds the write lock only for short steps: vector_training.py)."""
+        if self.training is not None and not self.file.readonly:
+            self.training.start()
 
     def import_items(self, items: Sequence[Item]) -> int:
         """Store items with their own times, each only where its key is not stored yet.
@@ -309,8 +311,12 @@ class _StoreBase(Searching):
         """Nothing to do (see `setup`)."""
 
     def close(self) -> None:
-        """Stop the sweeper and let go of the file (others on it keep it open)."""
+        """Stop the sweeper and a running training (resumed by the next one), and let go
+        of the file (others on it keep it open)."""
         self._stop_sweeping()
+        training = getattr(self, "training", None)  # None too when the Store did not open
+        if training is not None:
+            training.stop()
         self.file.close()
 
     def __enter__(self) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 from threadloom.cli._files import file_arguments, file_of
 from threadloom.errors import EngineError
 
-HELP = "retrain the compression dictionary, re-encode every body and VACUUM a file"
+HELP = "retrain the compression dictionary and vector lists, re-encode bodies, VACUUM a file"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,8 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Collect unreferenced values, sweep released blocks, retrain the file's dictionary,
-    re-encode its bodies, rewrite mostly-dead extents and VACUUM it; print what it did."""
+    """Collect unreferenced values, sweep released blocks, retrain the file's dictionary
+    and its Store vector lists, re-encode its bodies, rewrite mostly-dead extents and VACUUM
+    it; print what it did."""
     from threadloom.engine import File
     from threadloom.engine.checks import compact, figures
 
@@ -42,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{db}: {found['bytes_before']} -> {found['bytes_after']} bytes (reclaimed "
             f"{found['reclaimed']}: {found['values']} values, {found['blocks']} blocks, "
-            f"{found['extents_rewritten']} extents rewritten, {found['pages_freed']} pages freed)"
+            f"{found['extents_rewritten']} extents rewritten, "
+            f"{found['vectors_retrained']} vectors retrained, {found['pages_freed']} pages freed)"
         )
     return 0

@@ -81,12 +81,15 @@ def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
         recorded: dict[str, object] = dict(
             fetchall(
                 conn,
-                "SELECT key, value FROM meta WHERE key IN ('vector_recall', 'vector_probes')",
+                "SELECT key, value FROM meta "
+                "WHERE key IN ('vector_recall', 'vector_probes', 'vector_moving')",
             )
         )
         recall = recorded.get("vector_recall")
         out["store_vector_recall"] = None if recall is None else round(float(str(recall)), 3)
         out["store_vector_probes"] = recorded.get("vector_probes")
+        # A training moving vectors to new lists (vector_training.py): started, not finished.
+        out["store_vector_training"] = "vector_moving" in recorded
     return out
 
 

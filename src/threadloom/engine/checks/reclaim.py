@@ -7,7 +7,10 @@ Engine layer. In order, each step its own write transaction(s):
    then, or what a document-service client stored and never referenced), with the
    blocks only they listed (`liveness.py`, `drops.py`);
 2. blocks released by other deletions whose grace has passed are swept;
-3. the dictionary is retrained and every inline body re-encoded, mostly-dead extents
+3. the Store's vector lists are trained again on every vector (k-means, each vector
+   moved to its nearest list, the recall measured: engine/items/vector_training.py, in
+   short write transactions);
+4. the dictionary is retrained and every inline body re-encoded, mostly-dead extents
    are rewritten, and VACUUM rewrites the file without its free pages
    (`ContentStore.reclaim`).
 
@@ -29,6 +32,7 @@ from threadloom.engine.checkpoints.liveness import Liveness
 from threadloom.engine.content.blocks import bump_gc_epoch
 from threadloom.engine.content.drops import Drops
 from threadloom.engine.file import File
+from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
@@ -51,6 +55,7 @@ class Compacted:
     value_bytes: int = 0
     blocks: int = 0
     extents_rewritten: int = 0
+    vectors_retrained: int = 0
     damaged: list[str] | None = None
 
     def as_json(self) -> dict[str, Any]:
@@ -69,6 +74,7 @@ class Compacted:
             "value_bytes": self.value_bytes,
             "blocks": self.blocks,
             "extents_rewritten": self.extents_rewritten,
+            "vectors_retrained": self.vectors_retrained,
             "damaged": list(self.damaged or []),
         }
 
@@ -109,12 +115,24 @@ def compact(file: File, grace: float = RETENTION_GRACE_SECONDS) -> Compacted:
         done.values += values
         done.value_bytes += size
         done.blocks += blocks
+    done.vectors_retrained = _retrain_vectors(file)
     swept, done.extents_rewritten = file.content.reclaim()
     done.blocks += swept
     file.checkpoint_wal()  # VACUUM wrote the file into the WAL: fold it in to measure
     done.bytes_after = file_bytes(file.path)
     done.pages_after = _pages(file)[0]
     return done
+
+
+def _retrain_vectors(file: File) -> int:
+    """Train the Store's vector lists again over every vector; how many there are."""
+    with file.read() as conn:
+        index = stored_index(conn)
+        count = int(fetchall(conn, "SELECT count(*) FROM store_vectors")[0][0])
+    if index is None or not count:
+        return 0
+    index.train(file, force=True)
+    return count
 
 
 def _collect(

@@ -1,6 +1,7 @@
 """The Store's items: rows, namespaces and TTLs, the filter index (field keys), the text
-index, JSON checks, the vector index and its candidates, searches, their checks, and
-the refilling of items' index entries (reindex.py), the embedding cache (embedded.py).
+index, JSON checks, the vector index, its candidates and its training, searches, their
+checks, the refilling of items' index entries (reindex.py), the embedding cache
+(embedded.py).
 
 Outer layers (the LangGraph Store, the viewer) use the names below.
 """
@@ -11,10 +12,12 @@ from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
 from threadloom.engine.items.reindex import Entry, Reindex
 from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
+from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vectors import VectorIndex
 
 __all__ = [
     "MAX_NESTING",
+    "BackgroundTraining",
     "MINUTE",
     "Entry",
     "Items",

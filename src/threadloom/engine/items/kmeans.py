@@ -7,6 +7,7 @@ means are normalized (spherical k-means). Deterministic for a given `rng` state.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 from threadloom import core
 from threadloom.core.similarity import Metric
@@ -22,9 +23,11 @@ def kmeans(
     assign: Metric,
     rng: random.Random,
     iterations: int,
+    stop: Callable[[], bool] = lambda: False,
 ) -> bytes:
     """`count` centroids of `sample` (float32 vectors of `dims`), assigned by `assign`
-    (Lloyd, at most `iterations`; an emptied list restarts at a random vector)."""
+    (Lloyd, at most `iterations`; an emptied list restarts at a random vector; fewer
+    once `stop()` says so, between iterations)."""
     size = 4 * dims
     n = len(sample) // size
     spherical = metric == "cosine"
@@ -34,6 +37,8 @@ def kmeans(
         centroids = core.vector_means(centroids, list(range(count)), count, dims, True)[0]
     previous: list[int] | None = None
     for _ in range(iterations):
+        if stop():
+            break
         assignment = core.vector_nearest(sample, centroids, dims, assign)
         if assignment == previous:
             break

@@ -25,7 +25,13 @@ from threadloom.errors import InvalidArgumentError
 TEXT_FILLED: Final = "store_text_filled"
 
 #: The `meta` keys of the vector index (engine/items/vectors.py).
-VECTOR_SETTINGS: Final = ("vector_dims", "vector_metric", "vector_trained", "vector_generation")
+VECTOR_SETTINGS: Final = (
+    "vector_dims",
+    "vector_metric",
+    "vector_trained",
+    "vector_generation",
+    "vector_moving",  # a training in progress (vector_training.py) stops at its next step
+)
 
 _FROM: Final = " FROM store_items x JOIN store_namespaces n ON n.id = x.ns"
 #: An item indexed (it has a text entry, even an empty one) and without a vector: one put

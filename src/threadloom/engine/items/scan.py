@@ -1,7 +1,9 @@
 """The exact vector search: a scan of int8 codes, re-ranked in float32 (engine layer).
 
 Every vector of the file is held in memory as int8 codes (`core.vector_quantize`), charged
-to the process's memory budget (`core.lru.process_budget()`). A search computes, from the
+to a budget of their own (`codes_budget()`: 64 MiB unless THREADLOOM_VECTOR_BUDGET says
+otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET, so that 100k x 384 is
+searched exactly by default while the savers' caches keep their 32 MiB). A search computes, from the
 codes alone, an upper bound of every vector's exact score (`core.vector_bounds`), reads the
 float32 vectors of the best bounds from `store_vectors` and scores them exactly
 (`core.vector_scores`), widening fourfold until the `want`-th best exact score is above
@@ -11,15 +13,18 @@ reads only a few vectors per search from the file.
 Invariants:
 - the codes are those of the file's vectors when its `vector_version` (meta) was
   `Codes.version`: every vector then present has an entry whose code is its own;
-- entries may be stale (a vector deleted since, or an id reused for another vector): a
-  stale entry is only ever a wasted candidate, because its row is read again, an entry
-  whose (id, item) no longer matches is skipped, and the live vector has its own entry;
+- entries may be stale (a vector deleted or replaced since): a stale entry is only ever
+  a wasted candidate, because a candidate's item has all its vectors read again and
+  scored exactly, and each live vector has its own entry (an item scores by its best);
+- a training moves vectors to other ids without changing them, so it keeps the codes
+  valid (entries are re-ranked by item, never by vector id);
 - a write through `written` adds the vectors it inserted while the codes are current, so
   a writer's own puts do not reload the codes; any other change reloads them.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from array import array
 from collections.abc import Callable, Collection, Sequence
@@ -30,17 +35,21 @@ from typing import Any, Final
 import apsw
 
 from threadloom import core
-from threadloom.core.lru import Lru, process_budget
+from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 
-__all__ = ["VERSION_KEY", "Codes", "ExactScan"]
+__all__ = ["CODES_BUDGET", "CODES_BUDGET_ENV", "VERSION_KEY", "Codes", "ExactScan", "codes_budget"]
 
 #: The `meta` key whose value changes with every write that inserts vectors.
 VERSION_KEY: Final = "vector_version"
-#: The codes may take at most this share of the process's memory budget.
-BUDGET_SHARE: Final = 0.5
+#: Bytes the exact scan's codes may take in a process by default: the codes of
+#: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids and params
+#: (`dims + 40` bytes a vector: 44 MiB at 384 dims) fit.
+CODES_BUDGET: Final = 64 * MiB
+#: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
+CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
 #: Segments of codes held before they are joined into one (puts add one each).
 _SEGMENTS: Final = 16
 #: Rows read and quantized at a time while loading.
@@ -77,12 +86,11 @@ class ExactScan:
         self.dims = dims
         self.metric: Metric = metric
         self._lock = threading.Lock()
-        self._held: Lru[str, Codes] = Lru(1, budget=process_budget(), cost=_cost)
+        self._held: Lru[str, Codes] = Lru(1, budget=codes_budget(), cost=_cost)
 
     def fits(self, count: int) -> bool:
-        """Whether the codes of `count` vectors fit this scan's share of the memory budget."""
-        allowed = process_budget().capacity * BUDGET_SHARE
-        return count * (self.dims + 8 * (2 + PARAMS)) <= allowed
+        """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
+        return count * (self.dims + 8 * (2 + PARAMS)) <= codes_budget().capacity
 
     def held(self) -> Codes | None:
         """The codes in memory, if any (whatever their version)."""
@@ -233,22 +241,42 @@ class ExactScan:
         entries: list[int],
         best: dict[int, float],
     ) -> None:
-        if not entries:
+        """Score exactly every vector of the entries' items not scored yet (read by item:
+        a training moves vectors to other ids without changing them or their codes)."""
+        items = sorted({codes.items[i] for i in entries} - best.keys())
+        if not items:
             return
-        expected = {(codes.ids[i], codes.items[i]) for i in entries}
         rows = fetchall(
             conn,
-            "SELECT id, item, vector FROM store_vectors WHERE id IN carray(?)",
-            (ids(sorted({codes.ids[i] for i in entries})),),
+            "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
+            (ids(items),),
         )
-        live = [row for row in rows if (row[0], row[1]) in expected]
-        if not live:
+        if not rows:
             return
-        scores = core.vector_scores(query, self._matrix(live), self.dims, self.metric)
-        for row, score in zip(live, scores, strict=True):
+        scores = core.vector_scores(query, self._matrix(rows), self.dims, self.metric)
+        for row, score in zip(rows, scores, strict=True):
             item = row[1]
             if score > best.get(item, -_INF):
                 best[item] = score
+
+
+_codes_budget: Budget | None = None
+_codes_lock = threading.Lock()
+
+
+def codes_budget() -> Budget:
+    """The budget the exact scans' codes of this process draw on (made on first use):
+    THREADLOOM_VECTOR_BUDGET when set, else CODES_BUDGET; `resize` changes it.
+
+    Raises:
+        InvalidArgumentError: THREADLOOM_VECTOR_BUDGET is not a size.
+    """
+    global _codes_budget
+    with _codes_lock:
+        if _codes_budget is None:
+            text = os.environ.get(CODES_BUDGET_ENV, "").strip()
+            _codes_budget = Budget(parse_bytes(text) if text else CODES_BUDGET)
+        return _codes_budget
 
 
 def read_version(conn: apsw.Connection) -> str | None:

@@ -23,8 +23,9 @@ def problems(conn: apsw.Connection, dims: int, recorded: int | None) -> list[str
     """What is wrong with the vector index, one line each; [] when it is sound.
 
     Checks: a recorded dims other than `dims` (the Store's config); vectors and centroids
-    of the wrong size; a missing list 0; vectors in lists that do not exist; list sizes
-    other than their members; vectors whose item does not exist.
+    of the wrong size; a missing list 0; a training in progress whose new lists are
+    missing; vectors in lists that do not exist; list sizes other than their members;
+    vectors whose item does not exist.
     """
     found: list[str] = []
     size = 4 * dims
@@ -60,6 +61,16 @@ def problems(conn: apsw.Connection, dims: int, recorded: int | None) -> list[str
     )
     if not fetchall(conn, "SELECT 1 FROM store_lists WHERE id = 0"):
         found.append("vector list 0 (vectors not trained yet) is missing")
+    moving = fetchall(conn, "SELECT value FROM meta WHERE key = 'vector_moving'")
+    if moving:
+        first = str(moving[0][0]).split()[0]
+        if not first.isdigit() or not fetchall(
+            conn, "SELECT 1 FROM store_lists WHERE id >= ? AND id != 0", (int(first),)
+        ):
+            found.append(
+                f"the training in progress (meta vector_moving {str(moving[0][0])!r}) names "
+                "new lists that do not exist"
+            )
     report(
         "vectors in missing lists",
         fetchall(

@@ -24,7 +24,7 @@ from threadloom import core
 from threadloom.core.similarity import Metric
 from threadloom.engine.sql import fetchall, ids
 
-__all__ = ["AT", "FLOOR", "QUERIES", "Gauge", "held_out"]
+__all__ = ["AT", "FLOOR", "QUERIES", "Gauge", "choose", "held_out", "queries"]
 
 #: The recall the lists must reach on held-out queries, or be probed wider.
 FLOOR: Final = 0.95
@@ -43,12 +43,21 @@ def held_out(
 ) -> list[tuple[int, bytes]]:
     """Up to QUERIES (item, vector) of vectors outside the training sample `sampled` (ids),
     or of any vectors when the sample took nearly all (small indexes)."""
-    taken = set(sampled)
     every = [row[0] for row in fetchall(conn, "SELECT id FROM store_vectors")]
+    return queries(conn, choose(every, rng, sampled))
+
+
+def choose(every: list[int], rng: random.Random, sampled: list[int]) -> list[int]:
+    """`held_out`'s choice of vector ids among `every`."""
+    taken = set(sampled)
     pool = [vector_id for vector_id in every if vector_id not in taken]
     if len(pool) < QUERIES:
         pool = every
-    chosen = sorted(rng.sample(pool, min(QUERIES, len(pool))))
+    return sorted(rng.sample(pool, min(QUERIES, len(pool))))
+
+
+def queries(conn: apsw.Connection, chosen: list[int]) -> list[tuple[int, bytes]]:
+    """The (item, vector) of the vectors `chosen` (ids) that are still there."""
     if not chosen:
         return []
     rows = fetchall(

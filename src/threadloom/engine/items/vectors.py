@@ -4,22 +4,27 @@ Engine layer; the index's SQL lives here, its arithmetic in `threadloom.core` (C
 Python specification). A vector row's id is `list << 32 | n`, so each inverted list is one
 range of the table's b-tree: probing a list reads its rows in key order, without an index.
 Until the first training every vector is in list 0 and a search reads them all (exact);
-`maintain` trains `~sqrt(N)` lists by k-means on a sample once there are `train_from`
-vectors, and again whenever the count doubles, reassigning every vector, then records the
-lists' recall@10 on held-out vectors in `meta` (`vector_recall.py`). Up to `exact_up_to`
-vectors a search is the exact quantized scan (`scan.py`) while it fits the memory budget.
+a training (`train` over a file in short steps, writers going on, or `maintain` in the
+caller's transaction: vector_training.py) makes `~sqrt(N)` lists by k-means on a sample
+once there are `train_from` vectors, and again whenever the count doubles, moves every
+vector to its nearest list, and records the lists' recall@10 on held-out vectors in `meta`
+(`vector_recall.py`). Up to `exact_up_to` vectors a search is the exact quantized scan
+(`scan.py`) while it fits the memory budget.
 
 Invariants:
 - `store_lists.size` is the number of rows in the list's id range (triggers keep it, also
   for deletes cascaded from `store_items`);
 - a vector is in list 0 or in a list of the current training (it was nearest to the
-  vector's centroid when written or last trained);
+  vector's centroid when written or last trained), or, while a training moves vectors
+  (`meta.vector_moving`), in a list of the training before; searches and puts use the
+  lists of both then;
 - a search returns exactly what `exact` would once it has probed every list, and it stops
   probing early only when `want` accepted items were found.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from array import array
@@ -34,11 +39,10 @@ from threadloom import core
 from threadloom.core.similarity import Metric, check_metric, pack
 from threadloom.engine.items import vector_checks
 from threadloom.engine.items.candidates import Candidates
-from threadloom.engine.items.kmeans import kmeans
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
-from threadloom.engine.items.vector_recall import Gauge, held_out
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.items.vector_training import Training, moving, resumable
+from threadloom.engine.sql import Transactions, fetchall, ids
 from threadloom.errors import (
     CorruptionError,
     EngineError,
@@ -50,21 +54,13 @@ __all__ = ["LIST_BITS", "Metric", "VectorIndex"]
 
 #: A vector's id is `list << LIST_BITS | n`, 1 <= n < 2**LIST_BITS.
 LIST_BITS = 32
-#: List ids stay below this, so an id fits SQLite's signed 64-bit integer.
-_MAX_LIST = 2**31 - 1
 #: Vectors before the first training (fewer are searched exactly, which is as fast).
 TRAIN_FROM = 4096
 #: Retrain when the count reached this multiple of the last training's (or fell to its inverse
 #: squared: lists far too many and small).
 GROWTH = 2
-#: Lists per square root of the vector count.
-LISTS_PER_ROOT = 1.0
 #: Lists probed first (more follow, doubling, while fewer than `want` items are accepted).
 PROBES = 16
-#: k-means sample: this many vectors per list (at most all of them).
-SAMPLE_PER_LIST = 64
-#: Lloyd iterations of a training (fewer when the assignment stops changing).
-ITERATIONS = 12
 #: Rows read and rewritten at a time while reassigning.
 _BATCH = 2048
 #: Code bytes (vectors x dims) up to which a search is the exact scan: ~5 ms (bench/README.md).
@@ -78,6 +74,18 @@ class _Lists:
     generation: int
     ids: list[int]
     centroids: bytes
+    #: `since(first)` results, made once per generation.
+    views: dict[int, _Lists] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+
+    def since(self, first: int) -> _Lists:
+        """The lists from id `first` on (a training's new lists while it moves vectors)."""
+        view = self.views.get(first)
+        if view is None:
+            at = next((i for i, list_id in enumerate(self.ids) if list_id >= first), len(self.ids))
+            size = len(self.centroids) // max(len(self.ids), 1)
+            view = _Lists(self.generation, self.ids[at:], self.centroids[at * size :])
+            self.views[first] = view
+        return view
 
 
 Accept = Callable[[Sequence[int]], Collection[int]] | None
@@ -92,6 +100,8 @@ class _Meta:
     #: recall@10 of the default probes at the last training; the probes reaching the floor.
     recall: float | None = None
     probes: int = 0
+    #: While a training moves vectors: its first new list (puts go to the new lists).
+    moving: int | None = None
 
 
 class VectorIndex:
@@ -179,6 +189,7 @@ class VectorIndex:
             generation=int(rows.get("vector_generation", 0)),
             recall=None if rows.get("vector_recall") is None else float(rows["vector_recall"]),
             probes=int(rows.get("vector_probes", 0)),
+            moving=_first_new_list(rows.get("vector_moving")),
         )
 
     def _count(self, conn: apsw.Connection) -> int:
@@ -201,7 +212,7 @@ class VectorIndex:
         conn.execute("DELETE FROM store_lists WHERE id != 0")
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation', "
-            "'vector_recall', 'vector_probes')"
+            "'vector_recall', 'vector_probes', 'vector_moving')"
         )
         self._set_meta(conn, {"vector_dims": self.dims})
 
@@ -227,9 +238,9 @@ class VectorIndex:
             )
         return pack(packed)
 
-    def _lists(self, conn: apsw.Connection) -> _Lists:
+    def _lists(self, conn: apsw.Connection, meta: _Meta | None = None) -> _Lists:
         """The trained lists, from the cache while the file's generation is unchanged."""
-        generation = self._meta(conn).generation
+        generation = (meta or self._meta(conn)).generation
         cached = self._cache
         if cached is not None and cached.generation == generation:
             return cached
@@ -293,7 +304,11 @@ class VectorIndex:
         )
         if not flat:
             return
-        targets = self._nearest_lists(self._lists(conn), b"".join(blob for _, _, blob in flat))
+        meta = self._meta(conn)
+        lists = self._lists(conn, meta)
+        if meta.moving is not None:  # a training moves vectors: its new lists take puts
+            lists = lists.since(meta.moving)
+        targets = self._nearest_lists(lists, b"".join(blob for _, _, blob in flat))
         rows: list[tuple[int, int, str, bytes]] = []
         following: dict[int, int] = {}
         for (item, field, blob), list_id in zip(flat, targets, strict=True):
@@ -462,26 +477,48 @@ class VectorIndex:
 
     def maintain(self, conn: apsw.Connection) -> bool:
         """Retrain the lists if the vector count outgrew (or shrank far below) the last
-        training, in the caller's write transaction; True if it trained.
+        training, or finish a training left unfinished, all in the caller's write
+        transaction; True if it trained. `train` does it without holding the write lock.
 
         Training: k-means (Lloyd, spherical for cosine) on a sample of `SAMPLE_PER_LIST`
-        vectors per list, `sqrt(N)` lists, then every vector is moved to its nearest list.
+        vectors per list, `sqrt(N)` lists, then every vector is moved to its nearest list
+        (vector_training.py).
         """
         _writing(conn)
-        total = self.due(conn)
+        total = self.due(conn, training=True)
         if total is None:
             return False
-        self._train(conn, total)
+        self.retrain(conn, total)
         return True
 
-    def due(self, conn: apsw.Connection) -> int | None:
+    def retrain(self, conn: apsw.Connection, total: int | None = None) -> None:
+        """Train the lists now, due or not, in the caller's write transaction (`compact`)."""
+        _writing(conn)
+        Training(self).within(conn, self._count(conn) if total is None else total)
+
+    def train(
+        self, file: Transactions, stop: Callable[[], bool] = lambda: False, *, force: bool = False
+    ) -> bool:
+        """Train the lists if due (`force`: due or not), each step its own short transaction
+        on `file`, so writers and readers go on meanwhile; `stop()` is asked between steps.
+        True if it trained (vector_training.py)."""
+        return Training(self).run(file, stop, force=force)
+
+    def due(self, conn: apsw.Connection, *, training: bool = False) -> int | None:
         """The vector count when a training is due (see `maintain`), else None; reads only,
-        so a writer can ask inside its own transaction and train after it commits."""
+        so a writer can ask inside its own transaction and train after it commits.
+
+        A training in progress is due again only once it may be taken over (its owner is
+        gone; `training`: the caller is this process's one training of the file).
+        """
         meta = self._meta(conn)
         if meta.dims is not None and meta.dims != self.dims:
             self.check_config(conn)
             return None
         total = self._count(conn)
+        found = moving(conn)
+        if found is not None:
+            return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
         if meta.generation and meta.metric == self.metric:
@@ -490,71 +527,6 @@ class VectorIndex:
             if not (grown or shrunk):
                 return None
         return total
-
-    def _train(self, conn: apsw.Connection, total: int) -> None:
-        rng = random.Random(total)
-        count = max(1, min(round(LISTS_PER_ROOT * math.sqrt(total)), total))
-        every = [row[0] for row in fetchall(conn, "SELECT id FROM store_vectors")]
-        chosen = sorted(rng.sample(every, min(len(every), count * SAMPLE_PER_LIST)))
-        del every
-        sample = self._matrix(
-            row[0]
-            for row in fetchall(
-                conn, "SELECT vector FROM store_vectors WHERE id IN carray(?)", (ids(chosen),)
-            )
-        )
-        centroids = kmeans(sample, count, self.dims, self.metric, self._assign, rng, ITERATIONS)
-        gauge = Gauge(self.dims, self.metric, held_out(conn, rng, chosen))
-        first = int(fetchall(conn, "SELECT coalesce(max(id), 0) FROM store_lists")[0][0]) + 1
-        if first + count > _MAX_LIST:
-            raise EngineError("the vector index ran out of list ids (over 2**31 trainings' worth)")
-        new_ids = list(range(first, first + count))
-        size = 4 * self.dims
-        conn.execute("DELETE FROM store_lists WHERE id != 0")
-        conn.executemany(
-            "INSERT INTO store_lists(id, centroid, size) VALUES (?, ?, 0)",
-            [(list_id, centroids[i * size : (i + 1) * size]) for i, list_id in enumerate(new_ids)],
-        )
-        lists = _Lists(-1, new_ids, centroids)
-        following = {list_id: (list_id << LIST_BITS) + 1 for list_id in new_ids}
-        end = first << LIST_BITS  # every old row is below the new lists' ids
-        last = -1
-        while True:
-            rows = fetchall(
-                conn,
-                "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id < ? "
-                "ORDER BY id LIMIT ?",
-                (last, end, _BATCH),
-            )
-            if not rows:
-                break
-            targets = self._nearest_lists(lists, self._matrix(row[3] for row in rows))
-            conn.execute(
-                "DELETE FROM store_vectors WHERE id >= ? AND id <= ?", (rows[0][0], rows[-1][0])
-            )
-            moved = []
-            for (_, item, field, vector), list_id in zip(rows, targets, strict=True):
-                moved.append((following[list_id], item, field, vector))
-                following[list_id] += 1
-            conn.executemany(
-                "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", moved
-            )
-            gauge.add(moved)
-            last = rows[-1][0]
-        self._set_meta(
-            conn,
-            {
-                "vector_dims": self.dims,
-                "vector_metric": self.metric,
-                "vector_trained": total,
-                "vector_generation": random.SystemRandom().randrange(1, 2**62),
-                VERSION_KEY: str(random.SystemRandom().randrange(1, 2**62)),
-            },
-        )
-        self._cache = None
-        self.scan.forget()
-        recall, probes = gauge.measure(centroids, new_ids, self.probes)
-        self._set_meta(conn, {"vector_recall": recall, "vector_probes": probes})
 
     def _matrix(self, blobs: Iterable[bytes]) -> bytes:
         matrix = b"".join(parts := list(blobs))
@@ -593,6 +565,14 @@ _FLOAT32_MAX: Final = 3.4028234663852886e38
 
 #: The `meta` keys `stored_index` reads.
 _SETTINGS: Final = ("vector_dims", "vector_metric")
+
+
+def _first_new_list(recorded: Any) -> int | None:
+    """The first new list of a training in progress (`meta.vector_moving`), if readable."""
+    try:
+        return None if recorded is None else int(str(recorded).split()[0])
+    except (ValueError, IndexError):
+        return None
 
 
 def _writing(conn: apsw.Connection) -> None:

@@ -1,0 +1,93 @@
+"""The Store's vector lists trained on a thread of their own, and again by `compact`.
+
+End to end on a real file: a batch past the training threshold starts a background
+training (engine/items/vector_training.py) while the Store goes on, every item stays
+searchable, and `compact` trains the lists again; the doctor figures say so.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from langgraph.store.base import PutOp
+
+from threadloom import Store
+from threadloom.engine.checks import compact, figures
+from threadloom.engine.file import File
+from threadloom.engine.sql import fetchall
+
+DIMS = 8
+#: Past the default training threshold (vectors.TRAIN_FROM: 4,096).
+COUNT = 4500
+
+
+def _store(path: Path) -> Store:
+    rng = random.Random(1)
+    table: dict[str, list[float]] = {}
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        return [table.setdefault(t, [rng.gauss(0, 1) for _ in range(DIMS)]) for t in texts]
+
+    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
+    return Store(path, index=index)  # type: ignore[arg-type]
+
+
+def _meta(path: Path) -> dict[str, object]:
+    file = File.open(path)
+    try:
+        with file.read() as conn:
+            rows = fetchall(conn, "SELECT key, value FROM meta WHERE key LIKE 'vector%'")
+    finally:
+        file.close()
+    return {str(key): value for key, value in rows}
+
+
+def test_a_batch_past_the_threshold_trains_in_the_background(tmp_path: Path) -> None:
+    """The batch that makes a training due returns before it ends; puts made meanwhile are
+    found by the next search, and the training ends with every item indexed once."""
+    path = tmp_path / "store.db"
+    store = _store(path)
+    try:
+        ops = [PutOp(("docs",), f"d{n}", {"text": f"document {n}"}) for n in range(COUNT)]
+        store.batch(ops)
+        assert store.training is not None
+        store.put(("docs",), "late", {"text": "a late document"})
+        found = store.search(("docs",), query="a late document", limit=1)
+        assert [item.key for item in found] == ["late"]
+        store.training.wait(120)
+    finally:
+        store.close()
+    meta = _meta(path)
+    assert "vector_moving" not in meta
+    assert meta.get("vector_generation") is not None
+    assert int(str(meta["vector_trained"])) >= 4096
+    file = File.open(path)
+    try:
+        with file.read() as conn:
+            assert fetchall(conn, "SELECT count(*) FROM store_vectors")[0][0] == COUNT + 1
+    finally:
+        file.close()
+
+
+def test_compact_trains_the_lists_again_and_doctor_shows_it(tmp_path: Path) -> None:
+    """`compact` trains the lists over every vector (a new generation of lists, the recall
+    recorded); the doctor figures show the recall and no training in progress."""
+    path = tmp_path / "store.db"
+    store = _store(path)
+    try:
+        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
+    finally:
+        store.close()
+    assert "vector_generation" not in _meta(path)  # 300 vectors: not trained yet
+    file = File.open(path)
+    try:
+        done = compact(file)
+    finally:
+        file.close()
+    assert done.vectors_retrained == 300
+    meta = _meta(path)
+    assert meta.get("vector_generation") is not None and "vector_moving" not in meta
+    found = figures(str(path))
+    assert found["store_vector_recall"] is not None
+    assert found["store_vector_training"] is False
