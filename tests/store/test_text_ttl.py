@@ -88,6 +88,79 @@ def test_text_pages_are_stable(store: Store) -> None:
     assert flat == sorted(flat, reverse=True)
 
 
+def test_text_ranking_is_the_documented_cosine_over_a_mixed_corpus(store: Store) -> None:
+    """Every item sharing a token is ranked by |Q∩D| / sqrt(|Q|·|D|), then newest first,
+    under a prefix and a filter, as a Python reading of docs/store.md ranks them."""
+    from langgraph.store.base import PutOp
+
+    words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta"]
+    texts = {
+        f"k{i:03d}": " ".join(words[j] for j in range(7) if (i * 5 + 3) % (j + 2) == 0)
+        + f" n{i % 11}"
+        for i in range(120)
+    }
+    store.batch(
+        [
+            PutOp(("c", str(i % 2)), k, {"text": t, "odd": i % 3})
+            for i, (k, t) in enumerate(texts.items())
+        ]
+    )
+    for query, prefix, filter in [
+        ("alpha beta n3", ("c",), None),
+        ("gamma gamma zeta unknown", ("c", "1"), None),
+        ("eta n7 delta", ("c",), {"odd": 1}),
+    ]:
+        q = set(query.split())
+        kept = [
+            (i, k)
+            for i, k in enumerate(texts)
+            if (not prefix[1:] or str(i % 2) == prefix[1])
+            and (filter is None or i % 3 == filter["odd"])
+            and q & set(texts[k].split())
+        ]
+        # Same updated_at order as the put order within one batch: newest = highest row id.
+        expected = sorted(
+            kept,
+            key=lambda p: (
+                -len(q & set(texts[p[1]].split()))
+                / math.sqrt(len(q) * len(set(texts[p[1]].split()))),
+                -p[0],
+            ),
+        )
+        found = store.search_text(prefix, query, filter=filter, limit=200)
+        assert [i.key for i in found] == [k for _, k in expected], query
+        for item, (_, key) in zip(found, expected, strict=True):
+            d = set(texts[key].split())
+            assert item.score == pytest.approx(len(q & d) / math.sqrt(len(q) * len(d)))
+
+
+def test_text_search_makes_no_python_call_per_matching_item(store: Store) -> None:
+    """A word most items hold costs no Python work per match: a search matching 400
+    items runs as many Python calls as one matching 20."""
+    import sys
+
+    from langgraph.store.base import PutOp
+
+    store.batch([PutOp(("m",), f"c{i}", {"text": f"common filler{i}"}) for i in range(400)])
+    store.batch([PutOp(("m",), f"r{i}", {"text": f"rare filler{i}"}) for i in range(20)])
+    calls = {}
+    for word in ("rare", "common", "rare"):
+        count = 0
+
+        def profile(frame: object, event: str, arg: object) -> None:
+            nonlocal count
+            count += event in ("call", "c_call")
+
+        sys.setprofile(profile)
+        try:
+            found = store.search_text(("m",), word, limit=5)
+        finally:
+            sys.setprofile(None)
+        assert len(found) == 5
+        calls[word] = count
+    assert calls["common"] < calls["rare"] + 50, calls
+
+
 def test_omit_expired_hides_items_before_any_sweep(tmp_path: Path) -> None:
     ttl = TTLConfig(default_ttl=0.001, omit_expired=True, refresh_on_read=False)  # 60 ms
     with Store.from_conn_string(tmp_path / "ttl.db", ttl=ttl) as store:

@@ -1,11 +1,11 @@
-"""The SQL functions every connection to a threadloom file has (the row seals' and the
-text index's), installed on one connection."""
+"""The SQL functions every connection to a threadloom file has (the row seals'),
+installed on one connection."""
 
 from __future__ import annotations
 
 import apsw
 
-from threadloom.engine.format import seal, text
+from threadloom.engine.format import seal
 
 
 def install(conn: apsw.Connection) -> None:
@@ -18,7 +18,6 @@ def install(conn: apsw.Connection) -> None:
     )
     conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
     conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
-    conn.register_fts5_function(text.SQL_HITS, text.hits)
     conn.create_scalar_function(
         seal.SQL_XOR,
         seal.sql_xor,  # type: ignore[arg-type]

@@ -13,7 +13,8 @@ the item's text has the same tokens as the query (same words, any order, case an
 diacritics folded), and it falls as either side holds tokens the other lacks. So
 "score >= 0.9 means the same fact" holds for texts that differ by at most a word in
 ten-odd, and a long text containing the query's words scores low. Hits are ordered by
-score, then newest first.
+score, then newest first. |Q ∩ D| is counted in SQL, one FTS5 match per query token
+grouped by item (engine/items/recall.py), so a common word costs no Python per match.
 
 Hybrid search (engine/items/fusion.py) ranks the same matches by FTS5's BM25 instead,
 which weighs a rare token (a code, an id) above common words, and matches the query as
@@ -22,17 +23,10 @@ a phrase (`phrase`) to find exact hits.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 #: The tokenizer `store_text` declares (and the one queries are split with).
 TOKENIZER: Final = ("unicode61", ("remove_diacritics", "2"))
-#: The SQL name of the auxiliary function counting the query tokens a row holds.
-SQL_HITS: Final = "tl_hits"
-
-
-def hits(api: Any, *args: Any) -> int:
-    """FTS5 auxiliary function: how many of the query's phrases the current row holds."""
-    return sum(1 for phrase in range(api.phrase_count) if any(api.phrase_locations(phrase)))
 
 
 def expression(tokens: list[str]) -> str:

@@ -196,14 +196,16 @@ class Recall:
             return []
         compiled = fieldkeys.compile_filter(filter)
         clause, args = where(prefix, compiled, live_at)
+        # |Q ∩ D| counted in SQL: one FTS5 match per query token, grouped by item (no
+        # Python call per matching item: a common word matches most of the file).
         sql = (
             f"SELECT {ITEM_COLUMNS}, h.hits / sqrt(? * x.terms) AS score, x.partial "
-            f"FROM (SELECT rowid AS item, {text.SQL_HITS}(store_text) * 1.0 AS hits "
-            "FROM store_text WHERE store_text MATCH ?) h "
+            "FROM (SELECT s.rowid AS item, count(*) * 1.0 AS hits FROM carray(?) q "
+            "CROSS JOIN store_text s WHERE s.store_text MATCH q.value GROUP BY s.rowid) h "
             "JOIN store_items x ON x.id = h.item JOIN store_namespaces n ON n.id = x.ns "
             f"WHERE x.terms > 0 AND {clause} ORDER BY score DESC, {_NEWEST}"
         )
-        bound = [len(tokens), text.expression(tokens), *args]
+        bound = [len(tokens), ids(text.expression([t]) for t in tokens), *args]
         return self._page(conn, sql, bound, compiled, filter, limit, offset)
 
     def vector(
