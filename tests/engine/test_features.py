@@ -210,3 +210,27 @@ def test_a_format_7_file_with_threads_a_store_and_a_lease_upgrades_and_goes_on(
         "server_records",
     }
     assert identify(str(path)).found is Found.THREADLOOM
+
+
+def test_another_connections_feature_is_seen_by_cached_statements(tmp_path: Path) -> None:
+    """A connection that read a feature's empty copies sees the tables another connection
+    (here another File object, as another process) made since: its reads find their rows
+    and its writes go to the file, statements cached before included."""
+    path = tmp_path / "two.db"
+    maker, other = File(str(path)), File(str(path))
+    count = "SELECT count(*) FROM scopes"
+    try:
+        with other.read() as conn:
+            assert conn.execute(count).fetchall() == [(0,)]  # the copy, cached
+        with maker.write() as conn:
+            maker.ensure(conn, features.CHECKPOINTS)
+            conn.execute("INSERT INTO scopes(namespace, agent_id) VALUES('n', 'a')")
+        with other.read() as conn:
+            assert conn.execute(count).fetchall() == [(1,)]
+        with other.write() as conn:
+            conn.execute("INSERT INTO scopes(namespace, agent_id) VALUES('n', 'b')")
+        with maker.read() as conn:
+            assert conn.execute(count).fetchall() == [(2,)]
+    finally:
+        other.close()
+        maker.close()

@@ -384,11 +384,8 @@ class File:
                 started = time.monotonic()
                 try:
                     conn.execute("BEGIN IMMEDIATE")
-                    while not self._absent.current(conn):
-                        # Another process made a feature since this connection looked.
-                        conn.execute("ROLLBACK")
-                        self._absent.refresh(conn)
-                        conn.execute("BEGIN IMMEDIATE")
+                    # Another connection may have made a feature since this one looked.
+                    self._absent.refresh(conn)
                 except apsw.BusyError:
                     raise BusyError(
                         f"another process held {self.path!r} for writing for "

@@ -256,8 +256,8 @@ class Copies:
 
     A statement prepared against a copy reads only the `absent` database, so SQLite
     would not prepare it again when another connection makes the feature in `main`:
-    a connection is checked (`current`) when it is taken from the pool and after a
-    write begins, and its copies attached again (`refresh`) when `main` moved on.
+    a connection is checked when it is taken from the pool and after a write begins,
+    and made to see `main` again (`refresh`) when `main`'s schema moved on.
     """
 
     def __init__(self, version: int) -> None:
@@ -268,8 +268,10 @@ class Copies:
         """Attach the copies to a connection of a current-format file that lacks a feature."""
         if _int(conn, "PRAGMA user_version") != self._version:
             return
+        # Read first: a feature made between this and the attach is then seen as a change.
+        version = _int(conn, "PRAGMA main.schema_version")
         if attach_absent(conn):
-            self._attached[id(conn)] = _int(conn, "PRAGMA main.schema_version")
+            self._attached[id(conn)] = version
 
     def current(self, conn: apsw.Connection) -> bool:
         """False if `main`'s schema changed since `conn`'s copies were attached."""
@@ -277,12 +279,25 @@ class Copies:
         return attached is None or attached == _int(conn, "PRAGMA main.schema_version")
 
     def refresh(self, conn: apsw.Connection) -> None:
-        """Attach the copies again (outside a transaction) if `conn`'s are stale."""
-        if not self.current(conn):
-            del self._attached[id(conn)]
-            if ABSENT in {str(r[1]) for r in conn.execute("PRAGMA database_list")}:
-                conn.execute(f"DETACH {ABSENT}")
-            self.attach(conn)
+        """Make `conn` see the tables `main` gained since it looked (inside a transaction
+        or not). Two things keep a connection on the copies: its cached schema of `main`,
+        which SQLite reloads only when a statement reads `main`; and its prepared
+        statements, which SQLite prepares again only when the schema of a database they
+        read changes. So read a table of `main` (the schema reloads), then change the
+        `absent` database's schema (every prepared statement expires)."""
+        if self.current(conn):
+            return
+        version = _int(conn, "PRAGMA main.schema_version")
+        fetchall(conn, "SELECT count(*) FROM main.meta")
+        quiet = _int(conn, "PRAGMA query_only")
+        if quiet:
+            conn.execute("PRAGMA query_only=0")  # the in-memory `absent` only
+        try:
+            conn.execute(f"CREATE TABLE {ABSENT}.tl_expire(x); DROP TABLE {ABSENT}.tl_expire")
+        finally:
+            if quiet:
+                conn.execute("PRAGMA query_only=1")
+        self._attached[id(conn)] = version
 
     def forget(self, conn: apsw.Connection) -> None:
         """Drop what is noted of a connection about to close (its id may be reused)."""
