@@ -1,4 +1,5 @@
-"""Fixtures for the engine tests: a fresh file, a saver and an async saver on it."""
+"""Fixtures for the engine tests: a fresh file, a saver and an async saver on it, and a
+file holding one Store namespace (the vector tests' `file`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from threadloom import AsyncSaver, Saver
+from threadloom.engine.file import File
+from threadloom.engine.format import features
 
 
 @pytest.fixture
@@ -31,6 +34,19 @@ def async_saver(db_path: Path) -> Iterator[AsyncSaver]:
     (`asyncio.run`); `AsyncSaver.from_conn_string` has its own test.
     """
     opened = AsyncSaver(db_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+@pytest.fixture
+def file(tmp_path: Path) -> Iterator[File]:
+    """A fresh threadloom file with one Store namespace (id 1, `ns`)."""
+    opened = File(tmp_path / "store.db")
+    with opened.write() as conn:
+        opened.ensure(conn, features.STORE)
+        conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
     try:
         yield opened
     finally:

@@ -8,7 +8,7 @@ default search must still return exactly its top 10 for held-out queries.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import apsw
@@ -18,26 +18,12 @@ from threadloom.core import lru
 from threadloom.core.similarity import pack
 from threadloom.engine.checks import figures
 from threadloom.engine.file import File
-from threadloom.engine.format import features
 from threadloom.engine.items.scan import CODES_BUDGET, codes_budget
 from threadloom.engine.items.vectors import EXACT_CODE_BYTES, VectorIndex
 from threadloom.engine.sql import fetchall
 
 METRICS = ["cosine", "l2", "inner_product"]
 DIMS = 24
-
-
-@pytest.fixture
-def file(tmp_path: Path) -> Iterator[File]:
-    """A fresh threadloom file with one store namespace."""
-    opened = File(tmp_path / "scan.db")
-    with opened.write() as conn:
-        opened.ensure(conn, features.STORE)
-        conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _put(file: File, index: VectorIndex, vectors: dict[int, Sequence[float]]) -> None:

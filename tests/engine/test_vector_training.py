@@ -10,33 +10,18 @@ from __future__ import annotations
 
 import random
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 import apsw
 import pytest
 
 from threadloom.core.similarity import pack
 from threadloom.engine.file import File
-from threadloom.engine.format import features
 from threadloom.engine.items import BackgroundTraining, Items, Reindex, vector_training
 from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.engine.sql import fetchall
 
 DIMS = 16
-
-
-@pytest.fixture
-def file(tmp_path: Path) -> Iterator[File]:
-    """A fresh threadloom file with one store namespace."""
-    opened = File(tmp_path / "training.db")
-    with opened.write() as conn:
-        opened.ensure(conn, features.STORE)
-        conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 @pytest.fixture(autouse=True)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import apsw
@@ -26,19 +25,6 @@ from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.errors import CorruptionError, EngineError, VectorConfigError
 
 METRICS = ["cosine", "l2", "inner_product"]
-
-
-@pytest.fixture
-def file(tmp_path: Path) -> Iterator[File]:
-    """A fresh threadloom file (format 5) with one store namespace."""
-    opened = File(tmp_path / "vectors.db")
-    with opened.write() as conn:
-        opened.ensure(conn, features.STORE)
-        conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'ns', 1)")
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def _item(conn: apsw.Connection, item: int) -> None:
