@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from pathlib import Path
 
 import apsw
 import pytest
@@ -178,17 +177,17 @@ def test_training_records_high_recall_on_clustered_vectors(file: File) -> None:
         assert _meta(conn, "vector_probes") == 0.0
 
 
-def test_doctor_figures_show_the_recorded_recall(file: File, tmp_path: Path) -> None:
+def test_doctor_figures_show_the_recorded_recall(file: File) -> None:
     """`doctor --db` figures carry the lists' recall: None untrained, the figure after."""
     rng = random.Random(15)
     index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=1)
     _put(file, index, _uniform(rng, 1100))
-    assert figures(str(tmp_path / "scan.db"))["store_vector_recall"] is None
+    assert figures(file.path)["store_vector_recall"] is None
     with file.write() as conn:
         assert index.maintain(conn)
         recorded = _meta(conn, "vector_recall")
         probes = _meta(conn, "vector_probes")
-    found = figures(str(tmp_path / "scan.db"))
+    found = figures(file.path)
     assert recorded is not None and found["store_vector_recall"] == round(recorded, 3)
     assert found["store_vector_probes"] == probes
 
