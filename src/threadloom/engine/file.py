@@ -485,7 +485,7 @@ class File:
 
     def ensure(self, conn: apsw.Connection, feature: str) -> None:
         """Make `feature`'s tables (features.py) in the caller's write transaction."""
-        features.ensure(conn, feature)
+        self._absent.ensure(conn, feature, self.if_rolled_back)
 
     # -- closing ---------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ written beside `store_items` rows, whose copy refuses.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final, NamedTuple
 
 import apsw
@@ -263,6 +263,24 @@ class Copies:
     def __init__(self, version: int) -> None:
         self._version = version
         self._attached: dict[int, int] = {}
+        #: Features the file was seen to hold (tables are never dropped).
+        self._made: set[str] = set()
+
+    def ensure(
+        self,
+        conn: apsw.Connection,
+        feature: str,
+        if_rolled_back: Callable[[Callable[[], None]], None],
+    ) -> None:
+        """`ensure`, without looking again once the file was seen to hold `feature` (a
+        Store batch or a lease asks on every write). What a transaction makes is only
+        remembered if it commits: `if_rolled_back` forgets it otherwise."""
+        if feature in self._made:
+            return
+        if ensure(conn, feature):
+            if_rolled_back(self._made.clear)
+        else:
+            self._made.add(feature)
 
     def attach(self, conn: apsw.Connection) -> None:
         """Attach the copies to a connection of a current-format file that lacks a feature."""
