@@ -2,6 +2,10 @@
 and `--backend-only`, the option of the README's pure-Python pass (tests/_backend.py says
 which modules it keeps and why).
 
+Hypothesis runs without its per-example deadline: these are correctness tests, and a
+deadline is a timed assertion that fails on a loaded machine (speed is measured in
+bench/, never asserted here).
+
 Without PostgreSQL binaries a test that asks for it skips outside CI and fails in CI
 (`tests.helpers.unavailable`); binaries that are there but fail to start fail the test
 everywhere, since that is a broken machine, not a missing component.
@@ -14,10 +18,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests import _backend
 from tests._postgres import PostgresServer
 from tests.helpers import unavailable
+
+settings.register_profile("threadloom", deadline=None)
+settings.load_profile("threadloom")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
