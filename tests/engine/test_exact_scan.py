@@ -7,19 +7,22 @@ default search must still return exactly its top 10 for held-out queries.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Sequence
 
 import apsw
 import pytest
 
-from threadloom.core import lru
+from threadloom.core import backend, lru
 from threadloom.core.similarity import pack
 from threadloom.engine.checks import figures
 from threadloom.engine.file import File
+from threadloom.engine.items import scan
 from threadloom.engine.items.scan import CODES_BUDGET, codes_budget
 from threadloom.engine.items.vectors import EXACT_CODE_BYTES, VectorIndex
 from threadloom.engine.sql import fetchall
+from threadloom.errors import InvalidArgumentError
 
 METRICS = ["cosine", "l2", "inner_product"]
 DIMS = 24
@@ -219,3 +222,47 @@ def test_the_default_codes_budget_keeps_100k_x_384_exact() -> None:
     assert lru.process_budget().capacity == lru.DEFAULT_BUDGET
     assert scan.fits(100_000) and scan.fits(EXACT_CODE_BYTES // 384)
     assert not scan.fits(2 * EXACT_CODE_BYTES // 384)
+
+
+def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan cut into slices (one per scan thread) gives every entry the bound a single
+    scan gives it, in entry order, and the search stays exact."""
+    rng = random.Random(15)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _uniform(rng, 1540))
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(6)]
+    with file.read() as conn:
+        loaded = index.scan.codes(conn, 1540)
+    assert loaded is not None and len(loaded.codes) == 1
+    cut, (code, param) = 1500, (loaded.codes[0], loaded.params[0])
+    codes = dataclasses.replace(  # a second segment, as a put adds one
+        loaded,
+        codes=(code[: cut * DIMS], code[cut * DIMS :]),
+        params=(param[: cut * scan.PARAMS], param[cut * scan.PARAMS :]),
+    )
+    whole = [index.scan.bounds(codes, pack(q)) for q in queries]
+    monkeypatch.setattr(scan, "PARALLEL_AT", 100)
+    monkeypatch.setattr(scan, "scan_threads", lambda: 3)
+    slices = scan._slices(codes, DIMS)
+    assert [len(part) // scan.PARAMS for _, part in slices] == [500, 500, 500, 40]
+    assert [index.scan.bounds(codes, pack(q)) for q in queries] == whole
+    assert _recall(file, index, queries) == 1.0
+
+
+def test_the_scan_threads_setting_is_read_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """THREADLOOM_SCAN_THREADS sets the threads of a native scan; a bad value says how to
+    fix it, and the pure-Python kernel, which holds the GIL, always scans on one."""
+    monkeypatch.setenv(scan.SCAN_THREADS_ENV, "1")
+    assert scan.scan_threads() == 1
+    monkeypatch.setenv(scan.SCAN_THREADS_ENV, "0")
+    if backend() == "native":
+        with pytest.raises(InvalidArgumentError, match="unset it to use the cores"):
+            scan.scan_threads()
+        monkeypatch.setenv(scan.SCAN_THREADS_ENV, "6")
+        assert scan.scan_threads() == 6
+        monkeypatch.delenv(scan.SCAN_THREADS_ENV)
+        assert 1 <= scan.scan_threads() <= scan.MAX_SCAN_THREADS
+    else:
+        assert scan.scan_threads() == 1

@@ -351,7 +351,11 @@ def _vector_bounds(
     return out
 
 
-def _doubles(values: Sequence[float]) -> array[float]:
+def _doubles(values: Sequence[float]) -> array[float] | memoryview:
+    """The doubles as a buffer C can read: an array or a contiguous view of doubles as it
+    is (a slice of the exact scan's params, `engine/items/scan.py`), anything else copied."""
     if isinstance(values, array) and values.typecode == "d":
+        return values
+    if isinstance(values, memoryview) and values.format == "d" and values.c_contiguous:
         return values
     return array("d", values)

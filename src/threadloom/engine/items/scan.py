@@ -28,6 +28,7 @@ import os
 import threading
 from array import array
 from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Final
@@ -38,7 +39,7 @@ from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError
+from threadloom.errors import CorruptionError, InvalidArgumentError
 
 __all__ = ["CODES_BUDGET", "CODES_BUDGET_ENV", "VERSION_KEY", "Codes", "ExactScan", "codes_budget"]
 
@@ -52,6 +53,14 @@ CODES_BUDGET: Final = 64 * MiB
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
 #: Segments of codes held before they are joined into one (puts add one each).
 _SEGMENTS: Final = 16
+#: Entries from which a segment's scan is cut across threads (below, one thread's scan
+#: takes about a millisecond: handing it out would cost more than it saves).
+PARALLEL_AT: Final = 32768
+#: At most this many threads scan one query's codes (the scan is memory-bound: more
+#: threads than memory channels only queue).
+MAX_SCAN_THREADS: Final = 4
+#: The environment variable that sets the scan threads (`scan_threads()`).
+SCAN_THREADS_ENV: Final = "THREADLOOM_SCAN_THREADS"
 #: Rows read and quantized at a time while loading.
 _BATCH: Final = 4096
 
@@ -190,14 +199,7 @@ class ExactScan:
     ) -> list[tuple[int, float]]:
         """The exact top `want` accepted `(item, score)`, best first (score, then item); an
         item scores by its best vector. `accept` sees each item at most once."""
-        query_codes, query_params = core.vector_quantize(query, self.dims)
-        bounds = array("d")
-        for segment, param in zip(codes.codes, codes.params, strict=True):
-            bounds.extend(
-                core.vector_bounds(
-                    query_codes, query_params, segment, param, self.dims, self.metric
-                )
-            )
+        bounds = self.bounds(codes, query)
         total = len(bounds)
         best: dict[int, float] = {}
         decided: dict[int, bool] = {}
@@ -216,6 +218,25 @@ class ExactScan:
             if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
                 return ranked
             k = min(total, 4 * k)
+
+    def bounds(self, codes: Codes, query: bytes) -> array[float]:
+        """An upper bound of each entry's exact score, in entry order. On the native
+        backend a scan of PARALLEL_AT entries or more is cut into one slice per scan
+        thread (`scan_threads()`): the C kernel releases the GIL, so the slices run on
+        as many cores; the slices are views of the codes, nothing is copied."""
+        query_codes, query_params = core.vector_quantize(query, self.dims)
+        jobs = _slices(codes, self.dims)
+        pool = _pool() if len(jobs) > 1 else None
+
+        def scan(job: tuple[memoryview, memoryview]) -> array[float]:
+            return core.vector_bounds(
+                query_codes, query_params, job[0], job[1], self.dims, self.metric
+            )
+
+        bounds = array("d")
+        for part in pool.map(scan, jobs) if pool is not None else map(scan, jobs):
+            bounds.extend(part)
+        return bounds
 
     def _accepted(
         self,
@@ -286,6 +307,72 @@ def read_version(conn: apsw.Connection) -> str | None:
 
 
 _INF: Final = float("inf")
+
+
+def scan_threads() -> int:
+    """Threads an exact scan of PARALLEL_AT entries or more is cut across: the number in
+    SCAN_THREADS_ENV if set (1: one thread), else the cores this process may use, at most
+    MAX_SCAN_THREADS; 1 on the pure-Python backend, whose kernel holds the GIL.
+
+    Raises:
+        InvalidArgumentError: SCAN_THREADS_ENV is not a positive integer.
+    """
+    if core.backend() != "native":
+        return 1
+    setting = os.environ.get(SCAN_THREADS_ENV, "").strip()
+    if setting:
+        if not setting.isdigit() or int(setting) < 1:
+            raise InvalidArgumentError(
+                f"{SCAN_THREADS_ENV}={setting!r} is not a positive number of threads; set it "
+                "to 1 for one thread per search, or unset it to use the cores"
+            )
+        return int(setting)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(MAX_SCAN_THREADS, usable or 1))
+
+
+def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview]]:
+    """Each segment's codes and params as views, a segment of PARALLEL_AT entries or more
+    cut into `scan_threads()` slices of nearly equal size."""
+    threads = scan_threads()
+    jobs: list[tuple[memoryview, memoryview]] = []
+    for segment, param in zip(codes.codes, codes.params, strict=True):
+        code_view, param_view = memoryview(segment), memoryview(param)
+        count = len(param) // PARAMS
+        if count == 0:
+            continue
+        cuts = threads if count >= PARALLEL_AT else 1
+        step = -(-count // cuts)
+        for start in range(0, count, step):
+            end = min(count, start + step)
+            jobs.append(
+                (code_view[start * dims : end * dims], param_view[start * PARAMS : end * PARAMS])
+            )
+    return jobs
+
+
+_scan_pool: ThreadPoolExecutor | None = None
+_scan_pool_lock = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _scan_pool
+    with _scan_pool_lock:
+        if _scan_pool is None:
+            # The slices of one search run at once whatever SCAN_THREADS_ENV says later.
+            workers = max(MAX_SCAN_THREADS, scan_threads())
+            _scan_pool = ThreadPoolExecutor(workers, thread_name_prefix="threadloom-scan")
+        return _scan_pool
+
+
+def _forget_pool() -> None:
+    """In a forked child the parent's scan threads do not exist: start a new pool."""
+    global _scan_pool
+    _scan_pool = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _rank(entry: tuple[int, float]) -> tuple[float, int]:
