@@ -298,3 +298,34 @@ def test_a_batch_failing_in_its_transaction_leaves_no_wrong_field_numbers(
     assert [i.key for i in store.search(("n",), filter={"colour": "red"})] == ["k6"]
     assert [i.key for i in store.search(("n",), filter={"size": "red"})] == ["k5"]
     assert verify(store.file).sound
+
+
+def test_a_prefix_holding_every_item_skips_the_checks_and_never_leaks(store: Store) -> None:
+    """A search under a prefix that holds every item of the file checks no candidate (the
+    usual one-namespace file); once another namespace holds an item, nearer or not, the
+    search keeps it out, down to a namespace whose name only starts like the prefix's."""
+    for i in range(60):
+        store.put(("notes", "a"), f"k{i}", {"text": sentence(i)})
+    query = "museum rain river"
+    expected = store.search(("notes",), query=query, limit=5)
+    statements: list[str] = []
+
+    def trace(_cursor: Any, sql: str, _bindings: Any) -> bool:
+        statements.append(sql)
+        return True
+
+    with store.file.connection() as conn:
+        conn.exec_trace = trace
+        try:
+            assert store.search(("notes",), query=query, limit=5) == expected
+        finally:
+            conn.exec_trace = None
+    # Items are read twice: the probe of the other namespaces and the found items' rows.
+    reads = [s for s in statements if "FROM store_items x" in s]
+    assert len(reads) == 2 and "EXISTS" in reads[0] and "x.key" in reads[1]
+    for name in (("other",), ("notesy",), ("note",)):
+        store.put(name, "near", {"text": query})
+        found = store.search(("notes",), query=query, limit=5)
+        assert [h.key for h in found] == [h.key for h in expected]
+        assert store.search((), query=query, limit=1)[0].key == "near"
+        store.delete(name, "near")

@@ -354,7 +354,9 @@ class Recall:
                 return {int(r[0]) for r in rows}
             return self._rechecked(conn, rows, compiled, filter)
 
-        if not narrowed:
+        if not narrowed or (
+            not compiled.conditions and live_at is None and _holds_every_item(conn, prefix)
+        ):
             return index.search(conn, query, want, None)
         found = fetchall(
             conn, f"SELECT x.id{_FROM} WHERE {clause} LIMIT ?", [*args, EXACT_UP_TO + 1]
@@ -392,6 +394,21 @@ class Recall:
                 if fieldkeys.matches(stored.value, filter):
                     keep.add(stored.id)
         return keep
+
+
+def _holds_every_item(conn: apsw.Connection, prefix: Sequence[str]) -> bool:
+    """Whether no item of the file is outside `prefix` (the usual file: one namespace, or
+    a search from the root of all of them), so a search under it needs no per-candidate
+    check. Asked of the items themselves, one index probe per namespace outside the
+    prefix, not of the namespaces' counts: the answer keeps other namespaces out."""
+    clause, args = prefix_clause(prefix)
+    outside = fetchall(
+        conn,
+        f"SELECT 1 FROM store_namespaces n WHERE NOT {clause} "
+        "AND EXISTS (SELECT 1 FROM store_items x WHERE x.ns = n.id) LIMIT 1",
+        args,
+    )
+    return not outside
 
 
 def _any_partial(conn: apsw.Connection, compiled: Compiled) -> bool:
