@@ -78,12 +78,13 @@ def test_a_bad_vector_in_a_batch_leaves_nothing_of_the_batch(tmp_path: Path, bad
 
 def test_a_batch_gives_what_the_same_puts_one_at_a_time_give(tmp_path: Path) -> None:
     """A batch mixing new items, replaced items (some with unchanged texts, kept
-    vectors) and deletes stores the same items, filter rows, texts and search results
-    as the same puts sent one by one."""
+    vectors; some with the very value stored, kept filter rows) and deletes stores the
+    same items, filter rows, texts and search results as the same puts sent one by one."""
     first = [PutOp(NS, f"k{i}", _value(i)) for i in range(60)]
     second = [PutOp(NS, f"k{i}", _value(i, f"new words {i}")) for i in range(0, 60, 3)]
     second += [PutOp(NS, f"k{i}", {**_value(i), "seen": True}) for i in range(1, 60, 3)]
     second += [PutOp(NS, f"k{i}", None) for i in range(2, 30, 3)]
+    second += [PutOp(NS, f"k{i}", _value(i)) for i in range(32, 60, 3)]  # the same values
     second += [PutOp(("bulk", "other"), f"n{i}", _value(i)) for i in range(30)]
     found = {}
     for name, batched in (("batched", True), ("single", False)):
@@ -101,6 +102,7 @@ def test_a_batch_gives_what_the_same_puts_one_at_a_time_give(tmp_path: Path) -> 
                 [(r.key, r.score) for r in store.search(("bulk",), query="topic 3", limit=20)],
                 # Newest first: the batch's items share one time; compare them as sets.
                 sorted(r.key for r in store.search(("bulk",), filter=LATE, limit=99)),
+                sorted(r.key for r in store.search(NS, filter={"seen": True}, limit=99)),
                 [r.key for r in store.search_text(("bulk",), "word4", limit=50)],
             )
             assert verify(store.file).sound

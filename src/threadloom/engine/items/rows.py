@@ -34,7 +34,6 @@ from threadloom.engine.items.records import (
     namespace_name,
     now_us,
     prefix_clause,
-    time_us,
 )
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError
@@ -42,21 +41,6 @@ from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from threadloom.engine.items.vectors import VectorIndex
-
-# Others in this room read the item types from here, beside the rows they describe.
-__all__ = [
-    "ITEM_COLUMNS",
-    "MINUTE",
-    "Items",
-    "ItemRow",
-    "OldRow",
-    "Stored",
-    "Write",
-    "namespace_name",
-    "now_us",
-    "prefix_clause",
-    "time_us",
-]
 
 _NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
 _CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
@@ -217,28 +201,36 @@ class Items:
                 self._delete(conn, w.namespace, w.key, now)
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
+        columns = [self._columns(w, packed, now) for w, packed in zip(puts, packs, strict=True)]
+        olds = [present.get((namespace_name(w.namespace), w.key)) for w in puts]
+        made = self._insert(
+            conn,
+            [
+                (w, len(raw), packed, cols)
+                for w, raw, packed, cols, old in zip(puts, raws, packs, columns, olds, strict=True)
+                if old is None
+            ],
+            now,
+            known,
+        )
+        kept = self._replace(
+            conn,
+            [
+                (w, len(raw), packed, cols, old)
+                for w, raw, packed, cols, old in zip(puts, raws, packs, columns, olds, strict=True)
+                if old is not None
+            ],
+            now,
+        )
+        at = iter(made)
+        items = [next(at) if old is None else int(old.id) for old in olds]
         fields: list[tuple[str, bytes, int]] = []
         texts: list[tuple[int, str]] = []
-        made: list[int] = []
-        columns = [self._columns(w, packed, now) for w, packed in zip(puts, packs, strict=True)]
-        fresh = [
-            (w, len(raw), packed, cols)
-            for w, raw, packed, cols in zip(puts, raws, packs, columns, strict=True)
-            if (namespace_name(w.namespace), w.key) not in present
-        ]
-        if fresh:
-            made = self._insert(conn, fresh, now, known)
-        at = iter(made)
-        items: list[int] = []
-        for w, raw, packed, cols in zip(puts, raws, packs, columns, strict=True):
-            old = present.get((namespace_name(w.namespace), w.key))
-            if old is None:
-                items.append(next(at))
-            else:
-                items.append(self._put(conn, w, len(raw), packed, now, old, cols))
+        for w, cols, item in zip(puts, columns, items, strict=True):
             if w.texts:
-                texts.append((items[-1], "\n".join(w.texts)))
-            fields.extend((path, found, items[-1]) for path, found in cols.fields)
+                texts.append((item, "\n".join(w.texts)))
+            if item not in kept:
+                fields.extend((path, found, item) for path, found in cols.fields)
         content.link(conn, packs, now / 1e6)
         paths = self.paths.numbers(conn, list(dict.fromkeys(path for path, _, _ in fields)))
         # One statement each for the whole batch's index rows.
@@ -349,7 +341,9 @@ class Items:
         rows, complete = fieldkeys.fields(w.value or {})
         terms = None
         if w.texts is not None:
-            terms = len({t for text in w.texts for t in self.tokens(text)})
+            # The text as the index holds it: one tokenizer call, and a newline separates
+            # tokens (unicode61), so its tokens are those of the texts together.
+            terms = len(set(self.tokens("\n".join(w.texts))))
         return _Columns(digest, expires, rows, int(not complete), terms)
 
     def _insert(
@@ -361,6 +355,8 @@ class Items:
     ) -> list[int]:
         """Insert the rows of new items (value size, body, columns), in one statement;
         their row ids, in order."""
+        if not fresh:
+            return []
         rows = [
             (
                 self._namespace(conn, w.namespace, known),
@@ -386,43 +382,49 @@ class Items:
         )
         return [int(row[0]) for row in made]
 
-    def _put(
+    def _replace(
         self,
         conn: apsw.Connection,
-        w: Write,
-        size: int,
-        packed: Packed,
+        again: Sequence[tuple[Write, int, Packed, _Columns, OldRow]],
         now: int,
-        stored: OldRow,
-        cols: _Columns,
-    ) -> int:
-        """Write the row of an item that replaces `stored`; return its row id (the
-        caller adds its filter and text rows and links its body's blocks)."""
-        item, created = int(stored.id), stored.created_at
-        if stored.blocks:
-            self.file.content.unlink(conn, [stored.body], now / 1e6)
-        self._unindex(conn, [stored])
-        conn.execute(
+    ) -> set[int]:
+        """Write the rows of items that replace stored ones (value size, body, columns,
+        the row replaced), one statement each for the batch (the caller adds the filter
+        and text rows and links the bodies' blocks). Return the items whose value is the
+        one stored (the same digest under the same seal): their filter rows stay as they
+        are, neither deleted nor written again."""
+        if not again:
+            return set()
+        same = {int(old.id) for _, _, _, cols, old in again if bytes(old.digest) == cols.digest}
+        chunked = [old.body for *_, old in again if old.blocks]
+        if chunked:
+            self.file.content.unlink(conn, chunked, now / 1e6)
+        self._unindex(conn, [old for *_, old in again if int(old.id) not in same])
+        conn.executemany(
             "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
             "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
-            (
-                packed.body,
-                cols.digest,
-                len(packed.keys),
-                size,
-                max(now, int(created)) if w.updated_at is None else w.updated_at,
-                cols.expires,
-                w.ttl,
-                cols.partial,
-                cols.terms,
-                item,
-            ),
+            [
+                (
+                    packed.body,
+                    cols.digest,
+                    len(packed.keys),
+                    size,
+                    max(now, int(old.created_at)) if w.updated_at is None else w.updated_at,
+                    cols.expires,
+                    w.ttl,
+                    cols.partial,
+                    cols.terms,
+                    int(old.id),
+                )
+                for w, size, packed, cols, old in again
+            ],
         )
-        conn.execute("DELETE FROM store_text WHERE rowid = ?", (item,))
+        replaced = [(int(old.id),) for *_, old in again]
+        conn.executemany("DELETE FROM store_text WHERE rowid = ?", replaced)
         if self.vectors is None:
-            # A store without embeddings replaced the value: its old vectors would be stale.
-            conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
-        return item
+            # A store without embeddings replaced the values: their old vectors would be stale.
+            conn.executemany("DELETE FROM store_vectors WHERE item = ?", replaced)
+        return same
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
         rows = fetch(conn, OldRow, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
