@@ -24,8 +24,12 @@ def encode_value(value: Mapping[str, Any], *, checked: bool = False) -> bytes:
     """
     if not checked:
         check_json(value)
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=True)
-    return text.encode("utf-8", "surrogatepass")
+    return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+
+
+#: `json.dumps` with these settings builds an encoder per call (2.7 of 7 us for a small
+#: value); an encoder keeps no state between calls, so one serves every thread.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=True)
 
 
 #: The deepest a Store value nests (objects and lists, the value itself is level 1). Each
