@@ -17,7 +17,8 @@ from typing import Any
 
 import apsw
 
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items, Stored, namespace_name
+from threadloom.engine.items.records import Stored, namespace_name
+from threadloom.engine.items.rows import ITEM_COLUMNS, Items
 from threadloom.engine.sql import fetchall
 from threadloom.protocol import MAX_PAGE
 

@@ -27,7 +27,8 @@ from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.conversations.leases import Leases
 from threadloom.engine.format import seal
 from threadloom.engine.items import paths
-from threadloom.engine.items.rows import Items, now_us, prefix_clause
+from threadloom.engine.items.records import now_us, prefix_clause
+from threadloom.engine.items.rows import Items
 from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError

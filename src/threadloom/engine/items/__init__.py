@@ -10,8 +10,9 @@ from threadloom.engine.items.embedded import key as embedding_key
 from threadloom.engine.items.embedded import vectors as cached_vectors
 from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
+from threadloom.engine.items.records import MINUTE, Stored, Write, now_us, time_us
 from threadloom.engine.items.reindex import Entry, Reindex
-from threadloom.engine.items.rows import MINUTE, Items, Stored, Write, now_us, time_us
+from threadloom.engine.items.rows import Items
 from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vectors import VectorIndex
 

@@ -12,13 +12,13 @@ row per stored vector, and an erased item's text hashes go with the item.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
 import apsw
 import blake3
 
-from threadloom.core.similarity import floats, pack
+from threadloom.core.similarity import floats
 from threadloom.engine.sql import fetchall, ids
 
 #: Bytes of a key and of a vector digest.
@@ -34,11 +34,6 @@ def key(identity: str, text: str) -> bytes:
     hasher.update(name)
     hasher.update(text.encode("utf-8", "surrogatepass"))
     return hasher.digest(length=KEY_BYTES)
-
-
-def vector_digest(values: Sequence[float]) -> bytes:
-    """The digest of a vector as `store_vectors` holds it (float32, little-endian)."""
-    return blake3.blake3(pack(values)).digest(length=DIGEST_BYTES)
 
 
 def vectors(conn: apsw.Connection, keys: Iterable[bytes]) -> dict[bytes, list[float]]:
@@ -97,19 +92,23 @@ def unchanged(
 
 def remember(
     conn: apsw.Connection,
-    written: Sequence[tuple[int, Sequence[tuple[str, bytes, Sequence[float]]]]],
+    written: Sequence[tuple[int, Sequence[tuple[str, bytes, bytes]]]],
+    fresh: Collection[int] = (),
 ) -> None:
     """Record, in the caller's write transaction, the vectors just written for items:
-    (item, [(field, key, vector), ...]); each item's earlier rows go first."""
+    (item, [(field, key, vector as stored), ...]); each item's earlier rows go first
+    (`fresh`: items this transaction inserted, which have none)."""
     if not written:
         return
-    conn.executemany("DELETE FROM store_embedded WHERE item = ?", [(item,) for item, _ in written])
+    doomed = [(item,) for item, _ in written if item not in fresh]
+    if doomed:
+        conn.executemany("DELETE FROM store_embedded WHERE item = ?", doomed)
     conn.executemany(
         "INSERT OR REPLACE INTO store_embedded(key, item, field, vector_digest) VALUES(?, ?, ?, ?)",
         [
-            (cached, item, field, vector_digest(values))
+            (cached, item, field, blake3.blake3(blob).digest(length=DIGEST_BYTES))
             for item, fields in written
-            for field, cached, values in fields
+            for field, cached, blob in fields
         ],
     )
 

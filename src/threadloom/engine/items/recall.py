@@ -20,7 +20,8 @@ import apsw
 from threadloom.engine.format import text
 from threadloom.engine.items import fieldkeys, fusion
 from threadloom.engine.items.fieldkeys import Compiled, Condition
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items, Stored, prefix_clause
+from threadloom.engine.items.records import Stored, prefix_clause
+from threadloom.engine.items.rows import ITEM_COLUMNS, Items
 from threadloom.engine.sql import fetchall, ids
 
 #: A vector search over at most this many filtered items computes them all, exactly.

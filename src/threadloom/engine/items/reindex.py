@@ -16,7 +16,8 @@ from typing import Any, Final
 
 import apsw
 
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items, Stored, prefix_clause
+from threadloom.engine.items.records import Stored, prefix_clause
+from threadloom.engine.items.rows import ITEM_COLUMNS, Items
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError
 

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import apsw
@@ -30,15 +27,20 @@ from threadloom.engine.items import fieldkeys
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import FieldPaths
+from threadloom.engine.items.records import (
+    MINUTE,
+    Stored,
+    Write,
+    namespace_name,
+    now_us,
+    prefix_clause,
+)
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from threadloom.engine.items.vectors import VectorIndex
-
-#: One minute, in the unit of the item times.
-MINUTE: Final = 60_000_000
 
 _NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
 _CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
@@ -65,6 +67,16 @@ _OLD_WHERE: Final = (
 _OLD_NAMED: Final = _OLD.replace("?1", "n.name") + " FROM store_items x" + _NAMED
 #: How many identity digests `Items` keeps (about 100 bytes each).
 _IDENTITIES: Final = 4096
+
+
+class _Columns(NamedTuple):
+    """A put's row columns besides its body, and its filter index rows (`Items._columns`)."""
+
+    digest: bytes
+    expires: int | None
+    fields: list[tuple[str, bytes]]
+    partial: int
+    terms: int | None
 
 
 class ItemRow(NamedTuple):
@@ -118,81 +130,6 @@ _IN_NAMESPACE: Final = (
     f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
     "WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) AND x.key = ?2"
 )
-
-
-def now_us() -> int:
-    """The current time in item-time units."""
-    return time.time_ns() // 1000
-
-
-_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
-
-
-def time_us(moment: datetime) -> int:
-    """A datetime in item-time units (a naive one is taken as UTC, as SQLite writes it)."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (moment - _EPOCH) // timedelta(microseconds=1)
-
-
-@dataclass(slots=True)
-class Stored:
-    """An item as read: times in microseconds, `score` set by searches that rank."""
-
-    id: int
-    namespace: tuple[str, ...]
-    key: str
-    value: dict[str, Any]
-    created_at: int
-    updated_at: int
-    expires_at: int | None
-    ttl: float | None
-    score: float | None = None
-
-
-@dataclass
-class Write:
-    """One put (or, with `value` None, one delete) of a batch.
-
-    Attributes:
-        texts: the item's indexed text (one string per indexed field), or None to keep
-            it out of the text index.
-        vectors: (field path, embedding) per indexed field, or None for none.
-        keys: the embedding cache key (`embedded.key`) of each of `vectors`, in order,
-            or None when the embedder has no known identity (nothing is cached).
-        ttl: minutes until the item expires unless read (None: never).
-        checked: `value` already passed `check_json`.
-        created_at, updated_at: the item's times (microseconds) when it brings its own,
-            as a migrated item does (None: the batch's time; a replaced item keeps its
-            `created_at`).
-        create_only: write the item only where its key is not stored yet (a stored one
-            is left as it is).
-    """
-
-    namespace: tuple[str, ...]
-    key: str
-    value: Mapping[str, Any] | None
-    ttl: float | None = None
-    texts: list[str] | None = None
-    vectors: list[tuple[str, Sequence[float]]] | None = field(default=None)
-    keys: list[bytes] | None = None
-    checked: bool = False
-    created_at: int | None = None
-    updated_at: int | None = None
-    create_only: bool = False
-
-
-def namespace_name(namespace: Sequence[str]) -> str:
-    """A namespace as stored: its labels joined by `.` (which no label holds)."""
-    return ".".join(namespace)
-
-
-def prefix_clause(prefix: Sequence[str], column: str = "n.name") -> tuple[str, list[str]]:
-    """SQL (and its arguments) that holds for the namespaces under `prefix`."""
-    if not prefix:
-        return "1", []
-    name = namespace_name(prefix)
-    return f"({column} = ? OR ({column} >= ? AND {column} < ?))", [name, name + ".", name + "/"]
 
 
 class Items:
@@ -264,21 +201,50 @@ class Items:
                 self._delete(conn, w.namespace, w.key, now)
         # Namespace ids read by this transaction (deletes above may have removed some).
         known: dict[str, int] = {}
-        embedded: list[tuple[int, Sequence[tuple[str, Sequence[float]]]]] = []
-        keys: list[list[bytes] | None] = []
-        fields: list[tuple[int, bytes, int]] = []
+        columns = [self._columns(w, packed, now) for w, packed in zip(puts, packs, strict=True)]
+        olds = [present.get((namespace_name(w.namespace), w.key)) for w in puts]
+        made = self._insert(
+            conn,
+            [
+                (w, len(raw), packed, cols)
+                for w, raw, packed, cols, old in zip(puts, raws, packs, columns, olds, strict=True)
+                if old is None
+            ],
+            now,
+            known,
+        )
+        kept = self._replace(
+            conn,
+            [
+                (w, len(raw), packed, cols, old)
+                for w, raw, packed, cols, old in zip(puts, raws, packs, columns, olds, strict=True)
+                if old is not None
+            ],
+            now,
+        )
+        at = iter(made)
+        items = [next(at) if old is None else int(old.id) for old in olds]
+        fields: list[tuple[str, bytes, int]] = []
         texts: list[tuple[int, str]] = []
-        for w, raw, packed in zip(puts, raws, packs, strict=True):
-            old = present.get((namespace_name(w.namespace), w.key))
-            item = self._put(conn, w, len(raw), packed, now, known, old, fields, texts)
-            embedded.append((item, w.vectors or []))
-            keys.append(w.keys)
+        for w, cols, item in zip(puts, columns, items, strict=True):
+            if w.texts:
+                texts.append((item, "\n".join(w.texts)))
+            if item not in kept:
+                fields.extend((path, found, item) for path, found in cols.fields)
+        content.link(conn, packs, now / 1e6)
+        paths = self.paths.numbers(conn, list(dict.fromkeys(path for path, _, _ in fields)))
         # One statement each for the whole batch's index rows.
         conn.executemany(
-            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)", fields
+            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)",
+            [(paths[path], found, item) for path, found, item in fields],
         )
         conn.executemany("INSERT INTO store_text(rowid, text) VALUES(?, ?)", texts)
-        self.index_vectors(conn, embedded, keys)
+        self.index_vectors(
+            conn,
+            [(item, w.vectors or []) for item, w in zip(items, puts, strict=True)],
+            [w.keys for w in puts],
+            set(made),
+        )
         if content.note_inline(conn, packs):
             self._train_due = True
         return len(puts)
@@ -288,10 +254,12 @@ class Items:
         conn: apsw.Connection,
         entries: Sequence[tuple[int, Sequence[tuple[str, Sequence[float]]]]],
         keys: Sequence[list[bytes] | None],
+        fresh: Collection[int] = (),
     ) -> None:
         """Make each item's vectors exactly the given ones and record their embedding
         cache keys (`keys[i]` for `entries[i]`, None: none), in the caller's write. An
-        item put again with the same texts and embedder keeps the vectors it has."""
+        item put again with the same texts and embedder keeps the vectors it has.
+        `fresh`: items this transaction inserted (they hold no vectors yet)."""
         if self.vectors is None:
             return
         same = unchanged(
@@ -299,20 +267,22 @@ class Items:
             [
                 (item, [(f, k) for (f, _), k in zip(vectors, known, strict=True)])
                 for (item, vectors), known in zip(entries, keys, strict=True)
-                if known is not None and len(known) == len(vectors)
+                if known is not None and len(known) == len(vectors) and item not in fresh
             ],
         )
         if same:
             kept = [(e, k) for e, k in zip(entries, keys, strict=True) if e[0] not in same]
             entries, keys = [e for e, _ in kept], [k for _, k in kept]
-        self.vectors.replace_many(conn, entries)
-        remember(
-            conn,
-            [
-                (item, [(f, k, v) for (f, v), k in zip(vectors, known or (), strict=False)])
-                for (item, vectors), known in zip(entries, keys, strict=True)
-            ],
-        )
+        blobs = self.vectors.replace_many(conn, entries, fresh)
+        written = []
+        at = 0
+        for (item, vectors), known in zip(entries, keys, strict=True):
+            mine = blobs[at : at + len(vectors)]
+            at += len(vectors)
+            # Keys only where the embedder has an identity (`known` None: none recorded).
+            fields = [f for f, _ in vectors]
+            written.append((item, list(zip(fields, known or (), mine, strict=False))))
+        remember(conn, written, fresh)
 
     def after_write(self) -> None:
         """Retrain the content dictionary when a write made it due (outside the write)."""
@@ -358,82 +328,103 @@ class Items:
             found.update(((name, str(row.key)), row) for row in rows)
         return found
 
-    def _put(
-        self,
-        conn: apsw.Connection,
-        w: Write,
-        size: int,
-        packed: Packed,
-        now: int,
-        known: dict[str, int],
-        stored: OldRow | None,
-        fields: list[tuple[int, bytes, int]],
-        texts: list[tuple[int, str]],
-    ) -> int:
-        """Write one item's row (`stored`: the row it replaces), adding its filter and text
-        rows to `fields` and `texts`; return its row id."""
+    def _columns(self, w: Write, packed: Packed, now: int) -> _Columns:
+        """What a put's row and index rows hold besides its body."""
         name = namespace_name(w.namespace)
-        digest = seal.seal(packed.digest, STORE_ITEMS.name, name, "", w.key)
+        start = self._prefixes.get(name)
+        if start is None:
+            if len(self._prefixes) >= _IDENTITIES:
+                self._prefixes.clear()
+            start = self._prefixes[name] = seal.prefix(STORE_ITEMS.name, name, "")
+        digest = seal.xor(packed.digest, seal.identity_after(start, w.key))
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
-        value = w.value or {}
-        rows, complete = fieldkeys.fields(value)
+        rows, complete = fieldkeys.fields(w.value or {})
         terms = None
         if w.texts is not None:
-            terms = len({t for text in w.texts for t in self.tokens(text)})
-        old = [stored] if stored is not None else []
-        if stored is not None:
-            item, created = stored.id, stored.created_at
-            if stored.blocks:
-                self.file.content.unlink(conn, [stored.body], now / 1e6)
-            self._unindex(conn, old)
-            conn.execute(
-                "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
-                "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
+            # The text as the index holds it: one tokenizer call, and a newline separates
+            # tokens (unicode61), so its tokens are those of the texts together.
+            terms = len(set(self.tokens("\n".join(w.texts))))
+        return _Columns(digest, expires, rows, int(not complete), terms)
+
+    def _insert(
+        self,
+        conn: apsw.Connection,
+        fresh: Sequence[tuple[Write, int, Packed, _Columns]],
+        now: int,
+        known: dict[str, int],
+    ) -> list[int]:
+        """Insert the rows of new items (value size, body, columns), in one statement;
+        their row ids, in order."""
+        if not fresh:
+            return []
+        rows = [
+            (
+                self._namespace(conn, w.namespace, known),
+                w.key,
+                packed.body,
+                cols.digest,
+                len(packed.keys),
+                size,
+                now if w.created_at is None else w.created_at,
+                now if w.updated_at is None else w.updated_at,
+                cols.expires,
+                w.ttl,
+                cols.partial,
+                cols.terms,
+            )
+            for w, size, packed, cols in fresh
+        ]
+        made = conn.executemany(
+            "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
+            "updated_at, expires_at, ttl, partial, terms) "
+            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            rows,
+        )
+        return [int(row[0]) for row in made]
+
+    def _replace(
+        self,
+        conn: apsw.Connection,
+        again: Sequence[tuple[Write, int, Packed, _Columns, OldRow]],
+        now: int,
+    ) -> set[int]:
+        """Write the rows of items that replace stored ones (value size, body, columns,
+        the row replaced), one statement each for the batch (the caller adds the filter
+        and text rows and links the bodies' blocks). Return the items whose value is the
+        one stored (the same digest under the same seal): their filter rows stay as they
+        are, neither deleted nor written again."""
+        if not again:
+            return set()
+        same = {int(old.id) for _, _, _, cols, old in again if bytes(old.digest) == cols.digest}
+        chunked = [old.body for *_, old in again if old.blocks]
+        if chunked:
+            self.file.content.unlink(conn, chunked, now / 1e6)
+        self._unindex(conn, [old for *_, old in again if int(old.id) not in same])
+        conn.executemany(
+            "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
+            "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
+            [
                 (
                     packed.body,
-                    digest,
+                    cols.digest,
                     len(packed.keys),
                     size,
-                    max(now, int(created)) if w.updated_at is None else w.updated_at,
-                    expires,
+                    max(now, int(old.created_at)) if w.updated_at is None else w.updated_at,
+                    cols.expires,
                     w.ttl,
-                    int(not complete),
-                    terms,
-                    item,
-                ),
-            )
-            conn.execute("DELETE FROM store_text WHERE rowid = ?", (item,))
-        else:
-            made = fetchall(
-                conn,
-                "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
-                "updated_at, expires_at, ttl, partial, terms) "
-                "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (
-                    self._namespace(conn, w.namespace, known),
-                    w.key,
-                    packed.body,
-                    digest,
-                    len(packed.keys),
-                    size,
-                    now if w.created_at is None else w.created_at,
-                    now if w.updated_at is None else w.updated_at,
-                    expires,
-                    w.ttl,
-                    int(not complete),
-                    terms,
-                ),
-            )
-            item = int(made[0][0])
-        self.file.content.link(conn, [packed], now / 1e6)
-        paths = self.paths.numbers(conn, [path for path, _ in rows])
-        fields.extend((paths[path], found, item) for path, found in rows)
-        if w.texts:
-            texts.append((item, "\n".join(w.texts)))
-        if self.vectors is None and old:
-            # A store without embeddings replaced the value: its old vectors would be stale.
-            conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
-        return int(item)
+                    cols.partial,
+                    cols.terms,
+                    int(old.id),
+                )
+                for w, size, packed, cols, old in again
+            ],
+        )
+        replaced = [(int(old.id),) for *_, old in again]
+        conn.executemany("DELETE FROM store_text WHERE rowid = ?", replaced)
+        if self.vectors is None:
+            # A store without embeddings replaced the values: their old vectors would be stale.
+            conn.executemany("DELETE FROM store_vectors WHERE item = ?", replaced)
+        return same
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
         rows = fetch(conn, OldRow, _OLD + _OLD_WHERE, (namespace_name(namespace), key))

@@ -162,15 +162,19 @@ class ExactScan:
         before: str | None,
         after: str,
         rows: Sequence[tuple[int, int, str, bytes]],
+        quantized: tuple[bytes, array[float]] | None = None,
     ) -> None:
         """Record a write that moved the file from version `before` to `after` by inserting
         `rows` (id, item, field, vector): the codes gain them if they held `before`, else
-        they stay as they are (out of date: the next search reloads them)."""
+        they stay as they are (out of date: the next search reloads them). `quantized`:
+        `core.vector_quantize` of the rows' vectors in order, when the writer made it."""
         with self._lock:
             held = self.held()
             if held is None or held.version != before:
                 return
-            code, param = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
+            if quantized is None:
+                quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
+            code, param = quantized
             segments, params = (*held.codes, code), (*held.params, param)
             if len(segments) > _SEGMENTS:
                 joined = array("d")

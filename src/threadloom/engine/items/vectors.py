@@ -25,7 +25,6 @@ Invariants:
 from __future__ import annotations
 
 import dataclasses
-import math
 import random
 from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -36,8 +35,8 @@ from typing import Any, Final, cast
 import apsw
 
 from threadloom import core
-from threadloom.core.similarity import Metric, check_metric, pack
-from threadloom.engine.items import vector_checks
+from threadloom.core.similarity import Metric, check_metric
+from threadloom.engine.items import vector_checks, vector_values
 from threadloom.engine.items.candidates import Candidates
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
@@ -46,7 +45,6 @@ from threadloom.engine.sql import Transactions, fetchall, ids
 from threadloom.errors import (
     CorruptionError,
     EngineError,
-    InvalidValueError,
     VectorConfigError,
 )
 
@@ -148,9 +146,6 @@ class VectorIndex:
         # euclidean distance (the dot product would crowd everything into the longest centroid).
         self._assign = "l2" if self.metric == "inner_product" else self.metric
         self._cache: _Lists | None = None
-        #: The largest component a vector may have: a dot product of two such vectors,
-        #: or a squared norm, stays within float32 (the C kernels add in float32).
-        self._largest = math.sqrt(_FLOAT32_MAX / dims) / 2
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -219,24 +214,7 @@ class VectorIndex:
     # -- values ----------------------------------------------------------------------------
 
     def _pack(self, values: Sequence[float], what: str) -> bytes:
-        if isinstance(values, (str, bytes, bytearray)):
-            raise InvalidValueError(
-                f"{what} must be a sequence of floats, not {type(values).__name__}"
-            )
-        if len(values) != self.dims:
-            raise InvalidValueError(f"{what} has {len(values)} dimensions, expected {self.dims}")
-        try:
-            packed = array("f", values)
-        except TypeError as error:
-            raise InvalidValueError(f"{what} must hold only numbers ({error})") from None
-        if not all(map(math.isfinite, packed)):
-            raise InvalidValueError(f"{what} holds a value that is not a finite float32 (NaN, inf)")
-        if packed and max(map(abs, packed)) > self._largest:
-            raise InvalidValueError(
-                f"{what} has a component above {self._largest:.3g}: its products would "
-                "overflow float32; scale it down (embeddings are usually normalized)"
-            )
-        return pack(packed)
+        return vector_values.pack_one(values, self.dims, what)
 
     def _lists(self, conn: apsw.Connection, meta: _Meta | None = None) -> _Lists:
         """The trained lists, from the cache while the file's generation is unchanged."""
@@ -275,10 +253,15 @@ class VectorIndex:
         self,
         conn: apsw.Connection,
         entries: Sequence[tuple[int, Sequence[tuple[str, Sequence[float]]]]],
-    ) -> None:
+        fresh: Collection[int] = (),
+    ) -> list[bytes]:
         """Make each item's vectors exactly the given ones (field path, embedding), in the
         caller's write transaction; each goes to the list of its nearest centroid (one
-        kernel call and one settings read for the whole batch).
+        kernel call and one settings read for the whole batch). `fresh`: items this
+        transaction inserted, which hold no vectors yet (nothing to delete).
+
+        Returns:
+            Each vector as stored (float32 bytes), in the order of `entries`.
 
         Raises:
             ValueError: a vector of the wrong length or with a non-finite value, or a field
@@ -286,29 +269,20 @@ class VectorIndex:
             VectorConfigError: the file's index holds vectors of other dims.
         """
         _writing(conn)
-        flat: list[tuple[int, str, bytes]] = []
-        for item, vectors in entries:
-            packed = [
-                (field, self._pack(values, f"the vector of field {field!r}"))
-                for field, values in vectors
-            ]
-            fields = [field for field, _ in packed]
-            if len(set(fields)) != len(fields):
-                raise InvalidValueError(f"a field is given twice among {fields}")
-            flat.extend((item, field, blob) for field, blob in packed)
+        flat, matrix, quantized = vector_values.pack_many(entries, self.dims)
         if not entries:
-            return
+            return []
         self._claim(conn)
-        conn.executemany(
-            "DELETE FROM store_vectors WHERE item = ?", [(item,) for item, _ in entries]
-        )
+        doomed = [(item,) for item, _ in entries if item not in fresh]
+        if doomed:
+            conn.executemany("DELETE FROM store_vectors WHERE item = ?", doomed)
         if not flat:
-            return
+            return []
         meta = self._meta(conn)
         lists = self._lists(conn, meta)
         if meta.moving is not None:  # a training moves vectors: its new lists take puts
             lists = lists.since(meta.moving)
-        targets = self._nearest_lists(lists, b"".join(blob for _, _, blob in flat))
+        targets = self._nearest_lists(lists, matrix)
         rows: list[tuple[int, int, str, bytes]] = []
         following: dict[int, int] = {}
         for (item, field, blob), list_id in zip(flat, targets, strict=True):
@@ -321,7 +295,8 @@ class VectorIndex:
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
         )
-        self.scan.written(before, after, rows)
+        self.scan.written(before, after, rows, quantized)
+        return [blob for _, _, blob in flat]
 
     def _next_id(self, conn: apsw.Connection, list_id: int) -> int:
         low = list_id << LIST_BITS
@@ -559,9 +534,6 @@ def stored_index(conn: apsw.Connection) -> VectorIndex | None:
     metric = rows.get(_SETTINGS[1]) or "cosine"
     return VectorIndex(int(dims), cast(Metric, str(metric)))
 
-
-#: The largest finite float32.
-_FLOAT32_MAX: Final = 3.4028234663852886e38
 
 #: The `meta` keys `stored_index` reads.
 _SETTINGS: Final = ("vector_dims", "vector_metric")
