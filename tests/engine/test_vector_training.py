@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import apsw
@@ -214,15 +215,16 @@ def test_a_writer_thread_runs_through_a_background_training(file: File) -> None:
                 _put(conn, index, batch)
             written.update(batch)
             item += 5
+            time.sleep(0.005)  # a writer that puts as agents do, not one that spins
 
     thread = threading.Thread(target=writer)
     thread.start()
     try:
         assert training.start()
-        training.wait(60)
+        training.wait(600)  # the bound of a hung training, not a speed (on a loaded machine)
     finally:
         done.set()
-        thread.join(60)
+        thread.join(600)
     assert _moving(file) is None
     with file.read() as conn:
         assert index.problems(conn) == []
