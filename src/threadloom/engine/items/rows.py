@@ -26,7 +26,7 @@ from threadloom.engine.format import features, seal
 from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
-from threadloom.engine.items import fieldkeys
+from threadloom.engine.items import fieldkeys, vector_codes
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import FieldPaths
@@ -432,7 +432,7 @@ class Items:
             texts.append((item, "\n".join(w.texts)))
         if self.vectors is None and old:
             # A store without embeddings replaced the value: its old vectors would be stale.
-            conn.execute("DELETE FROM store_vectors WHERE item = ?", (item,))
+            vector_codes.drop_items(conn, [item])
         return int(item)
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
@@ -477,8 +477,7 @@ class Items:
         if chunked:
             self.file.content.unlink(conn, chunked, now / 1e6)
         items = [int(r.id) for r in rows]
-        if self.vectors is not None:
-            self.vectors.remove(conn, items)
+        vector_codes.drop_items(conn, items)  # with their codes, index configured or not
         conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
         # Blocks released a grace period ago (by this or earlier deletes) go now.
         self.file.content.sweep(conn, RETENTION_GRACE_SECONDS)

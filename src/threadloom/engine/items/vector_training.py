@@ -16,7 +16,8 @@ one write transaction instead.
 3. move (batches): BATCH rows of the old lists are read in a read transaction, assigned to
    the new lists outside the write lock and scored by the recall gauge; one short write
    per batch then moves the rows still as read (one changed meanwhile is assigned there)
-   to the end of their new list, and the training pauses as long as that write took.
+   to the end of their new list, with their codes (vector_codes.py), and the training
+   pauses as long as that write took.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
    probes are recorded, the key goes.
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from threadloom import core
+from threadloom.engine.items import vector_codes
 from threadloom.engine.items.kmeans import kmeans
 from threadloom.engine.items.vector_recall import Gauge, choose, held_out, queries
 from threadloom.engine.sql import Transactions, fetchall, ids
@@ -304,6 +306,8 @@ class Training:
         )
         record = Moving(first, token, os.getpid(), time.time())
         self._set(conn, {MOVING_KEY: record.text(), "vector_generation": _fresh()})
+        if vector_codes.coded_from(conn) is None:
+            vector_codes.set_coded_from(conn, first)  # the new lists are coded as they fill
         return _State(record, list_ids, centroids, gauge, plan.total)
 
     def _read(self, conn: apsw.Connection, state: _State) -> list[tuple[Any, ...]]:
@@ -395,12 +399,14 @@ class Training:
             vector_id = following.get(target) or self.index._next_id(conn, target)
             following[target] = vector_id + 1
             moved.append((vector_id, row[1], row[2], row[3]))
+        vector_codes.drop(conn, [row[0] for row in current])
         conn.execute(
             "DELETE FROM store_vectors WHERE id >= ? AND id <= ?", (current[0][0], current[-1][0])
         )
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", moved
         )
+        vector_codes.add(conn, [(row[0], row[1], row[3]) for row in moved], self.dims)
 
     def _finish(self, conn: apsw.Connection, state: _State) -> bool:
         """Move what is left in old lists, drop them, record the training; False if taken
@@ -421,6 +427,9 @@ class Training:
             last = left[-1][0]
             self._relocate(conn, state, left, {})
         conn.execute("DELETE FROM store_lists WHERE id != 0 AND id < ?", (state.record.first,))
+        # Every vector is in a new list now, and list 0 is empty: every list is coded.
+        conn.execute("DELETE FROM store_codes WHERE id < ?", (state.record.first << _LIST_BITS,))
+        vector_codes.set_coded_from(conn, 0)
         index = self.index
         recall, probes = state.gauge.measure(state.centroids, state.list_ids, index.probes)
         self._set(
