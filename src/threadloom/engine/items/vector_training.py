@@ -13,11 +13,14 @@ one write transaction instead.
    the generation changes, so searches probe the old and the new lists together, and puts
    go to the nearest new list. Every vector stays in exactly one list, near its centroid:
    a put made during the training is in the index (and found by a search) at once.
-3. move (batches): BATCH rows of the old lists are read in a read transaction, assigned to
-   the new lists outside the write lock and scored by the recall gauge; one short write
-   per batch then moves the rows still as read (one changed meanwhile is assigned there)
-   to the end of their new list, with their codes (vector_codes.py), and the training
-   pauses as long as that write took.
+3. move (batches): a batch of rows of the old lists is read in a read transaction,
+   assigned to the new lists outside the write lock and scored by the recall gauge; one
+   short write per batch then moves the rows still as read (one changed meanwhile is
+   assigned there) to the end of their new list, with their codes (vector_codes.py), and
+   the training pauses as long as that write took. The batch (BATCH at first) follows the
+   measured hold: halved after a write longer than HOLD, a quarter larger after one under
+   half of it, so a slow disk or a loaded machine makes the steps smaller, not the stalls
+   longer.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
    probes are recorded, the key goes.
@@ -30,6 +33,7 @@ centroids. Every write checks the token: of two trainings, the one taken over st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -52,15 +56,28 @@ from threadloom.errors import EngineError, ThreadloomError
 if TYPE_CHECKING:
     from threadloom.engine.items.vectors import VectorIndex
 
-__all__ = ["BATCH", "MOVING_KEY", "BackgroundTraining", "Moving", "Training", "moving", "resumable"]
+__all__ = [
+    "BATCH",
+    "HOLD",
+    "MOVING_KEY",
+    "BackgroundTraining",
+    "Moving",
+    "Training",
+    "moving",
+    "resumable",
+]
 
 log = logging.getLogger("threadloom.engine.items.vector_training")
 
 #: The `meta` key naming a training in progress.
 MOVING_KEY: Final = "vector_moving"
-#: Rows assigned and moved per write transaction (~15 ms of writing at 384 dims, more
-#: under load: bench/README.md).
+#: Rows assigned and moved by the first write transaction (~15 ms of writing at 384 dims,
+#: more under load: bench/README.md); later ones follow HOLD, within BATCH_MIN..BATCH_MAX.
 BATCH: Final = 128
+BATCH_MIN: Final = 8
+BATCH_MAX: Final = 1024
+#: The write lock a step aims to hold, in seconds.
+HOLD: Final = 0.02
 #: Moves between two checkpoints run by the training itself (`_fold`): about 600 pages of
 #: WAL, below SQLite's automatic checkpoint (1,000 pages), which a writer's commit would run.
 FOLD_EVERY: Final = 4
@@ -152,6 +169,15 @@ class _State:
     last: int = -1
     gauged: int = -1
     top: int = -1
+    #: Rows the next step reads and moves (BATCH read when a training begins).
+    batch: int = dataclasses.field(default_factory=lambda: BATCH)
+
+    def adapt(self, held: float) -> None:
+        """Size the next batch by how long the last step held the write lock."""
+        if held > HOLD:
+            self.batch = max(BATCH_MIN, self.batch // 2)
+        elif held < HOLD / 2:
+            self.batch = min(BATCH_MAX, self.batch + max(1, self.batch // 4))
 
 
 class Training:
@@ -210,13 +236,15 @@ class Training:
                     with file.write() as conn:
                         return self._finish(conn, state)
                 targets = self._assigned(state, rows)
-                before = time.monotonic()
                 with file.write() as conn:
+                    before = time.monotonic()  # the lock is held from here to the commit
                     if not self._move(conn, state, rows, targets):
                         return False
+                held = time.monotonic() - before
+                state.adapt(held)
                 # Leave the lock free at least as long as the step held it: writers that
                 # queue behind the training get at least half of the time.
-                time.sleep(min(time.monotonic() - before, PAUSE_MAX))
+                time.sleep(min(held, PAUSE_MAX))
                 moves += 1
                 if moves % FOLD_EVERY == 0:
                     _fold(file)
@@ -317,7 +345,7 @@ class Training:
             conn,
             "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id < ? "
             "ORDER BY id LIMIT ?",
-            (state.last, end, BATCH),
+            (state.last, end, state.batch),
         )
         if rows:
             return rows
@@ -326,7 +354,7 @@ class Training:
                 conn,
                 "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id <= ? "
                 "ORDER BY id LIMIT ?",
-                (state.gauged, state.top, 4 * BATCH),
+                (state.gauged, state.top, 4 * state.batch),
             )
             if not rows:
                 break
