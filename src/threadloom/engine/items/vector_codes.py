@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, Final, NamedTuple
 
 import apsw
@@ -153,44 +154,63 @@ def add(conn: apsw.Connection, rows: Sequence[tuple[int, int, bytes]], dims: int
     if not mine:
         return
     codes, params = core.vector_quantize(b"".join(row[2] for row in mine), dims)
+    fresh: list[Chunk] = []
     start = 0
     while start < len(mine):
         list_id = mine[start][0] >> _LIST_BITS
         end = start
         while end < len(mine) and mine[end][0] >> _LIST_BITS == list_id:
             end += 1
-        fresh = Chunk(
-            mine[start][0],
-            array("q", (row[0] for row in mine[start:end])),
-            array("q", (row[1] for row in mine[start:end])),
-            params[PARAMS * start : PARAMS * end],
-            codes[dims * start : dims * end],
+        fresh.append(
+            Chunk(
+                mine[start][0],
+                array("q", (row[0] for row in mine[start:end])),
+                array("q", (row[1] for row in mine[start:end])),
+                params[PARAMS * start : PARAMS * end],
+                codes[dims * start : dims * end],
+            )
         )
-        _append(conn, list_id, fresh, dims)
         start = end
-
-
-def _append(conn: apsw.Connection, list_id: int, fresh: Chunk, dims: int) -> None:
-    low, high = _range(list_id)
-    tail = fetchall(
-        conn,
-        "SELECT id, count FROM store_codes WHERE id >= ? AND id < ? ORDER BY id DESC LIMIT ?",
-        (low, high, RUN + 1),
-    )
-    if tail and tail[0][0] >= fresh.key:
-        # Not above the list's last chunk (only a damaged index gets here): merge it in.
-        _rewrite(conn, [row[0] for row in tail if row[0] >= fresh.key], fresh, dims)
-        return
-    pieces = _split(fresh, dims)
+    tails = _tails(conn, [chunk.key >> _LIST_BITS for chunk in fresh])
+    pieces: list[Chunk] = []
+    runs: list[list[int]] = []
+    for chunk in fresh:
+        tail = tails.get(chunk.key >> _LIST_BITS, [])
+        if tail and tail[0][0] >= chunk.key:
+            # Not above the list's last chunk (only a damaged index gets here): merge it in.
+            _rewrite(conn, [key for key, _ in tail if key >= chunk.key], chunk, dims)
+            continue
+        split = _split(chunk, dims)
+        pieces.extend(split)
+        if len(split) == 1 and len(chunk.ids) < CHUNK:
+            run = [chunk.key]
+            for key, count in tail:
+                if count >= CHUNK:
+                    break
+                run.append(key)
+            if len(run) > RUN:
+                runs.append(sorted(run))
     _insert(conn, pieces)
-    if len(pieces) == 1 and len(fresh.ids) < CHUNK:
-        run = [fresh.key]
-        for key, count in tail:
-            if count >= CHUNK:
-                break
-            run.append(int(key))
-        if len(run) > RUN:
-            _rewrite(conn, sorted(run), None, dims)
+    for run in runs:
+        _rewrite(conn, run, None, dims)
+
+
+def _tails(conn: apsw.Connection, lists: list[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per list, its last RUN + 1 chunks (id, count), last first (one query for all)."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for list_id, key, count in fetchall(
+        conn,
+        # CROSS JOIN: each list's range of the b-tree from its (RUN + 1)-th last chunk.
+        "SELECT l.value, c.id, c.count FROM carray(?) l CROSS JOIN store_codes c "
+        "ON c.id >= (SELECT coalesce(min(id), l.value << 32) FROM (SELECT id FROM "
+        "store_codes WHERE id >= l.value << 32 AND id < (l.value + 1) << 32 "
+        "ORDER BY id DESC LIMIT ?)) AND c.id < (l.value + 1) << 32",
+        (ids(lists), RUN + 1),
+    ):
+        found.setdefault(int(list_id), []).append((int(key), int(count)))
+    for tail in found.values():
+        tail.sort(reverse=True)
+    return found
 
 
 def _rewrite(conn: apsw.Connection, keys: list[int], fresh: Chunk | None, dims: int) -> None:
@@ -220,6 +240,15 @@ def _joined(chunks: list[Chunk], dims: int) -> Chunk | None:
     """One chunk of every vector of `chunks`, in id order (the first chunk's key)."""
     if not chunks:
         return None
+    chunks = sorted(chunks, key=lambda chunk: chunk.ids[0])
+    if all(a.ids[-1] < b.ids[0] for a, b in pairwise(chunks)):  # adjacent: joined as they are
+        vector_ids, items, params = array("q"), array("q"), array("d")
+        for chunk in chunks:
+            vector_ids.extend(chunk.ids)
+            items.extend(chunk.items)
+            params.extend(chunk.params)
+        codes = b"".join(chunk.codes for chunk in chunks)
+        return Chunk(min(chunk.key for chunk in chunks), vector_ids, items, params, codes)
     entries = sorted(
         (
             chunk.ids[i],
