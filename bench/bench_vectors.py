@@ -18,10 +18,14 @@ item every 5 ms (`replace` in a write transaction of its own): the training's ti
 writer's put latency during it (p50, p99, max: the longest a writer waited), are printed.
 
 Measured after: the default `search` (the exact int8 scan with float32 re-ranking up to
-`EXACT_CODE_BYTES` of codes when they fit half of THREADLOOM_MEMORY_BUDGET, else the lists
-with the recall recorded at training), the lists alone per probe setting (`probe`), p50
-and p95 over the queries (the whole call, warm OS cache) and recall@10 against numpy's
-exact top 10; the process's peak RSS. Nothing is asserted.
+`EXACT_CODE_BYTES` of codes when they fit THREADLOOM_VECTOR_BUDGET, else the lists with
+the recall recorded at training; `--exact-up-to 0` makes it the lists at 100k too), the
+lists alone per probe setting (`vector_probe.probe` over the int8 codes in the file, and
+with `--float-rows` over the float32 rows as before the codes), p50 and p95 over the
+queries (the whole call, warm OS cache) and recall@10 against numpy's exact top 10; the
+paths answer each query in turn, so load falls on all alike. Also the codes' size in the
+file and the process's peak RSS. `--no-train` measures a kept file as it is. Nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ from threadloom import core
 from threadloom.core.lru import process_budget
 from threadloom.core.similarity import pack
 from threadloom.engine.file import File
+from threadloom.engine.format import features
+from threadloom.engine.items import vector_probe
 from threadloom.engine.items.vectors import VectorIndex
 
 DIMS = 384
@@ -89,6 +95,7 @@ def build(path: Path, mixture: Mixture, count: int, queries: Any) -> Any:
     file = File(path)
     try:
         with file.write() as conn:
+            file.ensure(conn, features.STORE)  # the Store's tables (format 8: made on first write)
             conn.execute("INSERT INTO store_namespaces(id, name, depth) VALUES (1, 'bench', 1)")
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES ('vector_dims', ?), ('vector_metric', "
@@ -178,6 +185,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", choices=("clustered", "uniform"), default="clustered")
     parser.add_argument("--probes", default="8,16,64")
     parser.add_argument("--keep", help="directory to keep (and reuse) the built file in")
+    parser.add_argument(
+        "--exact-up-to",
+        type=int,
+        default=None,
+        help="VectorIndex(exact_up_to=...): 0 makes the default search use the lists",
+    )
+    parser.add_argument(
+        "--no-train",
+        action="store_true",
+        help="measure the kept file's index as it is (no training first)",
+    )
+    parser.add_argument(
+        "--float-rows",
+        action="store_true",
+        help="also probe the lists reading float32 rows (the path before codes), interleaved",
+    )
     args = parser.parse_args(argv)
     clusters = args.clusters or max(1, args.count // 200)
     folder = Path(args.keep or tempfile.mkdtemp(prefix="bench-vectors-"))
@@ -186,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     mixture = Mixture(args.data, clusters, seed=7)
     queries = mixture.draw(np.random.default_rng(99), args.queries)
     truth_path = path.with_suffix(f".truth{args.queries}.npy")
-    index = VectorIndex(DIMS, "cosine")
+    index = VectorIndex(DIMS, "cosine", exact_up_to=args.exact_up_to)
     note(f"backend {core.backend()}, {args.count} x {DIMS} {args.data}: {path}")
     if not path.exists() or not truth_path.exists():
         path.unlink(missing_ok=True)
@@ -196,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     truth = [set(map(int, row)) for row in np.load(truth_path)]
     file = File(path)
     try:
-        trained = train_with_writer(file, index, mixture)
+        trained = None if args.no_train else train_with_writer(file, index, mixture)
         file.checkpoint_wal()
         with file.read() as conn:
             lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]
@@ -205,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
                     "SELECT key, value FROM meta WHERE key IN ('vector_recall', 'vector_probes')"
                 ).fetchall()
             )
+            codes = conn.execute("SELECT count(*), total(length(body)) FROM store_codes").fetchall()
             before = time.perf_counter()
             index.search(conn, queries[0].tolist(), 10)
             loading = time.perf_counter() - before
@@ -215,10 +239,16 @@ def main(argv: list[str] | None = None) -> int:
             + f", cosine, backend {core.backend()}, {lists} lists, "
             f"file {os.path.getsize(path) / 2**20:.0f} MiB"
         )
+        if trained is not None:
+            print(
+                f"training at {args.count} (`train`, short steps): {trained['training_s']:.1f} "
+                f"s; a writer's {trained['puts']:.0f} puts meanwhile: p50 "
+                f"{trained['put_p50_ms']:.1f} ms, p99 {trained['put_p99_ms']:.1f} ms, max "
+                f"{trained['put_max_ms']:.1f} ms"
+            )
         print(
-            f"training at {args.count} (`train`, short steps): {trained['training_s']:.1f} s; "
-            f"a writer's {trained['puts']:.0f} puts meanwhile: p50 {trained['put_p50_ms']:.1f} "
-            f"ms, p99 {trained['put_p99_ms']:.1f} ms, max {trained['put_max_ms']:.1f} ms"
+            f"codes in the file: {codes[0][0]} chunks, {codes[0][1] / 2**20:.1f} MiB "
+            f"({codes[0][1] / max(args.count, 1):.0f} bytes a vector)"
         )
         print(
             f"recorded at training: recall@10 {recorded.get('vector_recall')} at "
@@ -231,21 +261,30 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("| path | p50 ms | p95 ms | recall@10 |")
         print("| --- | ---: | ---: | ---: |")
-        paths: list[tuple[str, int | None]] = [("default `search`", None)]
-        paths += [(f"lists, {p} probes", int(p)) for p in args.probes.split(",")]
-        for name, probes in paths:
-            times, hits = [], 0
-            with file.read() as conn:
-                for query, expected in zip(queries, truth, strict=True):
-                    as_list = query.tolist()
+        # Every path answers each query in turn (interleaved), so load changes on the shared
+        # machine fall on all of them alike.
+        paths: list[tuple[str, int | None, bool]] = [("default `search`", None, True)]
+        for p in args.probes.split(","):
+            paths.append((f"lists (int8 codes), {p} probes", int(p), True))
+            if args.float_rows:
+                paths.append((f"lists (float32 rows), {p} probes", int(p), False))
+        times: list[list[float]] = [[] for _ in paths]
+        hits = [0] * len(paths)
+        with file.read() as conn:
+            for query, expected in zip(queries, truth, strict=True):
+                as_list = query.tolist()
+                for at, (_, probes, coded) in enumerate(paths):
                     before = time.perf_counter()
                     if probes is None:
                         found = index.search(conn, as_list, 10)
                     else:
-                        found = index.probe(conn, pack(as_list), 10, None, probes)
-                    times.append(time.perf_counter() - before)
-                    hits += len(expected & {item for item, _ in found})
-            row(name, times, hits / (10 * len(queries)))
+                        found = vector_probe.probe(
+                            index, conn, pack(as_list), 10, None, probes, codes=coded
+                        )
+                    times[at].append(time.perf_counter() - before)
+                    hits[at] += len(expected & {item for item, _ in found})
+        for at, (name, _, _) in enumerate(paths):
+            row(name, times[at], hits[at] / (10 * len(queries)))
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         print(f"\npeak RSS of the process: {rss:.0f} MiB")
     finally:

@@ -290,6 +290,7 @@ def test_an_older_file_gets_every_threads_status_at_the_upgrade(tmp_path: Path) 
         "DROP TRIGGER store_embedded_delete; "
         "DELETE FROM meta WHERE key = 'file_kind'"
     )
+    raw.execute("DROP TABLE store_codes")  # and what FORMAT_9 added
     raw.execute("ALTER TABLE threads DROP COLUMN status; PRAGMA user_version = 6")
     raw.close()
     with Saver.from_conn_string(str(path)) as saver:

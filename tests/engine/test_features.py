@@ -208,6 +208,7 @@ def test_a_format_7_file_with_threads_a_store_and_a_lease_upgrades_and_goes_on(
         "sync_threads",
         "store_embedded",
         "server_records",
+        "store_codes",
     }
     assert identify(str(path)).found is Found.THREADLOOM
 

@@ -11,7 +11,7 @@ from tests.engine.test_database import with_seal_functions
 from tests.engine.test_durability import put
 from threadloom import Saver
 from threadloom.engine.checkpoints.syncstate import Synced, SyncState
-from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.format.schema import FORMAT_8, FORMAT_VERSION, MIGRATIONS
 
 
 def test_a_thread_synced_is_unchanged_until_a_row_goes_into_it(tmp_path: Path) -> None:
@@ -45,15 +45,16 @@ def test_the_high_water_mark_never_goes_back(tmp_path: Path) -> None:
         assert state.high_water("other") is None
 
 
-def test_a_file_of_the_previous_format_upgrades_with_empty_sync_tables(tmp_path: Path) -> None:
-    """A file at the format before the sync tables opens, keeps its thread and gains the
-    two tables, empty."""
+def test_a_file_of_format_7_upgrades_with_empty_sync_tables(tmp_path: Path) -> None:
+    """A file at format 7, the format before the sync tables, opens, keeps its thread and
+    gains the two tables, empty."""
     path = tmp_path / "old.db"
     raw = apsw.Connection(str(path))
     with_seal_functions(raw)
-    for step in MIGRATIONS[:-1]:
+    before_sync = MIGRATIONS.index(FORMAT_8)
+    for step in MIGRATIONS[:before_sync]:
         raw.execute(step)
-    raw.execute(f"PRAGMA user_version={FORMAT_VERSION - 1}")
+    raw.execute(f"PRAGMA user_version={before_sync}")
     raw.close()
     with Saver.from_conn_string(str(path)) as saver:
         put(saver, {"x": 1}, thread_id="t")

@@ -12,6 +12,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import apsw
 import pytest
@@ -27,8 +28,10 @@ DIMS = 16
 
 @pytest.fixture(autouse=True)
 def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Move 100 rows per step, so a training of a few thousand vectors has many steps."""
+    """Move 100 rows per step (the batch adapts to the lock's hold time below that), so a
+    training of a few thousand vectors has many steps."""
     monkeypatch.setattr(vector_training, "BATCH", 100)
+    monkeypatch.setattr(vector_training, "BATCH_MAX", 100)
 
 
 def _index() -> VectorIndex:
@@ -268,3 +271,31 @@ def test_verify_names_a_training_whose_new_lists_are_gone(file: File) -> None:
     with file.read() as conn:
         found = index.problems(conn)
     assert any("training in progress" in line for line in found)
+
+
+@pytest.mark.parametrize(
+    ("hold", "expected"),
+    [(0.0, [100, 50, 25, 12, 8, 8]), (60.0, [100, 125, 156, 195, 243, 300])],
+)
+def test_steps_follow_the_write_locks_measured_hold(
+    file: File, monkeypatch: pytest.MonkeyPatch, hold: float, expected: list[int]
+) -> None:
+    """A step that held the write lock longer than HOLD halves the next (down to
+    BATCH_MIN); one under half of it makes the next a quarter larger (up to BATCH_MAX)."""
+    monkeypatch.setattr(vector_training, "HOLD", hold)
+    monkeypatch.setattr(vector_training, "BATCH_MAX", 300)
+    monkeypatch.setattr(vector_training, "PAUSE_MAX", 0.0)
+    index = _index()
+    _trained(file, index)
+    sizes: list[int] = []
+    move = vector_training.Training._move
+
+    def counted(self: Any, conn: Any, state: Any, rows: list[Any], targets: list[int]) -> bool:
+        sizes.append(len(rows))
+        return move(self, conn, state, rows, targets)
+
+    monkeypatch.setattr(vector_training.Training, "_move", counted)
+    assert index.train(file)
+    assert sizes[: len(expected)] == expected
+    with file.read() as conn:
+        assert index.problems(conn) == []

@@ -14,6 +14,7 @@ import apsw
 from threadloom.engine.checks.wal import wal
 from threadloom.engine.format import features
 from threadloom.engine.format.recognize import Kind, look, recognize
+from threadloom.engine.format.schema import CODES_FORMAT
 from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
 
@@ -90,6 +91,17 @@ def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
         out["store_vector_probes"] = recorded.get("vector_probes")
         # A training moving vectors to new lists (vector_training.py): started, not finished.
         out["store_vector_training"] = "vector_moving" in recorded
+    if version >= CODES_FORMAT:
+        # The vectors' int8 codes packed per list (vector_codes.py): what a search by the
+        # lists reads, and whether every list has them (false until an upgraded file's
+        # vectors are trained again).
+        coded = fetchall(conn, "SELECT 1 FROM meta WHERE key = 'vector_codes_from'")
+        out["store_vector_codes_bytes"] = count("SELECT total(length(body)) FROM store_codes")
+        out["store_vector_codes_complete"] = bool(coded) and not fetchall(
+            conn,
+            "SELECT 1 FROM store_lists WHERE size > 0 AND id < "
+            "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_codes_from')",
+        )
     return out
 
 

@@ -41,8 +41,11 @@ STORE: Final = "store"
 LEASES: Final = "leases"
 SYNC: Final = "sync"
 SERVER: Final = "server"
+#: The vector index's codes (`store_codes`): a feature of its own, so that the migration
+#: adding the table to a file without the Store's tables leaves the Store's to be made.
+CODES: Final = "codes"
 #: Every feature but `meta` (which every file has).
-ALL: Final = (CONTENT, CHECKPOINTS, STORE, LEASES, SYNC, SERVER)
+ALL: Final = (CONTENT, CHECKPOINTS, STORE, LEASES, SYNC, SERVER, CODES)
 
 #: Content tables the checkpoints and the Store both write (bodies' shared blocks and
 #: the compression dictionaries).
@@ -51,7 +54,7 @@ _CONTENT_TABLES: Final = frozenset({"blocks", "blocks_released", "dicts", "exten
 #: What a feature needs made before it (its triggers or writes reach those tables).
 NEEDS: Final[dict[str, tuple[str, ...]]] = {
     CHECKPOINTS: (CONTENT,),
-    STORE: (CONTENT,),
+    STORE: (CONTENT, CODES),
     SYNC: (CHECKPOINTS,),
     SERVER: (CHECKPOINTS,),
 }
@@ -70,6 +73,8 @@ def feature_of(table: str) -> str:
         return META
     if table in _CONTENT_TABLES:
         return CONTENT
+    if table == "store_codes":
+        return CODES
     if table.startswith("store_"):
         return STORE
     if table == "leases":

@@ -319,6 +319,29 @@ in one transaction; deleting a `threads` row deletes the records naming that thr
 trigger). Empty until a server writes; `meta.server_registry` marks that one did.
 """
 
+FORMAT_9: Final = """
+CREATE TABLE store_codes(
+    id INTEGER PRIMARY KEY,
+    count INTEGER NOT NULL,
+    body BLOB NOT NULL
+) STRICT;
+"""
+"""The vector index's int8 codes, packed per inverted list (engine/items/vector_codes.py,
+the `codes` feature, made with the Store's tables).
+
+`store_codes`: one row per chunk of up to 256 vectors of one list; `id` = `list << 32 |
+n`, the chunk covering the list's vector ids from `id` up to the next chunk's `id`, so a
+list's chunks are one range of the b-tree, as its vectors are in `store_vectors`. `count`
+vectors; `body` = their vector ids (int64), items (int64), quantization params (3 float64
+each: scale, norm, residual norm) and int8 codes (`dims` each, `core.vector_quantize`),
+all little-endian, in ascending vector id order. `meta.vector_codes_from`: the lowest list
+whose vectors are all coded (absent: none, as in a file upgraded with vectors until its
+next training); every vector of a list from there has exactly its code here, written
+in the transaction that writes or deletes the vector. No table references it: it is
+emptied and refilled whole when the index is (a training writes each list's codes as
+it moves the vectors).
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -329,6 +352,9 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_6,
     FORMAT_7,
     FORMAT_8,
+    FORMAT_9,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
+#: The first format with the vector index's codes (`store_codes`).
+CODES_FORMAT: Final = MIGRATIONS.index(FORMAT_9) + 1

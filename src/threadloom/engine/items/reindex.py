@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import apsw
 
+from threadloom.engine.items import vector_codes
 from threadloom.engine.items.records import Stored, prefix_clause
 from threadloom.engine.items.rows import ITEM_COLUMNS, Items
 from threadloom.engine.sql import fetchall, ids
@@ -183,6 +184,7 @@ class Reindex:
         return how many vectors went."""
         gone = self.vector_count(conn)
         conn.execute("DELETE FROM store_vectors")
+        vector_codes.clear(conn)
         conn.execute("DELETE FROM store_embedded")
         conn.execute("DELETE FROM store_lists WHERE id != 0")
         conn.execute("DELETE FROM meta WHERE key IN carray(?)", (ids(list(VECTOR_SETTINGS)),))

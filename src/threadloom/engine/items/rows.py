@@ -23,7 +23,7 @@ from threadloom.engine.format import features, seal
 from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
 from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
-from threadloom.engine.items import fieldkeys
+from threadloom.engine.items import fieldkeys, vector_codes
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import FieldPaths
@@ -423,7 +423,7 @@ class Items:
         conn.executemany("DELETE FROM store_text WHERE rowid = ?", replaced)
         if self.vectors is None:
             # A store without embeddings replaced the values: their old vectors would be stale.
-            conn.executemany("DELETE FROM store_vectors WHERE item = ?", replaced)
+            vector_codes.drop_items(conn, [item for (item,) in replaced])
         return same
 
     def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
@@ -468,8 +468,7 @@ class Items:
         if chunked:
             self.file.content.unlink(conn, chunked, now / 1e6)
         items = [int(r.id) for r in rows]
-        if self.vectors is not None:
-            self.vectors.remove(conn, items)
+        vector_codes.drop_items(conn, items)  # with their codes, index configured or not
         conn.execute("DELETE FROM store_items WHERE id IN carray(?)", (ids(items),))
         # Blocks released a grace period ago (by this or earlier deletes) go now.
         self.file.content.sweep(conn, RETENTION_GRACE_SECONDS)

@@ -41,7 +41,16 @@ from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError, InvalidArgumentError
 
-__all__ = ["CODES_BUDGET", "CODES_BUDGET_ENV", "VERSION_KEY", "Codes", "ExactScan", "codes_budget"]
+__all__ = [
+    "CODES_BUDGET",
+    "CODES_BUDGET_ENV",
+    "VERSION_KEY",
+    "Bounded",
+    "Codes",
+    "ExactScan",
+    "codes_budget",
+    "rerank",
+]
 
 #: The `meta` key whose value changes with every write that inserts vectors.
 VERSION_KEY: Final = "vector_version"
@@ -136,24 +145,13 @@ class ExactScan:
             for vector_id, item, _ in rows:
                 vector_ids.append(vector_id)
                 items.append(item)
-            code, param = core.vector_quantize(self._matrix(rows), self.dims)
+            code, param = core.vector_quantize(_matrix(rows, self.dims), self.dims)
             codes.append(code)
             params.append(param)
         joined = array("d")
         for part in params:
             joined.extend(part)
         return Codes(version, vector_ids, items, (b"".join(codes),), (joined,))
-
-    def _matrix(self, rows: Sequence[tuple[Any, ...]]) -> bytes:
-        matrix = b"".join(row[2] for row in rows)
-        if len(matrix) != 4 * self.dims * len(rows):
-            size = 4 * self.dims
-            bad = sorted({row[1] for row in rows if len(row[2]) != size})
-            raise CorruptionError(
-                f"the vectors of items {bad[:5]} are not {self.dims} float32; run `threadloom "
-                "verify`, and put those items again"
-            )
-        return matrix
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -204,24 +202,7 @@ class ExactScan:
         """The exact top `want` accepted `(item, score)`, best first (score, then item); an
         item scores by its best vector. `accept` sees each item at most once."""
         bounds = self.bounds(codes, query)
-        total = len(bounds)
-        best: dict[int, float] = {}
-        decided: dict[int, bool] = {}
-        done = 0
-        k = min(total, max(4 * want, 64))
-        while True:
-            order = core.vector_top(bounds, None, k + 1)
-            fresh = list(order[done:k])
-            if accept is not None:
-                fresh = self._accepted(codes, fresh, accept, decided)
-            self._rerank(conn, codes, query, fresh, best)
-            done = k
-            ranked = sorted(best.items(), key=_rank)[:want]
-            if k >= total:
-                return ranked
-            if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
-                return ranked
-            k = min(total, 4 * k)
+        return rerank(conn, Bounded(codes.items, bounds), query, want, accept, {}, self.metric)
 
     def bounds(self, codes: Codes, query: bytes) -> array[float]:
         """An upper bound of each entry's exact score, in entry order. On the native
@@ -242,47 +223,96 @@ class ExactScan:
             bounds.extend(part)
         return bounds
 
-    def _accepted(
-        self,
-        codes: Codes,
-        entries: list[int],
-        accept: Callable[[Sequence[int]], Collection[int]],
-        decided: dict[int, bool],
-    ) -> list[int]:
-        items = codes.items
-        asked = list(dict.fromkeys(items[i] for i in entries if items[i] not in decided))
-        if asked:
-            passed = accept(asked)
-            passing = passed if isinstance(passed, (set, frozenset, dict)) else set(passed)
-            for item in asked:
-                decided[item] = item in passing
-        return [i for i in entries if decided[items[i]]]
 
-    def _rerank(
-        self,
-        conn: apsw.Connection,
-        codes: Codes,
-        query: bytes,
-        entries: list[int],
-        best: dict[int, float],
-    ) -> None:
-        """Score exactly every vector of the entries' items not scored yet (read by item:
-        a training moves vectors to other ids without changing them or their codes)."""
-        items = sorted({codes.items[i] for i in entries} - best.keys())
-        if not items:
-            return
-        rows = fetchall(
-            conn,
-            "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
-            (ids(items),),
-        )
-        if not rows:
-            return
-        scores = core.vector_scores(query, self._matrix(rows), self.dims, self.metric)
-        for row, score in zip(rows, scores, strict=True):
-            item = row[1]
-            if score > best.get(item, -_INF):
-                best[item] = score
+@dataclass
+class Bounded:
+    """Candidates of a search: per vector its item and an upper bound of its exact score
+    (or the score itself). `lists`: the lists whose vectors may score an item (None: all)."""
+
+    items: array[int]
+    bounds: array[float]
+    lists: frozenset[int] | None = None
+    ranked: Collection[int] = ()
+
+
+def rerank(
+    conn: apsw.Connection,
+    found: Bounded,
+    query: bytes,
+    want: int,
+    accept: Callable[[Sequence[int]], Collection[int]] | None,
+    decided: dict[int, bool],
+    metric: Metric,
+) -> list[tuple[int, float]]:
+    """The exact top `want` accepted `(item, score)` of `found`, best first (score, then
+    item), items in `found.ranked` aside; an item scores by its best vector (in
+    `found.lists`). Candidates are scored exactly (their items' float32 vectors read by
+    item) best bound first, widening fourfold until the `want`-th exact score is above
+    every bound not read. `accept` sees each item at most once (`decided` remembers)."""
+    bounds, items = found.bounds, found.items
+    total = len(bounds)
+    best: dict[int, float] = {}
+    done = 0
+    k = min(total, max(4 * want, 64))
+    while True:
+        order = core.vector_top(bounds, None, k + 1)
+        fresh = [i for i in order[done:k] if items[i] not in found.ranked]
+        if accept is not None:
+            fresh = _accepted(items, fresh, accept, decided)
+        _rescore(conn, items, fresh, query, metric, found.lists, best)
+        done = k
+        ranked = sorted(best.items(), key=_rank)[:want]
+        if k >= total:
+            return ranked
+        if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
+            return ranked
+        k = min(total, 4 * k)
+
+
+def _accepted(
+    items: array[int],
+    entries: list[int],
+    accept: Callable[[Sequence[int]], Collection[int]],
+    decided: dict[int, bool],
+) -> list[int]:
+    asked = list(dict.fromkeys(items[i] for i in entries if items[i] not in decided))
+    if asked:
+        passed = accept(asked)
+        passing = passed if isinstance(passed, (set, frozenset, dict)) else set(passed)
+        for item in asked:
+            decided[item] = item in passing
+    return [i for i in entries if decided[items[i]]]
+
+
+def _rescore(
+    conn: apsw.Connection,
+    items: array[int],
+    entries: list[int],
+    query: bytes,
+    metric: Metric,
+    lists: frozenset[int] | None,
+    best: dict[int, float],
+) -> None:
+    """Score exactly every vector of the entries' items not scored yet (read by item:
+    a training moves vectors to other ids without changing them or their codes)."""
+    wanted = sorted({items[i] for i in entries} - best.keys())
+    if not wanted:
+        return
+    rows = fetchall(
+        conn,
+        "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
+        (ids(wanted),),
+    )
+    if lists is not None:
+        rows = [row for row in rows if row[0] >> _LIST_BITS in lists]
+    if not rows:
+        return
+    dims = len(query) // 4
+    scores = core.vector_scores(query, _matrix(rows, dims), dims, metric)
+    for row, score in zip(rows, scores, strict=True):
+        item = row[1]
+        if score > best.get(item, -_INF):
+            best[item] = score
 
 
 _codes_budget: Budget | None = None
@@ -311,6 +341,20 @@ def read_version(conn: apsw.Connection) -> str | None:
 
 
 _INF: Final = float("inf")
+#: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
+_LIST_BITS: Final = 32
+
+
+def _matrix(rows: Sequence[tuple[Any, ...]], dims: int) -> bytes:
+    """The vectors of `rows` (id, item, vector) as one float32 matrix."""
+    matrix = b"".join(row[2] for row in rows)
+    if len(matrix) != 4 * dims * len(rows):
+        bad = sorted({row[1] for row in rows if len(row[2]) != 4 * dims})
+        raise CorruptionError(
+            f"the vectors of items {bad[:5]} are not {dims} float32; run `threadloom "
+            "verify`, and put those items again"
+        )
+    return matrix
 
 
 def scan_threads() -> int:

@@ -13,10 +13,14 @@ one write transaction instead.
    the generation changes, so searches probe the old and the new lists together, and puts
    go to the nearest new list. Every vector stays in exactly one list, near its centroid:
    a put made during the training is in the index (and found by a search) at once.
-3. move (batches): BATCH rows of the old lists are read in a read transaction, assigned to
-   the new lists outside the write lock and scored by the recall gauge; one short write
-   per batch then moves the rows still as read (one changed meanwhile is assigned there)
-   to the end of their new list, and the training pauses as long as that write took.
+3. move (batches): a batch of rows of the old lists is read in a read transaction,
+   assigned to the new lists outside the write lock and scored by the recall gauge; one
+   short write per batch then moves the rows still as read (one changed meanwhile is
+   assigned there) to the end of their new list, with their codes (vector_codes.py), and
+   the training pauses as long as that write took. The batch (BATCH at first) follows the
+   measured hold: halved after a write longer than HOLD, a quarter larger after one under
+   half of it, so a slow disk or a loaded machine makes the steps smaller, not the stalls
+   longer.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
    probes are recorded, the key goes.
@@ -29,6 +33,7 @@ centroids. Every write checks the token: of two trainings, the one taken over st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -42,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from threadloom import core
+from threadloom.engine.items import vector_codes
 from threadloom.engine.items.kmeans import kmeans
 from threadloom.engine.items.vector_recall import Gauge, choose, held_out, queries
 from threadloom.engine.sql import Transactions, fetchall, ids
@@ -50,15 +56,28 @@ from threadloom.errors import EngineError, ThreadloomError
 if TYPE_CHECKING:
     from threadloom.engine.items.vectors import VectorIndex
 
-__all__ = ["BATCH", "MOVING_KEY", "BackgroundTraining", "Moving", "Training", "moving", "resumable"]
+__all__ = [
+    "BATCH",
+    "HOLD",
+    "MOVING_KEY",
+    "BackgroundTraining",
+    "Moving",
+    "Training",
+    "moving",
+    "resumable",
+]
 
 log = logging.getLogger("threadloom.engine.items.vector_training")
 
 #: The `meta` key naming a training in progress.
 MOVING_KEY: Final = "vector_moving"
-#: Rows assigned and moved per write transaction (~15 ms of writing at 384 dims, more
-#: under load: bench/README.md).
+#: Rows assigned and moved by the first write transaction (~15 ms of writing at 384 dims,
+#: more under load: bench/README.md); later ones follow HOLD, within BATCH_MIN..BATCH_MAX.
 BATCH: Final = 128
+BATCH_MIN: Final = 8
+BATCH_MAX: Final = 1024
+#: The write lock a step aims to hold, in seconds.
+HOLD: Final = 0.02
 #: Moves between two checkpoints run by the training itself (`_fold`): about 600 pages of
 #: WAL, below SQLite's automatic checkpoint (1,000 pages), which a writer's commit would run.
 FOLD_EVERY: Final = 4
@@ -150,6 +169,15 @@ class _State:
     last: int = -1
     gauged: int = -1
     top: int = -1
+    #: Rows the next step reads and moves (BATCH read when a training begins).
+    batch: int = dataclasses.field(default_factory=lambda: BATCH)
+
+    def adapt(self, held: float) -> None:
+        """Size the next batch by how long the last step held the write lock."""
+        if held > HOLD:
+            self.batch = max(BATCH_MIN, self.batch // 2)
+        elif held < HOLD / 2:
+            self.batch = min(BATCH_MAX, self.batch + max(1, self.batch // 4))
 
 
 class Training:
@@ -208,13 +236,15 @@ class Training:
                     with file.write() as conn:
                         return self._finish(conn, state)
                 targets = self._assigned(state, rows)
-                before = time.monotonic()
                 with file.write() as conn:
+                    before = time.monotonic()  # the lock is held from here to the commit
                     if not self._move(conn, state, rows, targets):
                         return False
+                held = time.monotonic() - before
+                state.adapt(held)
                 # Leave the lock free at least as long as the step held it: writers that
                 # queue behind the training get at least half of the time.
-                time.sleep(min(time.monotonic() - before, PAUSE_MAX))
+                time.sleep(min(held, PAUSE_MAX))
                 moves += 1
                 if moves % FOLD_EVERY == 0:
                     _fold(file)
@@ -304,6 +334,8 @@ class Training:
         )
         record = Moving(first, token, os.getpid(), time.time())
         self._set(conn, {MOVING_KEY: record.text(), "vector_generation": _fresh()})
+        if vector_codes.coded_from(conn) is None:
+            vector_codes.set_coded_from(conn, first)  # the new lists are coded as they fill
         return _State(record, list_ids, centroids, gauge, plan.total)
 
     def _read(self, conn: apsw.Connection, state: _State) -> list[tuple[Any, ...]]:
@@ -313,7 +345,7 @@ class Training:
             conn,
             "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id < ? "
             "ORDER BY id LIMIT ?",
-            (state.last, end, BATCH),
+            (state.last, end, state.batch),
         )
         if rows:
             return rows
@@ -322,7 +354,7 @@ class Training:
                 conn,
                 "SELECT id, item, field, vector FROM store_vectors WHERE id > ? AND id <= ? "
                 "ORDER BY id LIMIT ?",
-                (state.gauged, state.top, 4 * BATCH),
+                (state.gauged, state.top, 4 * state.batch),
             )
             if not rows:
                 break
@@ -395,12 +427,14 @@ class Training:
             vector_id = following.get(target) or self.index._next_id(conn, target)
             following[target] = vector_id + 1
             moved.append((vector_id, row[1], row[2], row[3]))
+        vector_codes.drop(conn, [row[0] for row in current])
         conn.execute(
             "DELETE FROM store_vectors WHERE id >= ? AND id <= ?", (current[0][0], current[-1][0])
         )
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", moved
         )
+        vector_codes.add(conn, [(row[0], row[1], row[3]) for row in moved], self.dims)
 
     def _finish(self, conn: apsw.Connection, state: _State) -> bool:
         """Move what is left in old lists, drop them, record the training; False if taken
@@ -421,6 +455,9 @@ class Training:
             last = left[-1][0]
             self._relocate(conn, state, left, {})
         conn.execute("DELETE FROM store_lists WHERE id != 0 AND id < ?", (state.record.first,))
+        # Every vector is in a new list now, and list 0 is empty: every list is coded.
+        conn.execute("DELETE FROM store_codes WHERE id < ?", (state.record.first << _LIST_BITS,))
+        vector_codes.set_coded_from(conn, 0)
         index = self.index
         recall, probes = state.gauge.measure(state.centroids, state.list_ids, index.probes)
         self._set(

@@ -36,7 +36,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.similarity import Metric, check_metric
-from threadloom.engine.items import vector_checks, vector_values
+from threadloom.engine.items import vector_checks, vector_codes, vector_probe, vector_values
 from threadloom.engine.items.candidates import Candidates
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
@@ -205,6 +205,7 @@ class VectorIndex:
         self.check_config(conn)
         conn.execute("DELETE FROM store_vectors")  # rows of other dims can only be damage here
         conn.execute("DELETE FROM store_lists WHERE id != 0")
+        vector_codes.clear(conn)
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation', "
             "'vector_recall', 'vector_probes', 'vector_moving')"
@@ -273,9 +274,7 @@ class VectorIndex:
         if not entries:
             return []
         self._claim(conn)
-        doomed = [(item,) for item, _ in entries if item not in fresh]
-        if doomed:
-            conn.executemany("DELETE FROM store_vectors WHERE item = ?", doomed)
+        vector_codes.drop_items(conn, [item for item, _ in entries if item not in fresh])
         if not flat:
             return []
         meta = self._meta(conn)
@@ -295,6 +294,9 @@ class VectorIndex:
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
         )
+        if vector_codes.coded_from(conn) is None and self._count(conn) == len(rows):
+            vector_codes.set_coded_from(conn, 0)  # an empty index of a file made before codes
+        vector_codes.add(conn, [(row[0], row[1], row[3]) for row in rows], self.dims)
         self.scan.written(before, after, rows, quantized)
         return [blob for _, _, blob in flat]
 
@@ -316,8 +318,7 @@ class VectorIndex:
     def remove(self, conn: apsw.Connection, items: Sequence[int]) -> None:
         """Delete the vectors of `items` (in the caller's write transaction; list sizes follow)."""
         _writing(conn)
-        if items:
-            conn.execute("DELETE FROM store_vectors WHERE item IN carray(?)", (ids(items),))
+        vector_codes.drop_items(conn, items)
 
     # -- search ----------------------------------------------------------------------------
 
@@ -367,37 +368,9 @@ class VectorIndex:
     def probe(
         self, conn: apsw.Connection, blob: bytes, want: int, accept: Accept, probes: int
     ) -> list[tuple[int, float]]:
-        """`search` by the lists alone, `probes` of them first (the query packed)."""
-        lists = self._lists(conn)
-        order = [0]
-        if lists.ids:
-            closeness = core.vector_scores(blob, lists.centroids, self.dims, self.metric)
-            order += [lists.ids[i] for i in core.vector_top(closeness, None, len(lists.ids))]
-        step = 1 + probes
-        decided: dict[int, bool] = {}
-        found: list[tuple[int, float]] = []
-        ranked: set[int] = set()
-        probed = 0
-        while True:
-            tier = Candidates()
-            for list_id in order[probed : probed + step]:
-                low = list_id << LIST_BITS
-                tier.add(
-                    self._scored(
-                        blob,
-                        conn.execute(
-                            "SELECT item, vector FROM store_vectors WHERE id >= ? AND id < ?",
-                            (low, low + (1 << LIST_BITS)),
-                        ),
-                    )
-                )
-            probed += step
-            added = tier.best(want - len(found), accept, decided, ranked)
-            found.extend(added)
-            ranked.update(item for item, _ in added)
-            if len(found) >= want or probed >= len(order):
-                return found[:want]
-            step = probed
+        """`search` by the lists alone, `probes` of them first (the query packed):
+        vector_probe.py."""
+        return vector_probe.probe(self, conn, blob, want, accept, probes)
 
     def exact(
         self,
@@ -496,6 +469,8 @@ class VectorIndex:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
+        if vector_codes.coded_from(conn) is None:
+            return total  # a file upgraded with vectors: a training codes them
         if meta.generation and meta.metric == self.metric:
             grown = total >= GROWTH * meta.trained
             shrunk = total * GROWTH * GROWTH <= meta.trained
@@ -517,9 +492,10 @@ class VectorIndex:
     def problems(self, conn: apsw.Connection) -> list[str]:
         """What is wrong with the index, one line each (`threadloom verify`); [] when sound.
 
-        See `vector_checks.problems` for the checks.
+        See `vector_checks.problems` and `vector_codes.problems` for the checks.
         """
-        return vector_checks.problems(conn, self.dims, self._meta(conn).dims)
+        found = vector_checks.problems(conn, self.dims, self._meta(conn).dims)
+        return found + vector_codes.problems(conn, self.dims)
 
 
 def stored_index(conn: apsw.Connection) -> VectorIndex | None:
