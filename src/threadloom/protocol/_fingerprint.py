@@ -32,6 +32,11 @@ Soundness rests on two properties, both held by tests (tests/protocol/test_list_
    encodes all three as bin, with no option to refuse them); LangGraph encodes the
    three alike too.
 
+A chunk of `SEAL_FROM` bytes or more (it holds a large field: a 20 MiB tool result's
+text) is kept as its blake3 digest instead of its bytes, so a memo stays small and a
+proof compares digests (256 bits: equal digests are taken as equal bytes, as the
+content store's block keys are).
+
 A fingerprint is taken before the elements are encoded, so a concurrent change during
 the encoding makes the next fingerprint differ (and the memo is not trusted). Like
 every LangGraph saver, the planner assumes values are not mutated while `put` runs.
@@ -43,6 +48,7 @@ import operator
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import blake3
 import ormsgpack
 
 from threadloom.protocol.redact import walked_as_model
@@ -63,6 +69,11 @@ _extra_of = operator.attrgetter("__pydantic_extra__")
 #: allocator's arenas (one output buffer of the whole list costs twice as much), and a
 #: grown list re-encodes at most one chunk plus its new elements.
 CHUNK = 128
+
+#: Chunks of at least this many bytes are kept as their digest (see the module docstring).
+SEAL_FROM = 64 * 1024
+#: The first byte of a sealed chunk: one no msgpack encoding starts with (0xc1 is unused).
+_SEALED = b"\xc1"
 
 
 class _Refused(Exception):
@@ -157,15 +168,27 @@ def _encode(seen: Views, start: int, end: int) -> list[bytes] | None:
     fields, extras = seen.fields, seen.extras
     try:
         return [
-            ormsgpack.packb(
-                [fields[first : min(first + CHUNK, end)], extras[first : min(first + CHUNK, end)]],
-                default=_refuse,
-                option=_STRICT,
+            _sealed(
+                ormsgpack.packb(
+                    [
+                        fields[first : min(first + CHUNK, end)],
+                        extras[first : min(first + CHUNK, end)],
+                    ],
+                    default=_refuse,
+                    option=_STRICT,
+                )
             )
             for first in range(start, end, CHUNK)
         ]
     except Exception:  # a refusal, a non-str key, a surrogate: encode instead
         return None
+
+
+def _sealed(chunk: bytes) -> bytes:
+    """A chunk as a fingerprint keeps it: its bytes, or from SEAL_FROM on its digest."""
+    if len(chunk) < SEAL_FROM:
+        return chunk
+    return _SEALED + blake3.blake3(chunk).digest()
 
 
 _pure_classes: dict[type, bool] = {}
