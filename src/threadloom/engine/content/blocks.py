@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -105,6 +106,9 @@ class Packed:
         framed: key -> the framed block, for blocks the file did not hold when packed.
         dictionary: id of the dictionary an inline body used, or None.
         inline: msgpack bytes kept inline (0 when chunked).
+        size: the bytes of its blocks, counted per occurrence (chunked bodies only).
+        offered: the blocks this body's `prepare` compressed, offered to other writers
+            of the process for as long as the body is held (`BlockStore.prepare`).
     """
 
     body: bytes
@@ -114,6 +118,27 @@ class Packed:
     framed: dict[bytes, bytes] = field(default_factory=dict)
     dictionary: int | None = None
     inline: int = 0
+    size: int = 0
+    offered: _Framing | None = None
+
+
+class _Framing:
+    """The blocks one `prepare` compresses, for the other writers of the process.
+
+    LangGraph puts a node's pending writes and the checkpoint that holds them at the same
+    time, on two threads: a 20 MiB tool result is in both, cut into the same blocks. The
+    first `prepare` to miss a block compresses it; another that misses it meanwhile (before
+    the first one's rows commit, when the file would answer that it holds it) waits for
+    these bytes instead of compressing it again. Kept alive by the bodies that were
+    prepared with it (`Packed.offered`), so no longer than their writer holds them.
+    """
+
+    __slots__ = ("__weakref__", "done", "framed", "keys")
+
+    def __init__(self, keys: set[bytes]) -> None:
+        self.keys = keys
+        self.framed: dict[bytes, bytes] = {}
+        self.done = threading.Event()
 
 
 class BlockStore:
@@ -130,6 +155,9 @@ class BlockStore:
         self.tables = tables
         self._dicts: dict[int, Dictionary] = {}
         self._lock = threading.Lock()
+        #: What `prepare` calls of this process are compressing or have compressed for
+        #: bodies still held (`_Framing`), newest last.
+        self._framing: list[weakref.ref[_Framing]] = []
         self.current: Dictionary | None = None
         #: `meta.gc_epoch` when the current dictionary was read.
         self.epoch = -1
@@ -189,22 +217,18 @@ class BlockStore:
             used = dictionary.ident if dictionary is not None and body[0] != RAW else None
             return Packed(body, checked, dictionary=used, inline=len(raw))
         view = memoryview(raw)
-        keys: list[bytes] = []
-        pieces: dict[bytes, memoryview] = {}
-        start = 0
-        for end in core.cdc_cuts(view, *BLOCK_SIZES):
-            piece = view[start:end]
-            key = block_key(piece)
-            keys.append(key)
-            pieces.setdefault(key, piece)
-            start = end
+        cuts = core.cdc_cuts(view, *BLOCK_SIZES)
+        slices = [view[start:end] for start, end in zip([0, *cuts[:-1]], cuts, strict=True)]
+        keys = [block_key(piece) for piece in slices]
+        pieces = dict(zip(keys, slices, strict=True))  # equal keys: equal bytes
         listed = b"".join(keys)
         if len(keys) <= LIST_INLINE:
-            return Packed(bytes((BLOCKS,)) + listed, checked, tuple(keys), pieces)
+            return Packed(bytes((BLOCKS,)) + listed, checked, tuple(keys), pieces, size=len(raw))
         list_key = block_key(listed)
         pieces.setdefault(list_key, memoryview(listed))
         body = bytes((BLOCK_LIST,)) + list_key
-        return Packed(body, checked, (*keys, list_key), pieces)
+        size = len(raw) + len(listed)
+        return Packed(body, checked, (*keys, list_key), pieces, size=size)
 
     def pack_many(self, values: Iterable[Any]) -> list[Packed]:
         """Encode values; compress only the blocks the file does not hold yet (one query)."""
@@ -228,11 +252,54 @@ class BlockStore:
             for key, piece in packed.pieces.items():
                 if key not in stored:
                     missing.setdefault(key, piece)
-        framed = dict(zip(missing, frame_blocks(list(missing.values())), strict=True))
+        framed, offered = self._frame(missing)
         for packed in packs:
+            packed.offered = offered
             for key in packed.pieces:
                 if key in framed:
                     packed.framed[key] = framed[key]
+
+    def _frame(
+        self, missing: dict[bytes, memoryview]
+    ) -> tuple[dict[bytes, bytes], _Framing | None]:
+        """Frame `missing` blocks, once per process: those another `prepare` compresses or
+        compressed (`_Framing`) are awaited and taken from it, the others compressed here
+        (`frame_blocks`: on two threads when large) and offered in turn.
+
+        Returns:
+            key -> framed block, and the `_Framing` offering the blocks framed here (to
+            be held by the bodies prepared: it is offered while they are held), or None.
+        """
+        if not missing:
+            return {}, None
+        theirs: dict[bytes, _Framing] = {}
+        with self._lock:
+            alive = []
+            for ref in self._framing:
+                other = ref()
+                if other is None:
+                    continue
+                alive.append(ref)
+                for key in other.keys & missing.keys():
+                    theirs.setdefault(key, other)
+            mine = [key for key in missing if key not in theirs]
+            offered = _Framing(set(mine)) if mine else None
+            if offered is not None:
+                alive.append(weakref.ref(offered))
+            self._framing = alive
+        out: dict[bytes, bytes] = {}
+        if offered is not None:
+            try:
+                framed = frame_blocks([missing[key] for key in mine])
+                offered.framed.update(zip(mine, framed, strict=True))
+            finally:
+                offered.done.set()  # a failure leaves it empty: its waiters frame their own
+            out.update(offered.framed)
+        for key, other in theirs.items():
+            other.done.wait()
+            found = other.framed.get(key)
+            out[key] = found if found is not None else frame_block(missing[key])
+        return out, offered
 
     @staticmethod
     def _present(conn: apsw.Connection, keys: Iterable[bytes]) -> set[bytes]:
@@ -544,10 +611,4 @@ class BlockStore:
 
 def held(packs: Iterable[Packed]) -> int:
     """The bytes rows of these bodies take (the `bytes` of the index)."""
-    total = 0
-    for packed in packs:
-        if packed.keys:
-            total += sum(len(packed.pieces[key]) for key in packed.keys)
-        else:
-            total += len(packed.body)
-    return total
+    return sum(packed.size if packed.keys else len(packed.body) for packed in packs)
