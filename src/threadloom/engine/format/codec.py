@@ -41,6 +41,10 @@ byte): long lists are shared too (a part whose content did not change lists the 
 
 _COMPRESS_FROM: Final = 64
 _LEVEL: Final = 3
+#: The zstd level of content blocks. A block is 1-16 KiB, too short for level 3's
+#: longer searches to pay: level 1 compresses 4 KiB blocks of prose and of base64 to
+#: within 0.5% of level 3's size (smaller, in bench/README.md's "bench_big"), ~25% faster.
+BLOCK_LEVEL: Final = 1
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -86,6 +90,7 @@ class Pool(Generic[T]):
 
 
 _plain_compressors = Pool(lambda: zstandard.ZstdCompressor(level=_LEVEL))
+_block_compressors = Pool(lambda: zstandard.ZstdCompressor(level=BLOCK_LEVEL))
 _plain_decompressors = Pool(zstandard.ZstdDecompressor)
 
 
@@ -178,7 +183,7 @@ def _second_thread() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _frame_all(pieces: Sequence[bytes | memoryview]) -> list[bytes]:
-    with _plain_compressors.lend() as compressor:
+    with _block_compressors.lend() as compressor:
         out = []
         for raw in pieces:
             squeezed = compressor.compress(raw)
@@ -204,7 +209,7 @@ def frame_block(raw: bytes | memoryview) -> bytes:
     Blocks never use a dictionary: they are shared and kept for as long as anything
     references them, while dictionaries are retrained and retired.
     """
-    squeezed = _plain_compressors.run(lambda c: c.compress(raw))
+    squeezed = _block_compressors.run(lambda c: c.compress(raw))
     if len(squeezed) < len(raw):
         return bytes((ZSTD,)) + squeezed
     return bytes((RAW,)) + bytes(raw)
