@@ -172,3 +172,21 @@ def test_a_large_chunk_is_kept_as_a_digest_and_still_tells_a_change() -> None:
     big.content = big.content[:-1] + "s"
     changed = views(items)
     assert changed is not None and not taken.holds(changed)
+
+
+def test_a_sealed_chunk_is_closed_and_never_encoded_again_by_growth() -> None:
+    """Elements after a sealed chunk start a chunk of their own: `grown` keeps the sealed
+    digest as it is (the 1 MiB field is not encoded again) and the result still tells a
+    change in that field."""
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    items = [HumanMessage(content="hi", id="h"), big]
+    taken = fp(*items)
+    grown_items = [*items, HumanMessage(content="next", id="n")]
+    seen = views(grown_items)
+    assert taken is not None and seen is not None and taken.holds(seen)
+    after = taken.grown(seen)
+    assert after is not None and after.chunks[0] is taken.chunks[0] and after.ends == [2, 3]
+    assert after.holds(seen)
+    big.content = "changed"
+    changed = views(grown_items)
+    assert changed is not None and not after.holds(changed)
