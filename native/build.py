@@ -28,6 +28,7 @@ SOURCES = [
     "sha256_many.c",
     "refs.c",
     "cdc.c",
+    "blake3.c",
     "msgpack.c",
     "vectors.c",
     "vectors_x86.c",

@@ -51,6 +51,9 @@ TL_INTERNAL extern const uint32_t tl_sha256_iv[8];
 
 TL_INTERNAL void tl_store_be32(unsigned char *p, uint32_t v);
 
+/* BLAKE3 of data[0 .. len), 32 bytes to out (blake3.c; no argument checks). */
+TL_INTERNAL void tl_blake3(const unsigned char *data, size_t len, unsigned char out[32]);
+
 /* Compress `nblocks` 64-byte blocks into state, with SHA-NI when features has TL_HW_SHA. */
 TL_INTERNAL void tl_sha256_compress(unsigned features, uint32_t state[8],
                                     const unsigned char *data, size_t nblocks);

@@ -285,6 +285,24 @@ def cdc_cuts(data: Buffer, min_size: int, avg_size: int, max_size: int) -> list[
     return ffi.unpack(cuts, count)  # type: ignore[no-any-return]
 
 
+def cdc_blocks(
+    data: Buffer, min_size: int, avg_size: int, max_size: int
+) -> tuple[list[int], list[bytes]]:
+    """Return the cuts of `data` and the BLAKE3 digest of each block, in one C call."""
+    check_sizes(min_size, avg_size, max_size)
+    buf = ffi.from_buffer("unsigned char[]", data)
+    length = len(buf)
+    max_size = min(max_size, max(avg_size, length))
+    cap = length // min_size + 1
+    cuts = _alloc("uint64_t[]", cap)
+    keys = _alloc("unsigned char[]", 32 * cap)
+    count = _check(
+        lib.tl_cdc_blocks(buf, length, min_size, avg_size, max_size, cuts, cap, keys), "cdc"
+    )
+    digests = ffi.buffer(keys, 32 * count)[:]
+    return ffi.unpack(cuts, count), [digests[at : at + 32] for at in range(0, 32 * count, 32)]
+
+
 def array_spans(payload: Buffer) -> list[tuple[int, int]] | None:
     """Return `(start, end)` of each element of the msgpack array `payload`, or None."""
     buf = ffi.from_buffer("unsigned char[]", payload)
