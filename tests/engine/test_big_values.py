@@ -18,6 +18,7 @@ from langchain_core.messages import HumanMessage, ToolMessage
 
 from tests.engine.test_durability import config, put
 from threadloom import Saver
+from threadloom.engine.content._framing import Framing
 from threadloom.engine.content.blocks import BlockStore, Packed
 
 
@@ -55,14 +56,12 @@ def test_blocks_another_writer_compressed_are_taken_not_compressed_again(saver: 
 def test_a_failed_compression_leaves_its_waiters_to_compress_their_own(saver: Saver) -> None:
     """A `prepare` that finds blocks offered by a compression that failed (nothing framed,
     done) frames them itself: nothing is lost, nothing waits for ever."""
-    from threadloom.engine.content import blocks
-
     content = saver.file.content
     first, second = bodies(content, text(2, 100_000))
-    failed = blocks._Framing(set(first.pieces))
+    failed = Framing(set(first.pieces))
     failed.done.set()
     first.offered = failed
-    content._framing.append(blocks.weakref.ref(failed))
+    content.framings.offer(failed)
     content.prepare([second])
     assert set(second.framed) == set(second.pieces)
     assert all(second.framed[key] for key in second.pieces)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -33,6 +32,7 @@ import apsw
 import ormsgpack
 
 from threadloom import core
+from threadloom.engine.content._framing import Framing, Framings
 from threadloom.engine.format.codec import (
     BLOCK_LIST,
     BLOCKS,
@@ -44,7 +44,6 @@ from threadloom.engine.format.codec import (
     digest,
     frame,
     frame_block,
-    frame_blocks,
     unframe,
     unframe_block,
 )
@@ -119,26 +118,7 @@ class Packed:
     dictionary: int | None = None
     inline: int = 0
     size: int = 0
-    offered: _Framing | None = None
-
-
-class _Framing:
-    """The blocks one `prepare` compresses, for the other writers of the process.
-
-    LangGraph puts a node's pending writes and the checkpoint that holds them at the same
-    time, on two threads: a 20 MiB tool result is in both, cut into the same blocks. The
-    first `prepare` to miss a block compresses it; another that misses it meanwhile (before
-    the first one's rows commit, when the file would answer that it holds it) waits for
-    these bytes instead of compressing it again. Kept alive by the bodies that were
-    prepared with it (`Packed.offered`), so no longer than their writer holds them.
-    """
-
-    __slots__ = ("__weakref__", "done", "framed", "keys")
-
-    def __init__(self, keys: set[bytes]) -> None:
-        self.keys = keys
-        self.framed: dict[bytes, bytes] = {}
-        self.done = threading.Event()
+    offered: Framing | None = None
 
 
 class BlockStore:
@@ -155,9 +135,8 @@ class BlockStore:
         self.tables = tables
         self._dicts: dict[int, Dictionary] = {}
         self._lock = threading.Lock()
-        #: What `prepare` calls of this process are compressing or have compressed for
-        #: bodies still held (`_Framing`), newest last.
-        self._framing: list[weakref.ref[_Framing]] = []
+        #: The blocks `prepare` calls of this process compress, shared (`_framing.py`).
+        self.framings = Framings()
         self.current: Dictionary | None = None
         #: `meta.gc_epoch` when the current dictionary was read.
         self.epoch = -1
@@ -217,9 +196,9 @@ class BlockStore:
             used = dictionary.ident if dictionary is not None and body[0] != RAW else None
             return Packed(body, checked, dictionary=used, inline=len(raw))
         view = memoryview(raw)
-        cuts = core.cdc_cuts(view, *BLOCK_SIZES)
+        # One call cuts the body and hashes every block (the C core: no call per block).
+        cuts, keys = core.cdc_blocks(view, *BLOCK_SIZES)
         slices = [view[start:end] for start, end in zip([0, *cuts[:-1]], cuts, strict=True)]
-        keys = [block_key(piece) for piece in slices]
         pieces = dict(zip(keys, slices, strict=True))  # equal keys: equal bytes
         listed = b"".join(keys)
         if len(keys) <= LIST_INLINE:
@@ -252,54 +231,12 @@ class BlockStore:
             for key, piece in packed.pieces.items():
                 if key not in stored:
                     missing.setdefault(key, piece)
-        framed, offered = self._frame(missing)
+        framed, offered = self.framings.frame(missing)
         for packed in packs:
             packed.offered = offered
             for key in packed.pieces:
                 if key in framed:
                     packed.framed[key] = framed[key]
-
-    def _frame(
-        self, missing: dict[bytes, memoryview]
-    ) -> tuple[dict[bytes, bytes], _Framing | None]:
-        """Frame `missing` blocks, once per process: those another `prepare` compresses or
-        compressed (`_Framing`) are awaited and taken from it, the others compressed here
-        (`frame_blocks`: on two threads when large) and offered in turn.
-
-        Returns:
-            key -> framed block, and the `_Framing` offering the blocks framed here (to
-            be held by the bodies prepared: it is offered while they are held), or None.
-        """
-        if not missing:
-            return {}, None
-        theirs: dict[bytes, _Framing] = {}
-        with self._lock:
-            alive = []
-            for ref in self._framing:
-                other = ref()
-                if other is None:
-                    continue
-                alive.append(ref)
-                for key in other.keys & missing.keys():
-                    theirs.setdefault(key, other)
-            mine = [key for key in missing if key not in theirs]
-            offered = _Framing(set(mine)) if mine else None
-            if offered is not None:
-                alive.append(weakref.ref(offered))
-            self._framing = alive
-        out: dict[bytes, bytes] = {}
-        if offered is not None:
-            try:
-                framed = frame_blocks([missing[key] for key in mine])
-                offered.framed.update(zip(mine, framed, strict=True))
-            finally:
-                offered.done.set()  # a failure leaves it empty: its waiters frame their own
-            out.update(offered.framed)
-        for key, other in theirs.items():
-            other.done.wait()
-            found = other.framed.get(key)
-            out[key] = found if found is not None else frame_block(missing[key])
-        return out, offered
 
     @staticmethod
     def _present(conn: apsw.Connection, keys: Iterable[bytes]) -> set[bytes]:
