@@ -19,19 +19,16 @@
 
 #define TL_B3_BLOCK 64
 #define TL_B3_CHUNK 1024
-#define TL_B3_CHUNK_START 1u
-#define TL_B3_CHUNK_END 2u
 #define TL_B3_PARENT 4u
 #define TL_B3_ROOT 8u
 /* A tree over at most 2^64 chunks has at most 64 pending subtrees. */
 #define TL_B3_STACK 64
-
-static const uint32_t tl_b3_iv[8] = {0x6A09E667u, 0xBB67AE85u, 0x3C6EF372u, 0xA54FF53Au,
+const uint32_t tl_b3_iv[8] = {0x6A09E667u, 0xBB67AE85u, 0x3C6EF372u, 0xA54FF53Au,
                                      0x510E527Fu, 0x9B05688Cu, 0x1F83D9ABu, 0x5BE0CD19u};
 
 /* The message words of round r, in G order: the spec's permutation
  * {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8} applied r times. */
-static const unsigned char tl_b3_sched[7][16] = {
+const unsigned char tl_b3_sched[7][16] = {
     {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
     {2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8},
     {3, 4, 10, 12, 13, 2, 7, 14, 6, 5, 9, 0, 11, 15, 8, 1},
@@ -42,7 +39,6 @@ static const unsigned char tl_b3_sched[7][16] = {
 };
 
 static uint32_t tl_b3_rotr(uint32_t x, unsigned n) { return (x >> n) | (x << (32 - n)); }
-
 static uint32_t tl_b3_load(const unsigned char *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -319,11 +315,11 @@ static void tl_b3_root(uint32_t (*cvs)[8], size_t count, unsigned char out[32])
     tl_b3_close(stack, depth, last, out);
 }
 
-/* Chunk chaining values one pass of tl_cdc_blocks keeps (blocks of 64 KiB). */
-#define TL_B3_GROUP 64
+#define TL_B3_GROUP 64 /* chunk chaining values one pass of tl_cdc_blocks keeps */
 
 int64_t tl_cdc_blocks(const unsigned char *data, size_t len, size_t min_size, size_t avg_size,
-                      size_t max_size, uint64_t *cuts, size_t cap, unsigned char *keys)
+                      size_t max_size, unsigned features, uint64_t *cuts, size_t cap,
+                      unsigned char *keys)
 {
     int64_t count = tl_cdc_cuts(data, len, min_size, avg_size, max_size, cuts, cap);
     uint32_t cvs[TL_B3_GROUP][8], block[16], last_len, flags;
@@ -335,7 +331,7 @@ int64_t tl_cdc_blocks(const unsigned char *data, size_t len, size_t min_size, si
     if (count < 0) {
         return count;
     }
-    if (keys == NULL && count > 0) {
+    if ((keys == NULL && count > 0) || (features & ~TL_KNOWN_FEATURES)) {
         return TL_EINVAL;
     }
     /* Groups of consecutive blocks: the whole chunks of all of them are hashed four
@@ -372,6 +368,13 @@ int64_t tl_cdc_blocks(const unsigned char *data, size_t len, size_t min_size, si
             slots += chunks;
         }
         for (q = 0; q < queued; q++) {
+#if TL_HAVE_X86_SIMD
+            if ((features & TL_HW_AVX2) && q + 8 <= queued) {
+                tl_b3_chunks8_avx2(at + q, ctr + q, dst + q);
+                q += 7;
+                continue;
+            }
+#endif
 #if TL_B3_SSE2
             if (q + 4 <= queued) {
                 tl_b3_chunks4(at + q, ctr + q, dst + q);
@@ -385,11 +388,10 @@ int64_t tl_cdc_blocks(const unsigned char *data, size_t len, size_t min_size, si
         for (slots = 0, b = first; b < end; b++) {
             size_t from = b ? (size_t)cuts[b - 1] : 0, size = (size_t)cuts[b] - from;
             size_t chunks = (size + TL_B3_CHUNK - 1) / TL_B3_CHUNK;
-            if (chunks < 2 || chunks > TL_B3_GROUP) {
-                continue; /* hashed above */
+            if (chunks >= 2 && chunks <= TL_B3_GROUP) { /* else hashed above */
+                tl_b3_root(cvs + slots, chunks, keys + 32 * (size_t)b);
+                slots += chunks;
             }
-            tl_b3_root(cvs + slots, chunks, keys + 32 * (size_t)b);
-            slots += chunks;
         }
         first = end;
     }

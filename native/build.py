@@ -29,6 +29,7 @@ SOURCES = [
     "refs.c",
     "cdc.c",
     "blake3.c",
+    "blake3_x86.c",
     "msgpack.c",
     "vectors.c",
     "vectors_x86.c",

@@ -72,7 +72,7 @@ def make_backend(name: str) -> Backend:
         hashing.chunk_texts,
         hashing.value_blob_refs,
         chunking.cdc_cuts,
-        chunking.cdc_blocks,
+        hashing.cdc_blocks,
         chunking.array_spans,
         hashing.vector_scores,
         hashing.vector_nearest,
