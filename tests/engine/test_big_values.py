@@ -12,6 +12,7 @@ from __future__ import annotations
 import gc
 import random
 import threading
+from pathlib import Path
 
 import ormsgpack
 from langchain_core.messages import HumanMessage, ToolMessage
@@ -104,3 +105,19 @@ def test_a_write_and_a_checkpoint_put_at_once_store_the_result_once(saver: Saver
     written = saver.get_tuple(got.parent_config)
     assert written is not None
     assert [w[2] for w in written.pending_writes] == [[result]]
+
+
+def test_the_parts_of_a_big_result_share_their_extents(saver: Saver, db_path: Path) -> None:
+    """The eight 256 KiB parts of a 2 MiB result are linked together: their new blocks
+    go back to back into one extent, not one extent per part."""
+    import apsw
+
+    result = ToolMessage(content=text(4, 2 * 1024 * 1024), tool_call_id="c1", id="tool-1")
+    first = put(saver, {"messages": [HumanMessage(content="go", id="h")]})
+    saver.put_writes(first, [("messages", [result])], "task-1")
+    conn = apsw.Connection(str(db_path))
+    try:
+        extents = conn.execute("SELECT count(*), sum(length(body)) FROM extents").fetchall()[0]
+    finally:
+        conn.close()
+    assert extents[0] == 1 and extents[1] > 1024 * 1024
