@@ -42,8 +42,9 @@ byte): long lists are shared too (a part whose content did not change lists the 
 _COMPRESS_FROM: Final = 64
 _LEVEL: Final = 3
 #: The zstd level of content blocks. A block is 1-16 KiB, too short for level 3's
-#: longer searches to pay: level 1 compresses 4 KiB blocks of prose and of base64 to
-#: within 0.5% of level 3's size (smaller, in bench/README.md's "bench_big"), ~25% faster.
+#: longer searches to pay: on blocks cut from 4 MiB of base64 noise, prose and JSON,
+#: level 1's output is within 0.7% of level 3's (smaller for prose) for 2-17% less CPU
+#: (bench/README.md, "The 20 MiB turn").
 BLOCK_LEVEL: Final = 1
 
 T = TypeVar("T")
