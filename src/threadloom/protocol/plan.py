@@ -453,10 +453,14 @@ class Planner:
         if not memo.whole and not self._still_known(buckets, memo):
             return None, proof
         tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
-        payloads = [*memo.payloads, *(_kept(bytes(p)) for _, p in tail)]
-        sizes = [*memo.sizes, *(len(p) for _, p in tail)]
-        if memo.total + sum(sizes[len(old) :]) <= INLINE_LIMIT:
+        new_payloads = [_kept(bytes(p)) for _, p in tail]
+        new_sizes = [len(p) for _, p in tail]
+        total = memo.total + sum(new_sizes)
+        if total <= INLINE_LIMIT:
             return None, proof
+        payloads = [*memo.payloads, *new_payloads]
+        sizes = [*memo.sizes, *new_sizes]
+        kept = memo.kept + sum(len(p) for p in new_payloads if p is not None)
         element_refs = [*old, *(element_ref(k, bytes(p)) for k, p in tail)]
         clean = len(old) // CHUNK_SIZE  # chunks made only of old elements keep their refs
         chunks = memo.refs.chunks[:clean]
@@ -479,7 +483,7 @@ class Planner:
                 {"value": buckets.stored(("msgpack", payload_bytes))},
             )
         self._plan_list(buckets, tail, refs, skip=len(old))
-        self._keep_list(key, _memo(payloads, sizes, refs, proof))
+        self._keep_list(key, _ListMemo(payloads, sizes, total, kept, refs, proof))
         return refs.list_ref, proof
 
     @staticmethod
