@@ -28,6 +28,8 @@ SOURCES = [
     "sha256_many.c",
     "refs.c",
     "cdc.c",
+    "blake3.c",
+    "blake3_x86.c",
     "msgpack.c",
     "vectors.c",
     "vectors_x86.c",

@@ -289,6 +289,32 @@ int tl_vector_bounds(const int8_t *query_codes, const double *query_params, cons
                      const double *params, size_t count, size_t dims, int metric,
                      unsigned features, double *bounds);
 
+/*
+ * BLAKE3 of one buffer: the unkeyed hash, its default 32-byte output (the
+ * content store's block keys; the Python package `blake3` is the oracle).
+ * Preconditions: data readable for len bytes (NULL allowed when len == 0); out
+ * writable for 32 bytes (checked: TL_EINVAL for NULL).
+ * Complexity: O(len), portable scalar code (about 1 GB/s), 2 KiB of stack. No
+ * allocation. Thread safety: reentrant.
+ */
+int tl_blake3_hash(const unsigned char *data, size_t len, unsigned char *out);
+
+/*
+ * The content-defined blocks of data and the BLAKE3 hash of each, in one call:
+ * cuts exactly as tl_cdc_cuts (same arguments, same preconditions and
+ * errors), and keys[32*i .. 32*i + 32) = tl_blake3_hash of block i, the bytes
+ * from the previous cut (0 for the first) to cuts[i]. keys is writable for
+ * 32 * cap bytes (NULL only when data is empty: TL_EINVAL otherwise).
+ * `features`: TL_HW_AVX2 hashes eight whole chunks (of any blocks) at once;
+ * without it, four with SSE2 on x86-64, else one.
+ * Returns the number of blocks or a negative error.
+ * Complexity: O(len): the chunking pass, then one hash pass. No allocation,
+ * about 5 KiB of stack. Thread safety: reentrant.
+ */
+int64_t tl_cdc_blocks(const unsigned char *data, size_t len, size_t min_size, size_t avg_size,
+                      size_t max_size, unsigned features, uint64_t *cuts, size_t cap,
+                      unsigned char *keys);
+
 /* CDEF-END */
 
 #ifdef __cplusplus

@@ -51,6 +51,14 @@ TL_INTERNAL extern const uint32_t tl_sha256_iv[8];
 
 TL_INTERNAL void tl_store_be32(unsigned char *p, uint32_t v);
 
+/* BLAKE3 of data[0 .. len), 32 bytes to out (blake3.c; no argument checks). */
+TL_INTERNAL void tl_blake3(const unsigned char *data, size_t len, unsigned char out[32]);
+/* Its IV, the message word order of each of its 7 rounds, and its chunk flags. */
+TL_INTERNAL extern const uint32_t tl_b3_iv[8];
+TL_INTERNAL extern const unsigned char tl_b3_sched[7][16];
+#define TL_B3_CHUNK_START 1u
+#define TL_B3_CHUNK_END 2u
+
 /* Compress `nblocks` 64-byte blocks into state, with SHA-NI when features has TL_HW_SHA. */
 TL_INTERNAL void tl_sha256_compress(unsigned features, uint32_t state[8],
                                     const unsigned char *data, size_t nblocks);
@@ -120,6 +128,9 @@ TL_INTERNAL void tl_dots_avx2(const float *c, const float *v, size_t count, size
                               float *dots);
 /* The integer dot product of n int8 codes of a and b, with AVX2. */
 TL_INTERNAL int64_t tl_code_dot_avx2(const int8_t *a, const int8_t *b, size_t n);
+/* BLAKE3 chaining values of eight whole chunks (1024 bytes at p[j], index ctr[j]). */
+TL_INTERNAL void tl_b3_chunks8_avx2(const unsigned char *const p[8], const uint64_t ctr[8],
+                                    uint32_t *const cvs[8]);
 #endif
 
 /* TL_OK when `batch` satisfies the tl_batch preconditions, else TL_EINVAL. */

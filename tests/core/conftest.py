@@ -40,6 +40,7 @@ class Backend:
     chunk_texts: Callable[[Any], list[str]]
     value_blob_refs: Callable[[Any], list[str]]
     cdc_cuts: Callable[[Any, int, int, int], list[int]]
+    cdc_blocks: Callable[[Any, int, int, int], tuple[list[int], list[bytes]]]
     array_spans: Callable[[Any], Any]
     vector_scores: Callable[[Any, Any, int, str], Any]
     vector_nearest: Callable[[Any, Any, int, str], list[int]]
@@ -71,6 +72,7 @@ def make_backend(name: str) -> Backend:
         hashing.chunk_texts,
         hashing.value_blob_refs,
         chunking.cdc_cuts,
+        hashing.cdc_blocks,
         chunking.array_spans,
         hashing.vector_scores,
         hashing.vector_nearest,

@@ -133,6 +133,52 @@ def test_cdc_cuts(backends: list[Backend], case: tuple[bytes, int, int, int]) ->
     assert all(0 < size <= max_size for size in sizes[-1:])
 
 
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=cdc_cases())
+def test_cdc_blocks(backends: list[Backend], case: tuple[bytes, int, int, int]) -> None:
+    """cdc_blocks agrees on every backend (the C core with AVX2, and without: SSE2 or
+    scalar): the cuts of cdc_cuts and the BLAKE3 of each block, as the `blake3` package
+    computes it (the C core's BLAKE3 is its own code)."""
+    import blake3
+
+    data, min_size, avg_size, max_size = case
+    cuts, keys = _same(backends, "cdc_blocks", data, min_size, avg_size, max_size)
+    assert cuts == backends[0].cdc_cuts(data, min_size, avg_size, max_size)
+    blocks = [data[start:end] for start, end in pairwise([0, *cuts])]
+    assert keys == [blake3.blake3(block).digest() for block in blocks]
+
+
+def test_cdc_blocks_at_the_content_store_sizes(backends: list[Backend]) -> None:
+    """2 MiB cut at the content store's sizes (blocks of 1-16 KiB, many chunks each, so
+    every lane count is used) hashes alike on every backend and as the blake3 package."""
+    import blake3
+
+    data = b"".join(hashlib.sha256(n.to_bytes(4, "big")).digest() for n in range(1 << 16))
+    cuts, keys = _same(backends, "cdc_blocks", data, 1024, 4096, 16384)
+    blocks = [data[start:end] for start, end in pairwise([0, *cuts])]
+    assert keys == [blake3.blake3(block).digest() for block in blocks]
+
+
+def test_blake3_at_every_tree_shape() -> None:
+    """The C core's BLAKE3 equals the `blake3` package's around every block, chunk and
+    tree boundary (1 to 17 chunks, and a 1 MiB buffer)."""
+    import blake3
+
+    c = require_native()
+    sizes = sorted(
+        {0, 1, 1 << 20, (1 << 20) + 1}
+        | {n * 1024 + d for n in range(18) for d in (-65, -64, -63, -1, 0, 1, 63, 64, 65)}
+    )
+    data = b"".join(hashlib.sha256(n.to_bytes(4, "big")).digest() for n in range(1 << 16))
+    out = c.ffi.new("unsigned char[32]")
+    for size in (s for s in sizes if s >= 0):
+        assert c.lib.tl_blake3_hash(data, size, out) == c.lib.TL_OK
+        assert bytes(out) == blake3.blake3(data[:size]).digest(), size
+    assert c.lib.tl_blake3_hash(c.ffi.NULL, 1, out) == c.lib.TL_EINVAL
+
+
 def test_cdc_cuts_huge(backends: list[Backend]) -> None:
     """A 2 MiB buffer cuts the same in both backends, at the default-like sizes."""
     seed = b"huge"

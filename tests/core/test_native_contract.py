@@ -131,6 +131,20 @@ def test_cdc_errors(c: Any) -> None:
     assert c.lib.tl_cdc_cuts(c.ffi.NULL, 0, 16, 64, 256, c.ffi.NULL, 0) == 0
 
 
+def test_cdc_blocks_errors(c: Any) -> None:
+    """tl_cdc_blocks fails as tl_cdc_cuts does, and refuses a NULL key buffer for data
+    and unknown feature bits."""
+    data = bytes(range(256)) * 16
+    cuts = c.ffi.new("uint64_t[]", 1)
+    keys = c.ffi.new("unsigned char[]", 32)
+    blocks = c.lib.tl_cdc_blocks
+    assert blocks(data, len(data), 8, 4, 16, 0, cuts, 1, keys) == c.lib.TL_EINVAL
+    assert blocks(data, len(data), 16, 64, 256, 0, cuts, 1, keys) == c.lib.TL_ENOSPC
+    assert blocks(data, 10, 16, 64, 256, 0, cuts, 1, c.ffi.NULL) == c.lib.TL_EINVAL
+    assert blocks(data, 10, 16, 64, 256, 1 << 30, cuts, 1, keys) == c.lib.TL_EINVAL
+    assert blocks(c.ffi.NULL, 0, 16, 64, 256, 0, c.ffi.NULL, 0, c.ffi.NULL) == 0
+
+
 def test_msgpack_sizing(c: Any) -> None:
     """With NULL offsets the header's count comes back; a short offset array gives TL_ENOSPC."""
     payload = b"\x93\x01\x02\x03"

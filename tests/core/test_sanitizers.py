@@ -107,6 +107,19 @@ def _cases() -> Iterator[tuple[str, str]]:
         cuts = _python.cdc_cuts(data, low, avg, high)
         yield f"cdc {low} {avg} {high} {_hex(data)}", _joined([str(cut) for cut in cuts])
     yield "cdc 0 8 8 00", "E-2"
+    # Blocks of one to many chunks, so the scalar, SSE2 and AVX2 BLAKE3 paths all run.
+    long = b"".join(hashlib.sha256(n.to_bytes(4, "big")).digest() for n in range(2500))
+    blocks = [
+        (b"", (1, 8, 8)),
+        (NOISE[:3000], (64, 256, 1024)),
+        (long, (1024, 4096, 16384)),
+        (long, (9000, 16000, 40000)),
+    ]
+    for data, (low, avg, high) in blocks:
+        cuts, keys = _python.cdc_blocks(data, low, avg, high)
+        expected = f"{_joined([str(cut) for cut in cuts])} {_joined([key.hex() for key in keys])}"
+        for hw in ("hw", "0"):
+            yield f"blk {hw} {low} {avg} {high} {_hex(data)}", expected
     payloads = [ormsgpack.packb(value) for value in ([], [1, "x", [2, {"k": b"v"}]], [None] * 20)]
     payloads += [
         b"",
@@ -236,7 +249,7 @@ def test_c_files_are_small_and_prefixed() -> None:
     names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
     assert names and all(name.lower().startswith("tl_") for name in names)
     functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
-    assert len(functions) == 13
+    assert len(functions) == 15
     for match in functions:
         before = header[: match.start()].rstrip()
         assert before.endswith("*/"), f"{match.group(1)} has no comment"

@@ -8,6 +8,7 @@
  *   refs <hw|0> <n> (<kind> <payload>){n}     -> elements chunks list texts
  *   vblob <hw|0> <n> (<kind> <payload>){n}    -> blob refs
  *   cdc <min> <avg> <max> <hex>               -> cuts
+ *   blk <hw|0> <min> <avg> <max> <hex>        -> cuts keys (tl_cdc_blocks)
  *   spans <hex>                               -> offsets, or the negative code
  *   vec <hw|0> <metric> <dims> <k> <query> <matrix> <centroids>
  *       -> scores (%.17g) nearest top-k means-hex (means of the matrix rows
@@ -333,6 +334,36 @@ static void run_qnt(char **cursor)
     free(bounds);
 }
 
+/* blk: the blocks of a buffer and their BLAKE3 keys, buffers of their exact size. */
+static void run_blocks(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    size_t min = strtoul(next_token(cursor), NULL, 10);
+    size_t avg = strtoul(next_token(cursor), NULL, 10);
+    size_t max = strtoul(next_token(cursor), NULL, 10), len, i;
+    unsigned char *data = unhex(next_token(cursor), &len);
+    size_t room = min ? len / min + 1 : 1;
+    uint64_t *cuts = malloc(room * sizeof *cuts);
+    unsigned char *keys = malloc(room * 32);
+    int64_t count = tl_cdc_blocks(data, len, min, avg, max, hw, cuts, room, keys);
+    if (count < 0) {
+        printf("E%d", (int)count);
+    } else {
+        print_u64s(cuts, (size_t)count);
+        putchar(' ');
+        if (count == 0) {
+            fputs("-", stdout);
+        }
+        for (i = 0; i < (size_t)count; i++) {
+            if (i) putchar(',');
+            print_hex(keys + 32 * i, 32);
+        }
+    }
+    free(keys);
+    free(cuts);
+    free(data);
+}
+
 int main(void)
 {
     size_t size = 0, cap = 1 << 16, n;
@@ -369,6 +400,8 @@ int main(void)
             if (count < 0) printf("E%d", (int)count); else print_u64s(cuts, (size_t)count);
             free(cuts);
             free(data);
+        } else if (strcmp(command, "blk") == 0) {
+            run_blocks(&cursor);
         } else if (strcmp(command, "qnt") == 0) {
             run_qnt(&cursor);
         } else if (strcmp(command, "vec") == 0) {

@@ -155,3 +155,38 @@ def test_holds_and_grown_by_chunks() -> None:
     seen = views(messages)
     assert old is not None and seen is not None and not old.holds(seen)
     assert fp(*messages) is not None and not fp(*messages).holds(views(messages[:3]))  # type: ignore[union-attr,arg-type]
+
+
+def test_a_large_chunk_is_kept_as_a_digest_and_still_tells_a_change() -> None:
+    """A chunk of SEAL_FROM bytes or more is kept as 33 bytes; the same data holds, one
+    character changed in a 1 MiB field does not."""
+    from threadloom.protocol._fingerprint import SEAL_FROM
+
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    items = [HumanMessage(content="hi", id="h"), big]
+    seen = views(items)
+    assert seen is not None
+    taken = fingerprint(seen)
+    assert taken is not None and taken.size < SEAL_FROM
+    assert taken.holds(seen)
+    big.content = big.content[:-1] + "s"
+    changed = views(items)
+    assert changed is not None and not taken.holds(changed)
+
+
+def test_a_sealed_chunk_is_closed_and_never_encoded_again_by_growth() -> None:
+    """Elements after a sealed chunk start a chunk of their own: `grown` keeps the sealed
+    digest as it is (the 1 MiB field is not encoded again) and the result still tells a
+    change in that field."""
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    items = [HumanMessage(content="hi", id="h"), big]
+    taken = fp(*items)
+    grown_items = [*items, HumanMessage(content="next", id="n")]
+    seen = views(grown_items)
+    assert taken is not None and seen is not None and taken.holds(seen)
+    after = taken.grown(seen)
+    assert after is not None and after.chunks[0] is taken.chunks[0] and after.ends == [2, 3]
+    assert after.holds(seen)
+    big.content = "changed"
+    changed = views(grown_items)
+    assert changed is not None and not after.holds(changed)

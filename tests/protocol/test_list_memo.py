@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import SecretStr
 
 from threadloom.langgraph.tuples import serialization
-from threadloom.protocol import Known, Planner
+from threadloom.protocol import Known, Planner, _fingerprint, plan
 from threadloom.protocol.shapes import NOTHING_KNOWN
 
 AGENT = "engine.v1"
@@ -78,6 +78,23 @@ def test_extended_lists_plan_exactly_what_a_fresh_planner_plans(
     history: list[list[Any]], remember: bool
 ) -> None:
     """Same puts, same refs, same entries, step after step, with or without known refs."""
+    _plans_match_a_fresh_planner(history, remember)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.booleans())
+def test_lists_with_large_elements_plan_what_a_fresh_planner_plans(
+    history: list[list[Any]], remember: bool
+) -> None:
+    """With thresholds lowered so that large encodings are memoized by length only
+    (KEEP_BELOW) and large fingerprint chunks by digest (SEAL_FROM), plans stay exact."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan, "KEEP_BELOW", 300)
+        patch.setattr(_fingerprint, "SEAL_FROM", 2000)
+        _plans_match_a_fresh_planner(history, remember)
+
+
+def _plans_match_a_fresh_planner(history: list[list[Any]], remember: bool) -> None:
     warm = Planner(AGENT, serialization())
     known: set[str] = set()
     for step, messages in enumerate(history, start=1):
@@ -184,6 +201,22 @@ def test_messages_changed_in_place_plan_what_a_fresh_planner_plans(
     steps: list[tuple[str, int, int]], remember: bool
 ) -> None:
     """A message changed in place (same object, even to an equal-looking value) is planned anew."""
+    _changes_are_planned_anew(steps, remember)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_mutations(), min_size=2, max_size=10), st.booleans())
+def test_large_messages_changed_in_place_plan_what_a_fresh_planner_plans(
+    steps: list[tuple[str, int, int]], remember: bool
+) -> None:
+    """The same, with large encodings and fingerprint chunks kept by length and digest."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan, "KEEP_BELOW", 250)
+        patch.setattr(_fingerprint, "SEAL_FROM", 600)
+        _changes_are_planned_anew(steps, remember)
+
+
+def _changes_are_planned_anew(steps: list[tuple[str, int, int]], remember: bool) -> None:
     warm = Planner(AGENT, serialization())
     known: set[str] = set()
     messages: list[Any] = []
@@ -285,3 +318,60 @@ def test_fingerprints_can_be_turned_off() -> None:
         config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN
     )
     assert a.puts == b.puts
+
+
+# -- large elements: kept by length, proven by digest ---------------------------------------
+
+
+def test_a_large_tool_result_stays_out_of_the_memo_and_the_list_is_still_extended() -> None:
+    """A 1 MiB tool result: the memo keeps its length, not its bytes, so the list stays
+    memoized, and the next put encodes only the new messages (its ref is known)."""
+    planner = Planner(AGENT, serialization())
+    spy = _Spy(planner.serde.serde)
+    planner.serde.serde = spy  # type: ignore[assignment]
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    messages = [message(0, 300, False), _tool_message(1, 20), big]
+    first = planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    assert planner.memo_size < 64 * 1024
+    spy.lists.clear()
+    grown = [*messages, message(3, 300, False), message(4, 300, False)]
+    state = Known(frozenset(first.refs), {})
+    a = planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, state)
+    assert spy.lists == [2]  # the two new messages, not the list
+    b = Planner(AGENT, serialization()).plan_checkpoint(
+        config("t"), checkpoint(2, grown), {}, state
+    )
+    assert a.puts == b.puts
+
+
+def test_a_large_result_whose_ref_is_not_known_is_planned_in_full() -> None:
+    """Its bytes were not kept: when its document must be planned again (its ref not
+    known), the planner encodes the list anew and plans what a fresh planner plans."""
+    planner = Planner(AGENT, serialization())
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    messages = [message(0, 300, False), big]
+    planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    grown = [*messages, message(2, 300, False)]
+    a = planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN)
+    b = Planner(AGENT, serialization()).plan_checkpoint(
+        config("t"), checkpoint(2, grown), {}, NOTHING_KNOWN
+    )
+    assert a.puts == b.puts
+    assert any(p.data["ref"].startswith("p-") for p in a.puts[:-1])  # its parts, again
+
+
+def test_a_large_result_changed_in_place_is_not_reused() -> None:
+    """One character of a 1 MiB result changed in place: the digest differs, a new ref."""
+    planner = Planner(AGENT, serialization())
+    big = ToolMessage(content="r" * (1 << 20), tool_call_id="c1", id="tool")
+    messages = [message(0, 300, False), big]
+    first = planner.plan_checkpoint(config("t"), checkpoint(1, messages), {}, NOTHING_KNOWN)
+    big.content = big.content[:-1] + "s"
+    state = Known(frozenset(first.refs), {})
+    grown = [*messages, message(2, 300, False)]
+    a = planner.plan_checkpoint(config("t"), checkpoint(2, grown), {}, state)
+    b = Planner(AGENT, serialization()).plan_checkpoint(
+        config("t"), checkpoint(2, grown), {}, state
+    )
+    assert a.puts == b.puts
+    assert a.puts[-1].data["channels"] != first.puts[-1].data["channels"]

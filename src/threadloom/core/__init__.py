@@ -32,6 +32,7 @@ __all__ = [
     "Metric",
     "array_spans",
     "backend",
+    "cdc_blocks",
     "cdc_cuts",
     "chunk_texts",
     "list_refs",
@@ -81,6 +82,7 @@ list_refs: Callable[[Sequence[Typed]], ListRefs] = _impl.list_refs
 chunk_texts: Callable[[Sequence[Typed]], list[str]] = _impl.chunk_texts
 value_blob_refs: Callable[[Sequence[Typed]], list[str]] = _impl.value_blob_refs
 cdc_cuts: Callable[[Buffer, int, int, int], list[int]] = _impl.cdc_cuts
+cdc_blocks: Callable[[Buffer, int, int, int], tuple[list[int], list[bytes]]] = _impl.cdc_blocks
 array_spans: Callable[[Buffer], list[tuple[int, int]] | None] = _impl.array_spans
 vector_scores: Callable[[Buffer, Buffer, int, str], array[float]] = _impl.vector_scores
 vector_nearest: Callable[[Buffer, Buffer, int, str], list[int]] = _impl.vector_nearest

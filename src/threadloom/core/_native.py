@@ -144,6 +144,24 @@ class NativeCore:
         chunks = [entries[i : i + CHUNK_SIZE] for i in range(0, count, CHUNK_SIZE)]
         return ListRefs(element_refs, chunks, chunk_refs, list_ref)
 
+    def cdc_blocks(
+        self, data: Buffer, min_size: int, avg_size: int, max_size: int
+    ) -> tuple[list[int], list[bytes]]:
+        """Return the cuts of `data` and the BLAKE3 digest of each block, in one C call."""
+        check_sizes(min_size, avg_size, max_size)
+        buf = ffi.from_buffer("unsigned char[]", data)
+        length = len(buf)
+        max_size = min(max_size, max(avg_size, length))
+        cap = length // min_size + 1
+        cuts = _alloc("uint64_t[]", cap)
+        keys = _alloc("unsigned char[]", 32 * cap)
+        rc = lib.tl_cdc_blocks(
+            buf, length, min_size, avg_size, max_size, self.features, cuts, cap, keys
+        )
+        count = _check(rc, "tl_cdc_blocks")
+        digests = ffi.buffer(keys, 32 * count)[:]
+        return ffi.unpack(cuts, count), [digests[at : at + 32] for at in range(0, 32 * count, 32)]
+
     def chunk_texts(self, typed: Sequence[Typed]) -> list[str]:
         """Return the JSON text of each chunk of `typed`, as the C core builds and hashes it."""
         batch = _Batch(typed)
@@ -214,6 +232,7 @@ class NativeCore:
 _DEFAULT = NativeCore(FEATURES)
 sha256_hex = _DEFAULT.sha256_hex
 list_refs = _DEFAULT.list_refs
+cdc_blocks = _DEFAULT.cdc_blocks
 chunk_texts = _DEFAULT.chunk_texts
 value_blob_refs = _DEFAULT.value_blob_refs
 vector_scores = _DEFAULT.vector_scores

@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import NamedTuple
+
+import blake3
 
 from threadloom.core.cdc import cdc_cuts
 from threadloom.core.msgpack import array_spans
@@ -33,6 +36,7 @@ __all__ = [
     "NAME",
     "ListRefs",
     "array_spans",
+    "cdc_blocks",
     "cdc_cuts",
     "chunk_texts",
     "list_refs",
@@ -95,6 +99,17 @@ def list_refs(typed: Sequence[Typed]) -> ListRefs:
     chunk_refs = ["c-" + sha256_hex(json.dumps(chunk).encode()) for chunk in chunks]
     list_ref = "b-" + sha256_hex(b"l" + json.dumps(chunk_refs).encode())
     return ListRefs(element_refs, chunks, chunk_refs, list_ref)
+
+
+def cdc_blocks(
+    data: Buffer, min_size: int, avg_size: int, max_size: int
+) -> tuple[list[int], list[bytes]]:
+    """Return the cuts of `data` (`cdc_cuts`) and the BLAKE3 digest (32 bytes) of each
+    block they delimit: the content store's blocks and their keys."""
+    cuts = cdc_cuts(data, min_size, avg_size, max_size)
+    view = memoryview(data)
+    keys = [blake3.blake3(view[start:end]).digest() for start, end in pairwise([0, *cuts])]
+    return cuts, keys
 
 
 def chunk_texts(typed: Sequence[Typed]) -> list[str]:

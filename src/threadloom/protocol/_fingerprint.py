@@ -32,6 +32,11 @@ Soundness rests on two properties, both held by tests (tests/protocol/test_list_
    encodes all three as bin, with no option to refuse them); LangGraph encodes the
    three alike too.
 
+A chunk of `SEAL_FROM` bytes or more (it holds a large field: a 20 MiB tool result's
+text) is kept as its blake3 digest instead of its bytes, so a memo stays small and a
+proof compares digests (256 bits: equal digests are taken as equal bytes, as the
+content store's block keys are).
+
 A fingerprint is taken before the elements are encoded, so a concurrent change during
 the encoding makes the next fingerprint differ (and the memo is not trusted). Like
 every LangGraph saver, the planner assumes values are not mutated while `put` runs.
@@ -41,8 +46,10 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any, NamedTuple
 
+import blake3
 import ormsgpack
 
 from threadloom.protocol.redact import walked_as_model
@@ -63,6 +70,11 @@ _extra_of = operator.attrgetter("__pydantic_extra__")
 #: allocator's arenas (one output buffer of the whole list costs twice as much), and a
 #: grown list re-encodes at most one chunk plus its new elements.
 CHUNK = 128
+
+#: Chunks of at least this many bytes are kept as their digest (see the module docstring).
+SEAL_FROM = 64 * 1024
+#: The first byte of a sealed chunk: one no msgpack encoding starts with (0xc1 is unused).
+_SEALED = b"\xc1"
 
 
 class _Refused(Exception):
@@ -112,60 +124,88 @@ class Fingerprint(NamedTuple):
     Attributes:
         types: the class of each element.
         chunks: chunk `c` is the strict msgpack of `[fields, extras]` of the elements
-            `c * CHUNK` up to `(c + 1) * CHUNK` (the last chunk may be shorter).
+            `ends[c - 1]` (0 for the first) up to `ends[c]`: CHUNK elements, fewer in the
+            last chunk, or fewer in a sealed chunk, which is closed (later elements
+            start a new chunk, so a grown list never encodes a large field again).
+        ends: the end (exclusive) of each chunk's elements.
     """
 
     types: list[type]
     chunks: list[bytes]
+    ends: list[int]
 
     @property
     def size(self) -> int:
         """Bytes this fingerprint holds (for a memo's budget)."""
-        return sum(map(len, self.chunks)) + 8 * len(self.types)
+        return sum(map(len, self.chunks)) + 8 * len(self.types) + 8 * len(self.ends)
 
     def holds(self, seen: Views) -> bool:
         """True when the first `len(self.types)` elements of `seen` are, field for field,
         the elements this fingerprint was taken of (same classes, same data).
 
         O(elements), in C: a type comparison per element, their data encoded again by
-        chunks, and the chunks compared as bytes.
+        chunks, and the chunks compared as bytes (digests, for sealed ones).
         """
         length = len(self.types)
         if len(seen.types) < length or not all(map(operator.is_, seen.types, self.types)):
             return False
-        return _encode(seen, 0, length) == self.chunks
+        return _encode(seen, [0, *self.ends]) == self.chunks
 
     def grown(self, seen: Views) -> Fingerprint | None:
         """This fingerprint extended to every element of `seen`, whose first elements it
-        `holds`: full chunks are kept, the last one and the new elements encoded."""
-        kept = len(self.types) // CHUNK
-        rest = _encode(seen, kept * CHUNK, len(seen.types))
+        `holds`: closed chunks (full or sealed) are kept, the last open one and the new
+        elements encoded."""
+        kept = len(self.chunks)
+        if kept and not _closed(self.chunks[-1], self.ends, kept - 1):
+            kept -= 1
+        start = self.ends[kept - 1] if kept else 0
+        bounds = _bounds(start, len(seen.types))
+        rest = _encode(seen, bounds)
         if rest is None:
             return None
-        return Fingerprint(seen.types, self.chunks[:kept] + rest)
+        return Fingerprint(seen.types, self.chunks[:kept] + rest, self.ends[:kept] + bounds[1:])
 
 
 def fingerprint(seen: Views) -> Fingerprint | None:
     """Return the fingerprint of the elements `seen` describes, or None when some field
     holds a value the strict encoding refuses."""
-    chunks = _encode(seen, 0, len(seen.types))
-    return None if chunks is None else Fingerprint(seen.types, chunks)
+    bounds = _bounds(0, len(seen.types))
+    chunks = _encode(seen, bounds)
+    return None if chunks is None else Fingerprint(seen.types, chunks, bounds[1:])
 
 
-def _encode(seen: Views, start: int, end: int) -> list[bytes] | None:
-    """Strict encodings of elements `start` (a multiple of CHUNK) to `end`, by chunks."""
+def _bounds(start: int, end: int) -> list[int]:
+    """`start`, then the end of each chunk of CHUNK elements from it up to `end`."""
+    return [start, *range(start + CHUNK, end, CHUNK), end] if end > start else [start]
+
+
+def _closed(chunk: bytes, ends: list[int], index: int) -> bool:
+    """True when chunk `index` takes no more elements: it is full, or sealed."""
+    first = ends[index - 1] if index else 0
+    return ends[index] - first >= CHUNK or chunk.startswith(_SEALED)
+
+
+def _encode(seen: Views, bounds: list[int]) -> list[bytes] | None:
+    """Strict encodings of the elements between consecutive `bounds`, one chunk each."""
     fields, extras = seen.fields, seen.extras
     try:
         return [
-            ormsgpack.packb(
-                [fields[first : min(first + CHUNK, end)], extras[first : min(first + CHUNK, end)]],
-                default=_refuse,
-                option=_STRICT,
+            _sealed(
+                ormsgpack.packb(
+                    [fields[first:end], extras[first:end]], default=_refuse, option=_STRICT
+                )
             )
-            for first in range(start, end, CHUNK)
+            for first, end in pairwise(bounds)
         ]
     except Exception:  # a refusal, a non-str key, a surrogate: encode instead
         return None
+
+
+def _sealed(chunk: bytes) -> bytes:
+    """A chunk as a fingerprint keeps it: its bytes, or from SEAL_FROM on its digest."""
+    if len(chunk) < SEAL_FROM:
+        return chunk
+    return _SEALED + blake3.blake3(chunk).digest()
 
 
 _pure_classes: dict[type, bool] = {}

@@ -58,28 +58,59 @@ class _ListMemo(NamedTuple):
     """The last planned encoding of one list channel of one thread.
 
     Attributes:
-        payloads: the stored (redacted) msgpack encoding of each element; a list, so a
-            grown list shares the old encodings instead of copying them.
-        total: bytes of `payloads`.
+        payloads: the stored (redacted) msgpack encoding of each element, or None for an
+            encoding of `KEEP_BELOW` bytes or more, which is not kept; a list, so a grown
+            list shares the old encodings instead of copying them.
+        sizes: the length of each element's encoding (kept or not).
+        total: the sum of `sizes`.
+        kept: bytes of the encodings kept.
         refs: the refs `list_refs` returned for these elements.
         proof: the elements' fingerprint, taken before they were encoded, or None.
     """
 
-    payloads: list[bytes]
+    payloads: list[bytes | None]
+    sizes: list[int]
     total: int
+    kept: int
     refs: ListRefs
     proof: Fingerprint | None = None
 
     @property
+    def whole(self) -> bool:
+        """True when every element's encoding is kept."""
+        return self.kept == self.total
+
+    @property
     def size(self) -> int:
-        """Estimated bytes this memo holds (for LIST_MEMO_BYTES): the encodings, each a
+        """Estimated bytes this memo holds (for LIST_MEMO_BYTES): the encodings kept, each a
         bytes object in a list with its element ref, and the fingerprint."""
         overhead = _ELEMENT_COST * len(self.payloads) + _CHUNK_COST * len(self.refs.chunk_refs)
-        return self.total + overhead + (self.proof.size if self.proof is not None else 0)
+        return self.kept + overhead + (self.proof.size if self.proof is not None else 0)
+
+
+def _kept(payload: bytes) -> bytes | None:
+    """What a memo keeps of one element's encoding: the bytes, or None from KEEP_BELOW on."""
+    return payload if len(payload) < KEEP_BELOW else None
+
+
+def _memo(
+    payloads: list[bytes | None],
+    sizes: list[int],
+    refs: ListRefs,
+    proof: Fingerprint | None,
+) -> _ListMemo:
+    kept = sum(len(p) for p in payloads if p is not None)
+    return _ListMemo(payloads, sizes, sum(sizes), kept, refs, proof)
 
 
 #: Bytes of list encodings a planner keeps to extend lists instead of redoing them.
 LIST_MEMO_BYTES = 32 * 1024 * 1024
+#: An element encoding of at least this many bytes (a large tool result) is not kept in a
+#: list memo, only its length and ref: keeping it would push the whole list out of the
+#: memo, so every later put of the thread would encode and hash the list again. A grown
+#: list whose fingerprint holds still reuses its ref; one that must plan its document
+#: again (its ref no longer known) is planned in full.
+KEEP_BELOW = 64 * 1024
 #: Estimated bytes per element of a memo beside its encoding (the bytes object, its list
 #: slot, its `e-` ref and chunk entry), and per chunk (its ref and entry list).
 _ELEMENT_COST = 200
@@ -332,9 +363,9 @@ class Planner:
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 refs = self._list(buckets, elements)
                 if memo and plain:
-                    payloads = [bytes(payload) for _, payload in elements]
-                    total = sum(map(len, payloads))
-                    self._keep_list(memo, _ListMemo(payloads, total, refs, proof))
+                    payloads = [_kept(bytes(payload)) for _, payload in elements]
+                    sizes = [len(payload) for _, payload in elements]
+                    self._keep_list(memo, _memo(payloads, sizes, refs, proof))
                 return {"blob": refs.list_ref}
         kind, payload = self.dumps(value, what)
         if len(payload) <= INLINE_LIMIT:
@@ -379,7 +410,8 @@ class Planner:
 
         - the memo's fingerprint `holds` for the list's first elements (`seen`, see
           `protocol._fingerprint`): they are the same values, whose stored (redacted)
-          encodings the memo holds. A few native calls, no serializer call at all;
+          encodings the memo holds (a large one only as its length and ref: it is not
+          planned again, its ref being known). A few native calls, no serializer call;
         - else the list is encoded once without redaction, and the stored encodings of
           the previous elements must be a byte prefix of it: those elements are the
           same values (msgpack is self-delimiting) and hold no secret (their redacted
@@ -408,18 +440,27 @@ class Planner:
         else:
             if seen is not None:
                 proof = fingerprint(seen)
+            if not memo.whole:
+                return None, proof  # the byte proof needs every old encoding
             try:
                 kind, payload = self.serde.serde.dumps_typed(items)
             except Exception:
                 return None, proof
             start = array_header(payload) if kind == "msgpack" else None
-            if start is None or not payload.startswith(b"".join(memo.payloads), start):
+            before = b"".join([p for p in memo.payloads if p is not None])  # all: whole
+            if start is None or not payload.startswith(before, start):
                 return None, proof
+        if not memo.whole and not self._still_known(buckets, memo):
+            return None, proof
         tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
-        payloads = [*memo.payloads, *(bytes(p) for _, p in tail)]
-        total = memo.total + sum(len(p) for _, p in tail)
+        new_payloads = [_kept(bytes(p)) for _, p in tail]
+        new_sizes = [len(p) for _, p in tail]
+        total = memo.total + sum(new_sizes)
         if total <= INLINE_LIMIT:
             return None, proof
+        payloads = [*memo.payloads, *new_payloads]
+        sizes = [*memo.sizes, *new_sizes]
+        kept = memo.kept + sum(len(p) for p in new_payloads if p is not None)
         element_refs = [*old, *(element_ref(k, bytes(p)) for k, p in tail)]
         clean = len(old) // CHUNK_SIZE  # chunks made only of old elements keep their refs
         chunks = memo.refs.chunks[:clean]
@@ -427,13 +468,14 @@ class Planner:
         for first in range(clean * CHUNK_SIZE, len(element_refs), CHUNK_SIZE):
             last = min(first + CHUNK_SIZE, len(element_refs))
             entries: list[list[str | int]] = [
-                [element_refs[index], len(payloads[index])] for index in range(first, last)
+                [element_refs[index], sizes[index]] for index in range(first, last)
             ]
             chunks.append(entries)
             chunk_refs.append(chunk_ref(entries))
         refs = ListRefs(element_refs, chunks, chunk_refs, list_blob_ref(chunk_refs))
         for index in buckets.wanted_many(old):
             payload_bytes = payloads[index]
+            assert payload_bytes is not None  # `_still_known`: every dropped one is known
             buckets.add(
                 buckets.elements,
                 ITEMS,
@@ -441,8 +483,20 @@ class Planner:
                 {"value": buckets.stored(("msgpack", payload_bytes))},
             )
         self._plan_list(buckets, tail, refs, skip=len(old))
-        self._keep_list(key, _ListMemo(payloads, total, refs, proof))
+        self._keep_list(key, _ListMemo(payloads, sizes, total, kept, refs, proof))
         return refs.list_ref, proof
+
+    @staticmethod
+    def _still_known(buckets: _Buckets, memo: _ListMemo) -> bool:
+        """True when every old element whose encoding the memo did not keep needs no
+        document (its ref is known or already planned), so it is never encoded again."""
+        old = memo.refs.element_refs
+        known, planned = buckets.known, buckets.planned
+        return all(
+            old[index] in planned or old[index] in known
+            for index, payload in enumerate(memo.payloads)
+            if payload is None
+        )
 
     @staticmethod
     def _list(buckets: _Buckets, elements: Sequence[Typed]) -> ListRefs:

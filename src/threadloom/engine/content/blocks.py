@@ -32,6 +32,7 @@ import apsw
 import ormsgpack
 
 from threadloom import core
+from threadloom.engine.content._framing import Framing, Framings
 from threadloom.engine.format.codec import (
     BLOCK_LIST,
     BLOCKS,
@@ -43,7 +44,6 @@ from threadloom.engine.format.codec import (
     digest,
     frame,
     frame_block,
-    frame_blocks,
     unframe,
     unframe_block,
 )
@@ -105,6 +105,9 @@ class Packed:
         framed: key -> the framed block, for blocks the file did not hold when packed.
         dictionary: id of the dictionary an inline body used, or None.
         inline: msgpack bytes kept inline (0 when chunked).
+        size: the bytes of its blocks, counted per occurrence (chunked bodies only).
+        offered: the blocks this body's `prepare` compressed, offered to other writers
+            of the process for as long as the body is held (`BlockStore.prepare`).
     """
 
     body: bytes
@@ -114,6 +117,8 @@ class Packed:
     framed: dict[bytes, bytes] = field(default_factory=dict)
     dictionary: int | None = None
     inline: int = 0
+    size: int = 0
+    offered: Framing | None = None
 
 
 class BlockStore:
@@ -130,6 +135,8 @@ class BlockStore:
         self.tables = tables
         self._dicts: dict[int, Dictionary] = {}
         self._lock = threading.Lock()
+        #: The blocks `prepare` calls of this process compress, shared (`_framing.py`).
+        self.framings = Framings()
         self.current: Dictionary | None = None
         #: `meta.gc_epoch` when the current dictionary was read.
         self.epoch = -1
@@ -189,22 +196,18 @@ class BlockStore:
             used = dictionary.ident if dictionary is not None and body[0] != RAW else None
             return Packed(body, checked, dictionary=used, inline=len(raw))
         view = memoryview(raw)
-        keys: list[bytes] = []
-        pieces: dict[bytes, memoryview] = {}
-        start = 0
-        for end in core.cdc_cuts(view, *BLOCK_SIZES):
-            piece = view[start:end]
-            key = block_key(piece)
-            keys.append(key)
-            pieces.setdefault(key, piece)
-            start = end
+        # One call cuts the body and hashes every block (the C core: no call per block).
+        cuts, keys = core.cdc_blocks(view, *BLOCK_SIZES)
+        slices = [view[start:end] for start, end in zip([0, *cuts[:-1]], cuts, strict=True)]
+        pieces = dict(zip(keys, slices, strict=True))  # equal keys: equal bytes
         listed = b"".join(keys)
         if len(keys) <= LIST_INLINE:
-            return Packed(bytes((BLOCKS,)) + listed, checked, tuple(keys), pieces)
+            return Packed(bytes((BLOCKS,)) + listed, checked, tuple(keys), pieces, size=len(raw))
         list_key = block_key(listed)
         pieces.setdefault(list_key, memoryview(listed))
         body = bytes((BLOCK_LIST,)) + list_key
-        return Packed(body, checked, (*keys, list_key), pieces)
+        size = len(raw) + len(listed)
+        return Packed(body, checked, (*keys, list_key), pieces, size=size)
 
     def pack_many(self, values: Iterable[Any]) -> list[Packed]:
         """Encode values; compress only the blocks the file does not hold yet (one query)."""
@@ -228,8 +231,9 @@ class BlockStore:
             for key, piece in packed.pieces.items():
                 if key not in stored:
                     missing.setdefault(key, piece)
-        framed = dict(zip(missing, frame_blocks(list(missing.values())), strict=True))
+        framed, offered = self.framings.frame(missing)
         for packed in packs:
+            packed.offered = offered
             for key in packed.pieces:
                 if key in framed:
                     packed.framed[key] = framed[key]
@@ -544,10 +548,4 @@ class BlockStore:
 
 def held(packs: Iterable[Packed]) -> int:
     """The bytes rows of these bodies take (the `bytes` of the index)."""
-    total = 0
-    for packed in packs:
-        if packed.keys:
-            total += sum(len(packed.pieces[key]) for key in packed.keys)
-        else:
-            total += len(packed.body)
-    return total
+    return sum(packed.size if packed.keys else len(packed.body) for packed in packs)
