@@ -36,6 +36,18 @@ from threadloom.engine.sql import fetchall
 TRAINER: Final = {"k": 1024, "d": 8, "f": 16}
 
 
+def _train(size: int, samples: list[bytes | bytearray | memoryview]) -> bytes | None:
+    """A dictionary of `size` bytes trained from `samples`, or None when zstd cannot make
+    one (too few samples). The fixed parameters first (a segment is at most the
+    dictionary), zstd's own search when they fail, so a file trains whenever it did."""
+    for params in ({**TRAINER, "k": min(TRAINER["k"], size)}, {}):
+        try:
+            return zstandard.train_dictionary(size, samples, level=3, **params).as_bytes()
+        except (zstandard.ZstdError, ValueError):
+            continue
+    return None
+
+
 class Training(BlockStore):
     """The dictionary training and extent repacking of a content store."""
 
@@ -62,9 +74,8 @@ class Training(BlockStore):
             later = 0 if written * 2 > LAST_TRAINING else max(written * 2, FIRST_TRAINING)
             samples = self._samples(conn, written)
             size = min(DICT_SIZE, max(sum(map(len, samples)) // 8, 256))
-            try:
-                data = zstandard.train_dictionary(size, samples, level=3, **TRAINER).as_bytes()
-            except (zstandard.ZstdError, ValueError):
+            data = _train(size, samples)
+            if data is None:
                 self._set_meta(conn, dict_next=later)
                 self._next_training = later
                 return None
