@@ -152,3 +152,41 @@ def test_a_listed_page_is_cached_whole_when_its_checkpoints_fit(db_path: Path) -
         assert len(scope.closures) == 10, scope.closures.weight
         assert scope.closures.weight < scope_module.CLOSURE_BYTES
         assert list(saver.list({"configurable": {"thread_id": "t"}}, limit=10)) == listed
+
+
+def test_a_scope_keeps_the_caches_of_its_active_threads_only(db_path: Path) -> None:
+    """Once more than ACTIVE_THREADS threads were used, every cache holds entries of the
+    most recently used ones only (many short threads do not keep the caches full of
+    threads that are done); a forgotten thread reads back what a fresh saver reads."""
+    active = scope_module.ACTIVE_THREADS
+    first = {"configurable": {"thread_id": "thread-0", "checkpoint_ns": ""}}
+    with Saver.from_conn_string(str(db_path)) as saver:
+        scope = saver.checkpoints.scope
+        _conversations(saver, threads=active + 5, turns=3)
+        held = {
+            "values": {key[0] for key in scope.cache._lru._items},
+            "closures": {key[0] for key in scope.closures._items},
+            "pending writes": {key[1] for key in scope.pending._items},
+            "known refs": {key[0] for key in scope.memory._lru._items},
+            "list memo": {key[0] for key in scope.planner._lists._items},
+        }
+        for name, threads in held.items():
+            assert 0 < len(threads) <= active, name
+        assert scope._thread_rows.get("thread-0") not in held["values"]
+        assert "thread-0" not in held["known refs"] | held["list memo"]
+        again = saver.get_tuple(first)  # type: ignore[arg-type]
+    with Saver.from_conn_string(str(db_path), memory_budget=0) as fresh:
+        expected = fresh.get_tuple(first)  # type: ignore[arg-type]
+    assert again is not None and expected is not None
+    assert again.checkpoint == expected.checkpoint
+    assert again.pending_writes == expected.pending_writes
+
+
+def test_one_long_thread_keeps_its_caches(db_path: Path) -> None:
+    """A single thread, however many puts, is never forgotten for being idle: its list
+    encodings and values stay cached."""
+    with Saver.from_conn_string(str(db_path)) as saver:
+        scope = saver.checkpoints.scope
+        _conversations(saver, threads=1, turns=scope_module.ACTIVE_THREADS * 3)
+        assert scope.planner.memo_size > 0 and len(scope.cache._lru) > 0
+        assert {key[0] for key in scope.planner._lists._items} == {"thread-0"}

@@ -251,6 +251,16 @@ def test_a_dictionary_is_trained_from_the_file_and_documents_do_not_change(
         assert ormsgpack.packb(reopened.documents("t")) == ormsgpack.packb(before)
 
 
+def test_a_few_small_bodies_still_train_a_dictionary(db_path: Path) -> None:
+    """A forced training of a file holding a few small bodies (a dictionary smaller than
+    the trainer's fixed segment size) still makes a dictionary, as zstd's own search did."""
+    with Saver.from_conn_string(str(db_path)) as saver:
+        for n in range(1, 13):
+            put(saver, {"note": f"step {n} " + text(n, 60)}, thread_id=f"t{n}", number=n)
+        assert saver.file.content.train(force=True) is not None
+        assert table(db_path, "SELECT count(*) FROM dicts")[0][0] == 1
+
+
 def test_writers_holding_a_retired_dictionary_pack_again(db_path: Path) -> None:
     """Another saver on the file retrains and retires the dictionary in use: the next puts
     must not store bodies naming the retired dictionary. (In one process both savers

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
@@ -54,7 +55,13 @@ from threadloom.protocol.constants import (
     READ_BUDGET,
     REDACTED_SECRET,
 )
-from threadloom.protocol.refs import chunk_ref, element_ref, list_blob_ref, value_blob_ref
+from threadloom.protocol.refs import (
+    chunk_ref,
+    element_ref,
+    json_text,
+    list_blob_ref,
+    value_blob_ref,
+)
 from threadloom.protocol.restore import raw_channels
 
 AGENT = "engine.v1"
@@ -671,6 +678,31 @@ def test_spec_document_keys() -> None:
     assert planner.key("thréad ✓", "") == (
         "d76e7e009ecfff37d8e36469e1ebf238c9be4feee14e3178a3e6f1186267be5e"
     )
+
+
+_JSON_LEAVES = (
+    st.text()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.none()
+    | st.booleans()
+    | st.floats(allow_nan=True)
+)
+_JSON_VALUES = st.recursive(
+    _JSON_LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(_JSON_VALUES)
+def test_hashed_json_text_is_json_dumps_exactly(value: Any) -> None:
+    """The JSON text keys and refs hash is `json.dumps` with its defaults, for any value
+    (the fast path for lists of strings, ints and None included)."""
+    assert json_text(value) == json.dumps(value)
 
 
 def test_spec_hello_element_chunk_and_list_blob_refs() -> None:

@@ -285,7 +285,7 @@ class File:
             "processes are done creating it"
         )
 
-    def _acquire(self) -> apsw.Connection:
+    def _acquire(self, refresh: bool = True) -> apsw.Connection:
         with self._lock:
             if self._closed:
                 raise EngineError("the file is closed; open a new Saver")
@@ -308,7 +308,8 @@ class File:
                 break
         if found is None:
             return self._open()
-        self._absent.refresh(found)
+        if refresh:  # a write refreshes inside its transaction instead (`write`)
+            self._absent.refresh(found)
         return found
 
     def own_connection(self) -> apsw.Connection:
@@ -377,7 +378,7 @@ class File:
                 f"{self.path!r} is open read-only (readonly=True); open it without "
                 "readonly=True to change it"
             )
-        with self.connection() as conn:
+        with _Borrowed(self, refresh=False) as conn:
             if conn.in_transaction:
                 raise EngineError("a write cannot start inside another transaction")
             with self._write_lock:
@@ -539,10 +540,11 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
     """`File.connection()`: a plain class, not a generator (a get is a few microseconds,
     and this is on every one of them)."""
 
-    __slots__ = ("_conn", "_file")
+    __slots__ = ("_conn", "_file", "_refresh")
 
-    def __init__(self, file: File) -> None:
+    def __init__(self, file: File, refresh: bool = True) -> None:
         self._file = file
+        self._refresh = refresh
         self._conn: apsw.Connection | None = None
 
     def __enter__(self) -> apsw.Connection:
@@ -552,7 +554,7 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         pid = os.getpid()
         if held is not None and getattr(local, "pid", None) == pid:
             return held
-        conn = self._conn = file._acquire()
+        conn = self._conn = file._acquire(self._refresh)
         local.held, local.pid = conn, pid
         return conn
 

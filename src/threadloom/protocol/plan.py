@@ -218,9 +218,13 @@ class Planner:
         """Estimated bytes of list encodings kept now."""
         return self._lists.weight
 
-    def forget_lists(self) -> None:
-        """Forget every list encoding kept (plans stay exact: lists are redone in full)."""
-        self._lists.clear()
+    def forget_lists(self, thread_id: str | None = None) -> None:
+        """Forget the list encodings kept of `thread_id`, or of every thread (plans stay
+        exact: lists are redone in full)."""
+        if thread_id is None:
+            self._lists.clear()
+        else:
+            self._lists.drop_where(lambda key: key[0] == thread_id)
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""

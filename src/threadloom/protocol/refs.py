@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from threadloom.core.hashing import sha256_hex
@@ -28,8 +29,40 @@ _NUL = b"\0"
 
 
 def json_text(value: Any) -> str:
-    """Return the JSON text the protocol hashes: `json.dumps` with its defaults."""
+    """Return the JSON text the protocol hashes: `json.dumps` with its defaults.
+
+    Every key and ref hashes a list of strings, ints and None (nested once for a
+    chunk's entries): those are written here with the encoder's own string quoting,
+    without the encoder object `json.dumps` builds on every call (a tenth of a short
+    put's planning); anything else goes to `json.dumps` itself.
+    """
+    kind = type(value)
+    if kind is list or kind is tuple:
+        text = _json_list(value)
+        if text is not None:
+            return text
     return json.dumps(value)
+
+
+def _json_list(items: Sequence[Any]) -> str | None:
+    """`json.dumps(items)` for a list or tuple of str, int, None and such lists, else None."""
+    parts = []
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            parts.append(encode_basestring_ascii(item))
+        elif kind is int:
+            parts.append(int.__repr__(item))
+        elif item is None:
+            parts.append("null")
+        elif kind is list or kind is tuple:
+            inner = _json_list(item)
+            if inner is None:
+                return None
+            parts.append(inner)
+        else:
+            return None
+    return "[" + ", ".join(parts) + "]"
 
 
 def document_key(agent_id: str, *parts: str | int | None) -> str:

@@ -218,6 +218,9 @@ class Reader:
         scope = self.scope
         docs: list[dict[str, Any]] = []
         closures: list[tuple[Mapping[str, Any], Mapping[str, RawChannel]] | None] = []
+        if remember:
+            for row in rows:
+                scope.touch(row.thread_id, row.thread)
         for row in rows:
             hit = scope.closures.get(_closure_key(row))
             docs.append(hit[0] if hit else self.document(conn, row))

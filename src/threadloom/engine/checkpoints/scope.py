@@ -18,6 +18,8 @@ transaction and plans again from the file if it moved (`retrying`).
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, TypeVar, cast
 
@@ -61,6 +63,12 @@ MEMORY_REFS = 20_000
 LIST_MEMO_BYTES = 4 * MiB
 #: Estimated bytes of remembered thread row ids per scope (~200 bytes each).
 THREAD_ROW_BYTES = 512 * 1024
+#: Threads whose cached values, list encodings, remembered refs, resolved checkpoints and
+#: pending writes a scope keeps: a thread that this many others were written or read
+#: since is forgotten whole. One long thread keeps every cache's capacity; many short
+#: ones stop holding the caches full of threads that are done (peak RSS on 200 threads,
+#: bench/README.md).
+ACTIVE_THREADS = 8
 
 
 #: The thread index's fields of user text: with an encrypting serializer none is written
@@ -151,6 +159,9 @@ class Scope:
         self._thread_rows: Lru[str, int] = Lru(
             THREAD_ROW_BYTES, budget=self.budget, weigh=_thread_row_cost
         )
+        #: The threads used lately, least recently first: thread id -> row id (`touch`).
+        self._active: OrderedDict[str, int] = OrderedDict()
+        self._active_lock = threading.Lock()
         self._epoch = 0
         #: The threads were checked against the scope's census (once per scope object).
         self._threads_checked = False
@@ -286,6 +297,31 @@ class Scope:
         if thread is not None:
             self.cache.drop(thread)
 
+    def touch(self, thread_id: str, thread: int) -> None:
+        """Note that a put or a read used thread `thread_id` (row `thread`); once more than
+        ACTIVE_THREADS threads were, forget what the caches hold of the one used longest
+        ago (`idle`). Forgetting never changes a result: what is gone is read again."""
+        with self._active_lock:
+            active = self._active
+            if thread_id in active:
+                active.move_to_end(thread_id)
+                active[thread_id] = thread
+                return
+            active[thread_id] = thread
+            if len(active) <= ACTIVE_THREADS:
+                return
+            idle, row = active.popitem(last=False)
+        self.idle(idle, row)
+
+    def idle(self, thread_id: str, thread: int) -> None:
+        """Forget what every cache of the scope holds of a thread no longer in use (its
+        thread row id stays known)."""
+        self.memory.forget(thread_id)
+        self.cache.drop(thread)
+        self.closures.drop_where(lambda key: key[0] == thread)
+        self.pending.drop_where(lambda key: key[1] == thread_id)
+        self.planner.forget_lists(thread_id)
+
     def thread_ids(self) -> list[str]:
         """Return the thread ids of this scope that hold checkpoints, sorted."""
         with self.file.read() as conn:
@@ -413,6 +449,8 @@ class Scope:
         self.closures.clear()
         self.pending.clear()
         self._thread_rows.clear()
+        with self._active_lock:
+            self._active.clear()
         self._epoch = epoch
 
     def release(self) -> None:
@@ -423,6 +461,8 @@ class Scope:
         self.pending.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
+        with self._active_lock:
+            self._active.clear()
 
     def retrying(self, attempt: Callable[[], T], what: str) -> T:
         """Run a write planned from memory, planning again while that memory went stale."""

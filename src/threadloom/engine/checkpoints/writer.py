@@ -155,6 +155,7 @@ class Writer:
             due = content.note_inline(conn, packs)
         if due:
             content.train()
+        scope.touch(thread_id, thread)
         scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
@@ -235,6 +236,7 @@ class Writer:
                 if packed.keys and changed:
                     content.link(conn, [packed], now)
             due = content.note_inline(conn, everything)
+        scope.touch(thread_id, thread)
         if due:
             content.train()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Final
 
 import apsw
 import zstandard
@@ -26,6 +27,25 @@ from threadloom.engine.content.blocks import (
 )
 from threadloom.engine.format.codec import Dictionary, check, digest, frame_block, unframe
 from threadloom.engine.sql import fetchall
+
+#: zstd's fastCover trainer with fixed parameters (segment size `k`, d-mer size `d`, a
+#: frequency table of 2**`f` counters) instead of its default search over `k` and `d`:
+#: on a file's chat bodies that search took 5x the time and peaked 10 MiB higher (a
+#: 2**20 table per candidate), for dictionaries that compressed no better
+#: (bench/README.md, "200 threads x 5 turns").
+TRAINER: Final = {"k": 1024, "d": 8, "f": 16}
+
+
+def _train(size: int, samples: list[bytes | bytearray | memoryview]) -> bytes | None:
+    """A dictionary of `size` bytes trained from `samples`, or None when zstd cannot make
+    one (too few samples). The fixed parameters first (a segment is at most the
+    dictionary), zstd's own search when they fail, so a file trains whenever it did."""
+    for params in ({**TRAINER, "k": min(TRAINER["k"], size)}, {}):
+        try:
+            return zstandard.train_dictionary(size, samples, level=3, **params).as_bytes()
+        except (zstandard.ZstdError, ValueError):
+            continue
+    return None
 
 
 class Training(BlockStore):
@@ -54,9 +74,8 @@ class Training(BlockStore):
             later = 0 if written * 2 > LAST_TRAINING else max(written * 2, FIRST_TRAINING)
             samples = self._samples(conn, written)
             size = min(DICT_SIZE, max(sum(map(len, samples)) // 8, 256))
-            try:
-                data = zstandard.train_dictionary(size, samples, level=3).as_bytes()
-            except (zstandard.ZstdError, ValueError):
+            data = _train(size, samples)
+            if data is None:
                 self._set_meta(conn, dict_next=later)
                 self._next_training = later
                 return None

@@ -79,7 +79,11 @@ class Sealer:
         prefix = self._prefix.get(table)
         if prefix is None or len(digest) != DIGEST_SIZE:
             raise ValueError(f"cannot seal a {table} row with a {len(digest)}-byte digest")
-        text = prefix + "\x1f".join([_part(part) for part in parts])
+        # `_part` inlined for text, the usual column (one call less per part: this runs
+        # for every row a put writes and every body a read checks).
+        text = prefix + "\x1f".join(
+            [f"s{len(part)}:{part}" if type(part) is str else _part(part) for part in parts]
+        )
         bound = blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
         return xor(digest, bound)
 
