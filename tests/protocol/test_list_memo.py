@@ -17,7 +17,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from pydantic import SecretStr
 
 from threadloom.langgraph.tuples import serialization
-from threadloom.protocol import Known, Planner, _fingerprint, plan
+from threadloom.protocol import Known, Planner, _fingerprint, _list_memo
 from threadloom.protocol.shapes import NOTHING_KNOWN
 
 AGENT = "engine.v1"
@@ -89,7 +89,7 @@ def test_lists_with_large_elements_plan_what_a_fresh_planner_plans(
     """With thresholds lowered so that large encodings are memoized by length only
     (KEEP_BELOW) and large fingerprint chunks by digest (SEAL_FROM), plans stay exact."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plan, "KEEP_BELOW", 300)
+        patch.setattr(_list_memo, "KEEP_BELOW", 300)
         patch.setattr(_fingerprint, "SEAL_FROM", 2000)
         _plans_match_a_fresh_planner(history, remember)
 
@@ -211,7 +211,7 @@ def test_large_messages_changed_in_place_plan_what_a_fresh_planner_plans(
 ) -> None:
     """The same, with large encodings and fingerprint chunks kept by length and digest."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plan, "KEEP_BELOW", 250)
+        patch.setattr(_list_memo, "KEEP_BELOW", 250)
         patch.setattr(_fingerprint, "SEAL_FROM", 600)
         _changes_are_planned_anew(steps, remember)
 

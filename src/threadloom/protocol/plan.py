@@ -14,13 +14,14 @@ is exactly the plan a fresh planner makes.
 from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from threadloom.core import CHUNK_SIZE, ListRefs, array_spans, list_refs
 from threadloom.core.lru import Budget, Lru
 from threadloom.core.room import PROBE_FROM, ensure_room
 from threadloom.errors import ProtocolError, SerializationError
 from threadloom.protocol._fingerprint import Fingerprint, Views, array_header, fingerprint, views
+from threadloom.protocol._list_memo import ListMemo, kept_encoding, new_memo
 from threadloom.protocol.constants import (
     BLOBS,
     CHECKPOINTS,
@@ -53,68 +54,8 @@ from threadloom.protocol.shapes import (
     configurable,
 )
 
-
-class _ListMemo(NamedTuple):
-    """The last planned encoding of one list channel of one thread.
-
-    Attributes:
-        payloads: the stored (redacted) msgpack encoding of each element, or None for an
-            encoding of `KEEP_BELOW` bytes or more, which is not kept; a list, so a grown
-            list shares the old encodings instead of copying them.
-        sizes: the length of each element's encoding (kept or not).
-        total: the sum of `sizes`.
-        kept: bytes of the encodings kept.
-        refs: the refs `list_refs` returned for these elements.
-        proof: the elements' fingerprint, taken before they were encoded, or None.
-    """
-
-    payloads: list[bytes | None]
-    sizes: list[int]
-    total: int
-    kept: int
-    refs: ListRefs
-    proof: Fingerprint | None = None
-
-    @property
-    def whole(self) -> bool:
-        """True when every element's encoding is kept."""
-        return self.kept == self.total
-
-    @property
-    def size(self) -> int:
-        """Estimated bytes this memo holds (for LIST_MEMO_BYTES): the encodings kept, each a
-        bytes object in a list with its element ref, and the fingerprint."""
-        overhead = _ELEMENT_COST * len(self.payloads) + _CHUNK_COST * len(self.refs.chunk_refs)
-        return self.kept + overhead + (self.proof.size if self.proof is not None else 0)
-
-
-def _kept(payload: bytes) -> bytes | None:
-    """What a memo keeps of one element's encoding: the bytes, or None from KEEP_BELOW on."""
-    return payload if len(payload) < KEEP_BELOW else None
-
-
-def _memo(
-    payloads: list[bytes | None],
-    sizes: list[int],
-    refs: ListRefs,
-    proof: Fingerprint | None,
-) -> _ListMemo:
-    kept = sum(len(p) for p in payloads if p is not None)
-    return _ListMemo(payloads, sizes, sum(sizes), kept, refs, proof)
-
-
 #: Bytes of list encodings a planner keeps to extend lists instead of redoing them.
 LIST_MEMO_BYTES = 32 * 1024 * 1024
-#: An element encoding of at least this many bytes (a large tool result) is not kept in a
-#: list memo, only its length and ref: keeping it would push the whole list out of the
-#: memo, so every later put of the thread would encode and hash the list again. A grown
-#: list whose fingerprint holds still reuses its ref; one that must plan its document
-#: again (its ref no longer known) is planned in full.
-KEEP_BELOW = 64 * 1024
-#: Estimated bytes per element of a memo beside its encoding (the bytes object, its list
-#: slot, its `e-` ref and chunk entry), and per chunk (its ref and entry list).
-_ELEMENT_COST = 200
-_CHUNK_COST = 160
 
 
 class _Buckets:
@@ -209,7 +150,7 @@ class Planner:
         self._fingerprints = given.whole_lists and fingerprints is not False
         #: Bytes of list encodings (and their fingerprints) kept to extend lists from.
         self.memo_bytes = LIST_MEMO_BYTES if memo_bytes is None else memo_bytes
-        self._lists: Lru[tuple[str, str | None, str], _ListMemo] = Lru(
+        self._lists: Lru[tuple[str, str | None, str], ListMemo] = Lru(
             self.memo_bytes, lambda memo: memo.size, budget=budget
         )
 
@@ -367,9 +308,9 @@ class Planner:
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 refs = self._list(buckets, elements)
                 if memo and plain:
-                    payloads = [_kept(bytes(payload)) for _, payload in elements]
+                    payloads = [kept_encoding(bytes(payload)) for _, payload in elements]
                     sizes = [len(payload) for _, payload in elements]
-                    self._keep_list(memo, _memo(payloads, sizes, refs, proof))
+                    self._keep_list(memo, new_memo(payloads, sizes, refs, proof))
                 return {"blob": refs.list_ref}
         kind, payload = self.dumps(value, what)
         if len(payload) <= INLINE_LIMIT:
@@ -391,7 +332,7 @@ class Planner:
             return not any(item is None or isinstance(item, (bytes, bytearray)) for item in items)
         return not any(kind is _NONE or issubclass(kind, (bytes, bytearray)) for kind in kinds)
 
-    def _keep_list(self, key: tuple[str, str | None, str], memo: _ListMemo) -> None:
+    def _keep_list(self, key: tuple[str, str | None, str], memo: ListMemo) -> None:
         # One list may take half of the budget at most.
         if memo.size > self.memo_bytes // 2 and memo.proof is not None:
             memo = memo._replace(proof=None)  # a long list keeps its encodings, as before
@@ -457,7 +398,7 @@ class Planner:
         if not memo.whole and not self._still_known(buckets, memo):
             return None, proof
         tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
-        new_payloads = [_kept(bytes(p)) for _, p in tail]
+        new_payloads = [kept_encoding(bytes(p)) for _, p in tail]
         new_sizes = [len(p) for _, p in tail]
         total = memo.total + sum(new_sizes)
         if total <= INLINE_LIMIT:
@@ -487,11 +428,11 @@ class Planner:
                 {"value": buckets.stored(("msgpack", payload_bytes))},
             )
         self._plan_list(buckets, tail, refs, skip=len(old))
-        self._keep_list(key, _ListMemo(payloads, sizes, total, kept, refs, proof))
+        self._keep_list(key, ListMemo(payloads, sizes, total, kept, refs, proof))
         return refs.list_ref, proof
 
     @staticmethod
-    def _still_known(buckets: _Buckets, memo: _ListMemo) -> bool:
+    def _still_known(buckets: _Buckets, memo: ListMemo) -> bool:
         """True when every old element whose encoding the memo did not keep needs no
         document (its ref is known or already planned), so it is never encoded again."""
         old = memo.refs.element_refs
