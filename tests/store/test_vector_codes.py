@@ -4,29 +4,15 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
 from langgraph.store.base import PutOp
 
-from threadloom import Store
+from tests.store._random_store import random_store
 from threadloom.cli import main
 from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall
-
-DIMS = 8
-
-
-def _store(path: Path) -> Store:
-    rng = random.Random(1)
-    table: dict[str, list[float]] = {}
-
-    def embed(texts: list[str]) -> list[list[float]]:
-        return [table.setdefault(t, [rng.gauss(0, 1) for _ in range(DIMS)]) for t in texts]
-
-    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
-    return Store(path, index=index)  # type: ignore[arg-type]
 
 
 def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
@@ -35,7 +21,7 @@ def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
     """A code chunk with a changed byte makes `verify` exit 3 naming it; after `compact`
     verify is clean, doctor reports the codes, and a search reaches every item."""
     path = tmp_path / "store.db"
-    store = _store(path)
+    store = random_store(path)
     try:
         store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
         store.delete(("docs",), "d7")
@@ -59,7 +45,7 @@ def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
     assert main(["doctor", str(path), "--json"]) == 0
     doctor = json.loads(capsys.readouterr().out)
     assert json.dumps(doctor).count("store_vector_codes_complete") == 1
-    store = _store(path)
+    store = random_store(path)
     try:
         found = store.search(("docs",), query="anything", limit=400)
         assert len({item.key for item in found}) == 299

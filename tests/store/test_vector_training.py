@@ -7,30 +7,17 @@ searchable, and `compact` trains the lists again; the doctor figures say so.
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 from langgraph.store.base import PutOp
 
-from threadloom import Store
+from tests.store._random_store import random_store
 from threadloom.engine.checks import compact, figures
 from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall
 
-DIMS = 8
 #: Past the default training threshold (vectors.TRAIN_FROM: 4,096).
 COUNT = 4500
-
-
-def _store(path: Path) -> Store:
-    rng = random.Random(1)
-    table: dict[str, list[float]] = {}
-
-    def embed(texts: list[str]) -> list[list[float]]:
-        return [table.setdefault(t, [rng.gauss(0, 1) for _ in range(DIMS)]) for t in texts]
-
-    index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
-    return Store(path, index=index)  # type: ignore[arg-type]
 
 
 def _meta(path: Path) -> dict[str, object]:
@@ -47,7 +34,7 @@ def test_a_batch_past_the_threshold_trains_in_the_background(tmp_path: Path) -> 
     """The batch that makes a training due returns before it ends; puts made meanwhile are
     found by the next search, and the training ends with every item indexed once."""
     path = tmp_path / "store.db"
-    store = _store(path)
+    store = random_store(path)
     try:
         ops = [PutOp(("docs",), f"d{n}", {"text": f"document {n}"}) for n in range(COUNT)]
         store.batch(ops)
@@ -74,7 +61,7 @@ def test_compact_trains_the_lists_again_and_doctor_shows_it(tmp_path: Path) -> N
     """`compact` trains the lists over every vector (a new generation of lists, the recall
     recorded); the doctor figures show the recall and no training in progress."""
     path = tmp_path / "store.db"
-    store = _store(path)
+    store = random_store(path)
     try:
         store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
     finally:

@@ -148,11 +148,7 @@ class NativeCore:
         self, data: Buffer, min_size: int, avg_size: int, max_size: int
     ) -> tuple[list[int], list[bytes]]:
         """Return the cuts of `data` and the BLAKE3 digest of each block, in one C call."""
-        check_sizes(min_size, avg_size, max_size)
-        buf = ffi.from_buffer("unsigned char[]", data)
-        length = len(buf)
-        max_size = min(max_size, max(avg_size, length))
-        cap = length // min_size + 1
+        buf, length, max_size, cap = _cdc_args(data, min_size, avg_size, max_size)
         cuts = _alloc("uint64_t[]", cap)
         keys = _alloc("unsigned char[]", 32 * cap)
         rc = lib.tl_cdc_blocks(
@@ -291,14 +287,21 @@ def vector_means(
     return packed.tobytes(), ffi.unpack(counts, k)
 
 
-def cdc_cuts(data: Buffer, min_size: int, avg_size: int, max_size: int) -> list[int]:
-    """Return the end offset of every content-defined chunk of `data` (see `core.cdc`)."""
+def _cdc_args(
+    data: Buffer, min_size: int, avg_size: int, max_size: int
+) -> tuple[Any, int, int, int]:
+    """The checked arguments of a CDC call: the buffer, its length, the max size clamped
+    (a max_size beyond the data cuts like the data's length; clamping keeps it in
+    size_t) and the most chunks it can cut."""
     check_sizes(min_size, avg_size, max_size)
     buf = ffi.from_buffer("unsigned char[]", data)
     length = len(buf)
-    # A max_size beyond the data cuts like the data's length; clamping keeps it in size_t.
-    max_size = min(max_size, max(avg_size, length))
-    cap = length // min_size + 1
+    return buf, length, min(max_size, max(avg_size, length)), length // min_size + 1
+
+
+def cdc_cuts(data: Buffer, min_size: int, avg_size: int, max_size: int) -> list[int]:
+    """Return the end offset of every content-defined chunk of `data` (see `core.cdc`)."""
+    buf, length, max_size, cap = _cdc_args(data, min_size, avg_size, max_size)
     cuts = _alloc("uint64_t[]", cap)
     count = _check(lib.tl_cdc_cuts(buf, length, min_size, avg_size, max_size, cuts, cap), "cdc")
     return ffi.unpack(cuts, count)  # type: ignore[no-any-return]
