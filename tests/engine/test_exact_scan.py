@@ -235,19 +235,23 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(6)]
     with file.read() as conn:
         loaded = index.scan.codes(conn, 1540)
-    assert loaded is not None and len(loaded.codes) == 1
-    cut, (code, param) = 1500, (loaded.codes[0], loaded.params[0])
+    assert loaded is not None and len(loaded.high) == 1
+    cut, width = 1500, DIMS // 2
+    high, low, param, spread = loaded.high[0], loaded.low[0], loaded.params[0], loaded.spread[0]
     codes = dataclasses.replace(  # a second segment, as a put adds one
         loaded,
-        codes=(code[: cut * DIMS], code[cut * DIMS :]),
+        high=(high[: cut * width], high[cut * width :]),
+        low=(low[: cut * width], low[cut * width :]),
         params=(param[: cut * scan.PARAMS], param[cut * scan.PARAMS :]),
+        spread=(spread[:cut], spread[cut:]),
     )
-    whole = [index.scan.bounds(codes, pack(q)) for q in queries]
+    whole = [index.scan.bounds(codes, pack(q), 10) for q in queries]
+    assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
     slices = scan._slices(codes, DIMS)
-    assert [len(part) // scan.PARAMS for _, part in slices] == [500, 500, 500, 40]
-    assert [index.scan.bounds(codes, pack(q)) for q in queries] == whole
+    assert [len(part) for _, _, part in slices] == [500, 500, 500, 40]
+    assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole
     assert _recall(file, index, queries) == 1.0
 
 

@@ -1,13 +1,19 @@
-"""The exact vector search: a scan of int8 codes, re-ranked in float32 (engine layer).
+"""The exact vector search: a scan of 4-bit planes of int8 codes, re-ranked in float32
+(engine layer).
 
-Every vector of the file is held in memory as int8 codes (`core.vector_quantize`), charged
-to a budget of their own (`codes_budget()`: 64 MiB unless THREADLOOM_VECTOR_BUDGET says
-otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET, so that 100k x 384 is
-searched exactly by default while the savers' caches keep their 32 MiB). A search computes, from the
-codes alone, an upper bound of every vector's exact score (`core.vector_bounds`), reads the
-float32 vectors of the best bounds from `store_vectors` and scores them exactly
-(`core.vector_scores`), widening fourfold until the `want`-th best exact score is above
-every bound not read yet. So the result is exactly `VectorIndex.exact`'s, and the scan
+Every vector of the file is held in memory as int8 codes (`core.vector_quantize`) split
+into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, and 8 more per
+vector), charged to a budget of their own (`codes_budget()`: 64 MiB unless
+THREADLOOM_VECTOR_BUDGET says otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET,
+so that 100k x 384 is searched exactly by default while the savers' caches keep their
+32 MiB). A search computes, from the high plane alone (half the bytes of the codes), a
+coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
+int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
+coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
+least every coarse bound left; then it reads the float32 vectors of the best bounds from
+`store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
+the `want`-th best exact score is above every bound not read yet. Every bound is sound
+(at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
 reads only a few vectors per search from the file.
 
 Invariants:
@@ -37,6 +43,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
+from threadloom.core.planes import half, split
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError, InvalidArgumentError
@@ -55,8 +62,8 @@ __all__ = [
 #: The `meta` key whose value changes with every write that inserts vectors.
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
-#: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids and params
-#: (`dims + 40` bytes a vector: 44 MiB at 384 dims) fit.
+#: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids, params and
+#: spread (`2 * ceil(dims / 2) + 48` bytes a vector: 45 MiB at 384 dims) fit.
 CODES_BUDGET: Final = 64 * MiB
 #: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
@@ -72,6 +79,9 @@ MAX_SCAN_THREADS: Final = 4
 SCAN_THREADS_ENV: Final = "THREADLOOM_SCAN_THREADS"
 #: Rows read and quantized at a time while loading.
 _BATCH: Final = 4096
+#: Entries whose int8 bound a search computes first (at least; 16 per wanted item),
+#: widening fourfold while a coarse bound left could still reach the top.
+REFINE_FIRST: Final = 1024
 
 
 @dataclass(frozen=True)
@@ -81,20 +91,36 @@ class Codes:
     Attributes:
         version: the file's `vector_version` these codes hold (None: never written).
         ids: the vector id of each entry; items: its item.
-        codes: int8 codes, in segments (entries in order); params: PARAMS doubles each.
+        high, low: the 4-bit planes of the entries' int8 codes (`core.vector_planes`:
+            `half(dims)` bytes an entry each), in segments (entries in order);
+        params: PARAMS doubles an entry; spread: one double an entry.
     """
 
     version: str | None
     ids: array[int]
     items: array[int]
-    codes: tuple[bytes, ...]
+    high: tuple[bytes, ...]
+    low: tuple[bytes, ...]
     params: tuple[array[float], ...]
+    spread: tuple[array[float], ...]
 
     @property
     def nbytes(self) -> int:
-        """Estimated bytes held (codes, ids, items and params)."""
-        held = 8 * (len(self.ids) + len(self.items)) + sum(map(len, self.codes))
-        return held + sum(8 * len(part) for part in self.params)
+        """Estimated bytes held (planes, ids, items, params and spread)."""
+        held = 8 * (len(self.ids) + len(self.items)) + 2 * sum(map(len, self.high))
+        return held + sum(8 * len(part) for part in (*self.params, *self.spread))
+
+    def joined(self) -> Codes:
+        """The same codes in one segment."""
+        return Codes(
+            self.version,
+            self.ids,
+            self.items,
+            (b"".join(self.high),),
+            (b"".join(self.low),),
+            (_joined(self.params),),
+            (_joined(self.spread),),
+        )
 
 
 class ExactScan:
@@ -108,7 +134,7 @@ class ExactScan:
 
     def fits(self, count: int) -> bool:
         """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
-        return count * (self.dims + 8 * (2 + PARAMS)) <= codes_budget().capacity
+        return count * (2 * half(self.dims) + 8 * (3 + PARAMS)) <= codes_budget().capacity
 
     def held(self) -> Codes | None:
         """The codes in memory, if any (whatever their version)."""
@@ -136,8 +162,10 @@ class ExactScan:
     def _load(self, conn: apsw.Connection, version: str | None) -> Codes:
         cursor = conn.execute("SELECT id, item, vector FROM store_vectors")
         vector_ids, items = array("q"), array("q")
-        codes: list[bytes] = []
+        high: list[bytes] = []
+        low: list[bytes] = []
         params: list[array[float]] = []
+        spread: list[array[float]] = []
         while True:
             rows = list(islice(cursor, _BATCH))
             if not rows:
@@ -146,12 +174,15 @@ class ExactScan:
                 vector_ids.append(vector_id)
                 items.append(item)
             code, param = core.vector_quantize(_matrix(rows, self.dims), self.dims)
-            codes.append(code)
+            planes = core.vector_planes(code, self.dims)
+            high.append(planes[0])
+            low.append(planes[1])
             params.append(param)
-        joined = array("d")
-        for part in params:
-            joined.extend(part)
-        return Codes(version, vector_ids, items, (b"".join(codes),), (joined,))
+            spread.append(planes[2])
+        held = Codes(
+            version, vector_ids, items, tuple(high), tuple(low), tuple(params), tuple(spread)
+        )
+        return held.joined()
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -173,17 +204,21 @@ class ExactScan:
             if quantized is None:
                 quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
             code, param = quantized
-            segments, params = (*held.codes, code), (*held.params, param)
-            if len(segments) > _SEGMENTS:
-                joined = array("d")
-                for part in params:
-                    joined.extend(part)
-                segments, params = (b"".join(segments),), (joined,)
+            high, low, spread = core.vector_planes(code, self.dims)
             vector_ids = array("q", held.ids)
             vector_ids.extend(row[0] for row in rows)
             items = array("q", held.items)
             items.extend(row[1] for row in rows)
-            self._held.put("codes", Codes(after, vector_ids, items, segments, params))
+            codes = Codes(
+                after,
+                vector_ids,
+                items,
+                (*held.high, high),
+                (*held.low, low),
+                (*held.params, param),
+                (*held.spread, spread),
+            )
+            self._held.put("codes", codes.joined() if len(codes.high) > _SEGMENTS else codes)
 
     def forget(self) -> None:
         """Drop the codes (a training renumbered every vector)."""
@@ -201,27 +236,73 @@ class ExactScan:
     ) -> list[tuple[int, float]]:
         """The exact top `want` accepted `(item, score)`, best first (score, then item); an
         item scores by its best vector. `accept` sees each item at most once."""
-        bounds = self.bounds(codes, query)
+        bounds = self.bounds(codes, query, want)
         return rerank(conn, Bounded(codes.items, bounds), query, want, accept, {}, self.metric)
 
-    def bounds(self, codes: Codes, query: bytes) -> array[float]:
-        """An upper bound of each entry's exact score, in entry order. On the native
-        backend a scan of PARALLEL_AT entries or more is cut into one slice per scan
-        thread (`scan_threads()`): the C kernel releases the GIL, so the slices run on
-        as many cores; the slices are views of the codes, nothing is copied."""
+    def bounds(self, codes: Codes, query: bytes, want: int) -> array[float]:
+        """An upper bound of each entry's exact score, in entry order: the int8 bound of
+        the entries whose coarse bound could reach the top `want` items, the coarse bound
+        of the others (every one is at least the entry's exact score)."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
+        query_split = split(query_codes, self.dims)
+        coarse = self.coarse(codes, query_split, query_params)
+        bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
+        total, below = len(coarse), _INF
+        size = max(REFINE_FIRST, 16 * want)
+        while True:
+            at_least = -_INF if size >= total else coarse[core.vector_top(coarse, None, size)[-1]]
+            self._refine(codes, query_split, query_params, (at_least, below), coarse, bounds, lows)
+            # Entries not refined have coarse bounds below at_least: done when `want` items
+            # surely score at least that much.
+            if at_least == -_INF or _lowest_of_top(lows, codes.items, want) >= at_least:
+                return bounds
+            below, size = at_least, 4 * size
+
+    def coarse(self, codes: Codes, query_split: bytes, query_params: array[float]) -> array[float]:
+        """The coarse bound of each entry, in entry order. On the native backend a scan
+        of PARALLEL_AT entries or more is cut into one slice per scan thread
+        (`scan_threads()`): the C kernel releases the GIL, so the slices run on as many
+        cores; the slices are views of the planes, nothing is copied."""
         jobs = _slices(codes, self.dims)
         pool = _pool() if len(jobs) > 1 else None
 
-        def scan(job: tuple[memoryview, memoryview]) -> array[float]:
-            return core.vector_bounds(
-                query_codes, query_params, job[0], job[1], self.dims, self.metric
+        def scan(job: tuple[memoryview, memoryview, memoryview]) -> array[float]:
+            return core.vector_coarse_bounds(
+                query_split, query_params, job[0], job[1], job[2], self.dims, self.metric
             )
 
         bounds = array("d")
         for part in pool.map(scan, jobs) if pool is not None else map(scan, jobs):
             bounds.extend(part)
         return bounds
+
+    def _refine(
+        self,
+        codes: Codes,
+        query_split: bytes,
+        query_params: array[float],
+        span: tuple[float, float],
+        coarse: array[float],
+        bounds: array[float],
+        lows: array[float],
+    ) -> None:
+        """Refine, segment by segment, the entries whose coarse bound is in `span`."""
+        start = 0
+        views = memoryview(coarse), memoryview(bounds), memoryview(lows)
+        for high, low, params in zip(codes.high, codes.low, codes.params, strict=True):
+            end = start + len(params) // PARAMS
+            core.vector_refine(
+                query_split,
+                query_params,
+                high,
+                low,
+                params,
+                self.dims,
+                self.metric,
+                *span,
+                *(view[start:end] for view in views),
+            )
+            start = end
 
 
 @dataclass
@@ -379,14 +460,14 @@ def scan_threads() -> int:
     return max(1, min(MAX_SCAN_THREADS, usable or 1))
 
 
-def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview]]:
-    """Each segment's codes and params as views, a segment of PARALLEL_AT entries or more
-    cut into `scan_threads()` slices of nearly equal size."""
-    threads = scan_threads()
-    jobs: list[tuple[memoryview, memoryview]] = []
-    for segment, param in zip(codes.codes, codes.params, strict=True):
-        code_view, param_view = memoryview(segment), memoryview(param)
-        count = len(param) // PARAMS
+def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview, memoryview]]:
+    """Each segment's high plane, params and spread as views, a segment of PARALLEL_AT
+    entries or more cut into `scan_threads()` slices of nearly equal size."""
+    threads, width = scan_threads(), half(dims)
+    jobs: list[tuple[memoryview, memoryview, memoryview]] = []
+    for high, param, spread in zip(codes.high, codes.params, codes.spread, strict=True):
+        views = memoryview(high), memoryview(param), memoryview(spread)
+        count = len(spread)
         if count == 0:
             continue
         cuts = threads if count >= PARALLEL_AT else 1
@@ -394,9 +475,40 @@ def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview]]:
         for start in range(0, count, step):
             end = min(count, start + step)
             jobs.append(
-                (code_view[start * dims : end * dims], param_view[start * PARAMS : end * PARAMS])
+                (
+                    views[0][start * width : end * width],
+                    views[1][start * PARAMS : end * PARAMS],
+                    views[2][start:end],
+                )
             )
     return jobs
+
+
+def _lowest_of_top(lows: array[float], items: array[int], want: int) -> float:
+    """The `want`-th best item's lower bound (an item's best entry's): -inf if fewer
+    items have one."""
+    if want < 1:
+        return _INF
+    size = 4 * want
+    while True:
+        seen: set[int] = set()
+        order = core.vector_top(lows, None, size)
+        for entry in order:
+            if lows[entry] == -_INF:
+                return -_INF
+            seen.add(items[entry])
+            if len(seen) == want:
+                return lows[entry]
+        if len(order) < size:
+            return -_INF
+        size *= 4
+
+
+def _joined(parts: tuple[array[float], ...]) -> array[float]:
+    joined = array("d")
+    for part in parts:
+        joined.extend(part)
+    return joined
 
 
 _scan_pool: ThreadPoolExecutor | None = None
