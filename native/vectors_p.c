@@ -164,13 +164,14 @@ static int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *
 int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_params,
                             const uint8_t *high, const double *params, const double *spread,
                             size_t count, size_t dims, int metric, unsigned features,
-                            double *bounds)
+                            double *bounds, int64_t *raw)
 {
     size_t i, width = (dims + 1) / 2;
     int64_t total;
     double norm, qs, qn, qr, tiny;
     if (!tl_p_check(features, metric, dims, query_split, query_params) ||
-        (count > 0 && (high == NULL || params == NULL || spread == NULL || bounds == NULL))) {
+        (count > 0 &&
+         (high == NULL || params == NULL || spread == NULL || bounds == NULL || raw == NULL))) {
         return TL_EINVAL;
     }
     tl_p_query(query_split, width, &total, &norm);
@@ -181,27 +182,51 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
     for (i = 0; i < count; i++) {
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
-        int64_t raw =
+        int64_t dot_high =
             tl_nibble_dot(features, high + i * width, query_split, query_split + width, width);
-        double dot = (double)(16 * raw - 128 * total) + 7.5 * (double)total +
+        double dot = (double)(16 * dot_high - 128 * total) + 7.5 * (double)total +
                      (norm * spread[i]) * TL_P_UP;
         double approx = (qs * vs) * dot;
         double sum = approx + (qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny);
         bounds[i] = tl_p_bound(metric, sum, qn, vn, tiny);
+        raw[i] = dot_high;
     }
     return TL_OK;
 }
 
-int tl_vector_refine(const int8_t *query_split, const double *query_params, const uint8_t *high,
-                     const uint8_t *low, const double *params, size_t count, size_t dims,
-                     int metric, unsigned features, double at_least, double below,
-                     const double *coarse, double *bounds, double *lows)
+/* Candidates gathered before they are refined, and how far ahead their memory is asked
+ * for: the refined vectors are scattered, so each would otherwise wait for DRAM. */
+#define TL_P_BLOCK 64
+#define TL_P_AHEAD 6
+
+#if defined(__GNUC__)
+#define TL_P_PREFETCH(p) __builtin_prefetch((const void *)(p))
+#else
+#define TL_P_PREFETCH(p) ((void)(p))
+#endif
+
+static void tl_p_prefetch(const uint8_t *low, const double *params, const int64_t *raw,
+                          size_t i, size_t width)
 {
-    size_t i, width = (dims + 1) / 2;
-    int64_t total;
+    size_t line;
+    for (line = 0; line < width; line += 64) {
+        TL_P_PREFETCH(low + i * width + line);
+    }
+    TL_P_PREFETCH(params + TL_P_PARAMS * i);
+    TL_P_PREFETCH(raw + i);
+}
+
+int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
+                         const int64_t *raw, const uint8_t *low, const double *params,
+                         size_t count, size_t dims, int metric, unsigned features,
+                         double at_least, double below, const double *coarse, double *bounds,
+                         double *lows)
+{
+    size_t i, k, n, width = (dims + 1) / 2, block[TL_P_BLOCK];
+    int64_t total, reaching = 0;
     double norm, qs, qn, qr, tiny;
     if (!tl_p_check(features, metric, dims, query_split, query_params) ||
-        (count > 0 && (high == NULL || low == NULL || params == NULL || coarse == NULL ||
+        (count > 0 && (raw == NULL || low == NULL || params == NULL || coarse == NULL ||
                        bounds == NULL || lows == NULL))) {
         return TL_EINVAL;
     }
@@ -210,28 +235,38 @@ int tl_vector_refine(const int8_t *query_split, const double *query_params, cons
     qn = query_params[1];
     qr = query_params[2];
     tiny = (double)dims * ldexp(1.0, -149);
-    for (i = 0; i < count; i++) {
-        const double *p = params + TL_P_PARAMS * i;
-        double vs, vn, vr, approx, error;
-        int64_t dot;
-        if (coarse[i] >= below) {
-            continue;
+    i = 0;
+    while (i < count) {
+        for (n = 0; i < count && n < TL_P_BLOCK; i++) {
+            if (coarse[i] >= below) {
+                continue;
+            }
+            if (!(coarse[i] >= at_least)) {
+                lows[i] = -HUGE_VAL;
+                continue;
+            }
+            if (n < TL_P_AHEAD) {
+                tl_p_prefetch(low, params, raw, i, width);
+            }
+            block[n++] = i;
         }
-        if (!(coarse[i] >= at_least)) {
-            lows[i] = -HUGE_VAL;
-            continue;
+        for (k = 0; k < n; k++) {
+            size_t j = block[k];
+            const double *p = params + TL_P_PARAMS * j;
+            double vs = p[0], vn = p[1], vr = p[2], approx, error;
+            int64_t dot;
+            if (k + TL_P_AHEAD < n) {
+                tl_p_prefetch(low, params, raw, block[k + TL_P_AHEAD], width);
+            }
+            dot = 16 * raw[j] - 128 * total +
+                  tl_nibble_dot(features, low + j * width, query_split, query_split + width,
+                                width);
+            approx = (qs * vs) * (double)dot;
+            error = qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny;
+            bounds[j] = tl_p_bound(metric, approx + error, qn, vn, tiny);
+            lows[j] = tl_p_low(metric, approx - error, qn, vn, tiny);
+            reaching += bounds[j] >= at_least;
         }
-        vs = p[0];
-        vn = p[1];
-        vr = p[2];
-        dot = 16 * tl_nibble_dot(features, high + i * width, query_split, query_split + width,
-                                 width) -
-              128 * total;
-        dot += tl_nibble_dot(features, low + i * width, query_split, query_split + width, width);
-        approx = (qs * vs) * (double)dot;
-        error = qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny;
-        bounds[i] = tl_p_bound(metric, approx + error, qn, vn, tiny);
-        lows[i] = tl_p_low(metric, approx - error, qn, vn, tiny);
     }
-    return TL_OK;
+    return reaching;
 }

@@ -46,13 +46,13 @@ def _run(kernel: Kernels, rows: list[list[float]], query: list[float], dims: int
     query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
     high, low, spread = planes(codes, dims)
     split = spec.split(query_codes, dims)
-    coarse = coarse_bounds(split, query_params, high, params, spread, dims, metric)
+    coarse, raw = coarse_bounds(split, query_params, high, params, spread, dims, metric)
     bounds = array("d", coarse)
     lows = array("d", [7.0] * len(rows))
-    refine(split, query_params, high, low, params, dims, metric, -math.inf, math.inf,
+    refine(split, query_params, raw, low, params, dims, metric, -math.inf, math.inf,
            coarse, bounds, lows)  # fmt: skip
     int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
-    return (high, low, list(spread), list(coarse), list(bounds), list(lows)), int8
+    return (high, low, list(spread), list(coarse), list(raw), list(bounds), list(lows)), int8
 
 
 @settings(
@@ -70,7 +70,7 @@ def test_planes_bound_like_the_int8_codes_in_every_backend(
     results = []
     for kernel in kernels:
         found, int8 = _run(kernel, rows, query, dims, metric)
-        _, _, _, coarse, bounds, lows = found
+        _, _, _, coarse, _, bounds, lows = found
         assert bounds == list(int8), kernel[0]
         for i, score in enumerate(exact):
             assert coarse[i] >= bounds[i], (kernel[0], metric, i)
@@ -105,11 +105,11 @@ def test_refine_touches_only_its_range(kernels: list[Kernels]) -> None:
         query_codes, query_params = similarity.quantize(similarity.pack(query), 9)
         high, low, spread = planes(codes, 9)
         split = spec.split(query_codes, 9)
-        coarse = coarse_bounds(split, query_params, high, params, spread, 9, "cosine")
+        coarse, raw = coarse_bounds(split, query_params, high, params, spread, 9, "cosine")
         ranked = sorted(coarse)
         at_least, below = ranked[2], ranked[4]
         bounds, lows = array("d", [9.0] * 6), array("d", [5.0] * 6)
-        refine(split, query_params, high, low, params, 9, "cosine", at_least, below,
+        refine(split, query_params, raw, low, params, 9, "cosine", at_least, below,
                coarse, bounds, lows)  # fmt: skip
         for i, bound in enumerate(coarse):
             if bound >= below:
@@ -135,5 +135,5 @@ def test_bad_buffers_are_refused(kernels: list[Kernels]) -> None:
         with pytest.raises(ValueError):
             coarse_bounds(split, params, high, params, spread, 3, "dot")
         with pytest.raises(ValueError):
-            refine(split, params, high, low + b"\0", params, 3, "l2", 0.0, 1.0,
+            refine(split, params, array("q", [0, 0]), low, params, 3, "l2", 0.0, 1.0,
                    [0.0], array("d", [0.0]), array("d", [0.0]))  # fmt: skip

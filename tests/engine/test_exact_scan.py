@@ -249,8 +249,7 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
-    slices = scan._slices(codes, DIMS)
-    assert [len(part) for _, _, part in slices] == [500, 500, 500, 40]
+    assert scan._slices(codes) == [(0, 0, 500), (0, 500, 1000), (0, 1000, 1500), (1, 0, 40)]
     assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole
     assert _recall(file, index, queries) == 1.0
 

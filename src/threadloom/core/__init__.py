@@ -116,10 +116,11 @@ _planes = _planes_backend()
 vector_planes: Callable[[Buffer, int], tuple[bytes, bytes, array[float]]] = _planes.planes
 #: An upper bound of each vector's score from its high plane (core/planes.py).
 vector_coarse_bounds: Callable[
-    [Buffer, Sequence[float], Buffer, Sequence[float], Sequence[float], int, str], array[float]
+    [Buffer, Sequence[float], Buffer, Sequence[float], Sequence[float], int, str],
+    tuple[array[float], array[int]],
 ] = _planes.coarse_bounds
 #: The int8 bounds and lower bounds of the vectors a coarse bound keeps (core/planes.py).
-vector_refine: Callable[..., None] = _planes.refine
+vector_refine: Callable[..., int] = _planes.refine
 
 
 def backend() -> Literal["native", "python"]:

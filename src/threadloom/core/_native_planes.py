@@ -53,13 +53,13 @@ class NativePlanes:
         spread: Sequence[float],
         dims: int,
         metric: str,
-    ) -> array[float]:
-        """Return an upper bound of each vector's score (see core.planes.coarse_bounds)."""
+    ) -> tuple[array[float], array[int]]:
+        """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
         code = _METRICS[check_metric(metric)]
         count = _count(query_split, query_params, high, params, dims)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
-        out = array("d", bytes(8 * count))
+        out, raw = array("d", bytes(8 * count)), array("q", bytes(8 * count))
         rc = lib.tl_vector_coarse_bounds(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
@@ -71,15 +71,16 @@ class NativePlanes:
             code,
             self.features,
             ffi.from_buffer("double[]", out, require_writable=True),
+            ffi.from_buffer("int64_t[]", raw, require_writable=True),
         )
         _check(rc, "tl_vector_coarse_bounds")
-        return out
+        return out, raw
 
     def refine(
         self,
         query_split: Buffer,
         query_params: Sequence[float],
-        high: Buffer,
+        raw: array[int] | memoryview,
         low: Buffer,
         params: Sequence[float],
         dims: int,
@@ -89,19 +90,21 @@ class NativePlanes:
         coarse: Sequence[float],
         bounds: array[float] | memoryview,
         lows: array[float] | memoryview,
-    ) -> None:
-        """Refine the bounds of the vectors whose coarse bound is in [at_least, below)
-        (see core.planes.refine)."""
+    ) -> int:
+        """Refine the bounds of the vectors whose coarse bound is in [at_least, below);
+        return how many have a bound of at least `at_least` (see core.planes.refine)."""
         code = _METRICS[check_metric(metric)]
-        count = _count(query_split, query_params, high, params, dims)
-        if len(low) != len(high) or len(coarse) != count or len(bounds) != count:
-            raise ValueError(f"planes, coarse bounds and bounds of {count} vectors differ")
+        count = _count(query_split, query_params, low, params, dims)
+        if len(raw) != count or len(coarse) != count or len(bounds) != count:
+            raise ValueError(
+                f"the low plane, raw, coarse bounds and bounds of {count} vectors differ"
+            )
         if len(lows) != count:
             raise ValueError(f"{len(lows)} lower bounds for {count} vectors")
         rc = lib.tl_vector_refine(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
-            ffi.from_buffer("uint8_t[]", high),
+            ffi.from_buffer("int64_t[]", raw),
             ffi.from_buffer("uint8_t[]", low),
             ffi.from_buffer("double[]", _doubles(params)),
             count,
@@ -114,7 +117,7 @@ class NativePlanes:
             ffi.from_buffer("double[]", bounds, require_writable=True),
             ffi.from_buffer("double[]", lows, require_writable=True),
         )
-        _check(rc, "tl_vector_refine")
+        return _check(rc, "tl_vector_refine")
 
 
 def _count(

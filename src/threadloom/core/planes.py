@@ -10,9 +10,10 @@ h and l in two planes of `half(dims)` bytes: byte e holds dim 2e in its low nibb
   Q.(l - 7.5), and Q.(l - 7.5) <= |Q| |l - 7.5| (the vector's `spread`), so the dot it
   puts into `similarity.bounds`'s formula is at least the codes' dot: each coarse bound is
   at least the int8 bound of the same vector, so at least its exact score;
-- `refine` computes, for the vectors whose coarse bound is in [floor, ceiling), the int8
-  bound itself from both planes (equal bit for bit to `similarity.bounds`) and a lower
-  bound by the same error terms (what a search uses to know it refined enough).
+- `refine` computes, for the vectors whose coarse bound is in [at_least, below), the int8
+  bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
+  (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
+  (what a search uses to know it refined enough).
 
 Every double is computed in the C core's order, so both backends agree bit for bit.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 
 from threadloom.core.similarity import (
     BOUND_SLACK,
@@ -85,9 +86,10 @@ def coarse_bounds(
     spread: Sequence[float],
     dims: int,
     metric: str,
-) -> array[float]:
-    """Return an upper bound of each vector's exact score from its high plane: at least
-    `similarity.bounds` of its codes (see the module's docstring).
+) -> tuple[array[float], array[int]]:
+    """Return (bounds, raw): an upper bound of each vector's exact score from its high
+    plane, at least `similarity.bounds` of its codes (see the module's docstring), and
+    the integer dot product of its high nibbles with the query's codes.
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
@@ -101,63 +103,67 @@ def coarse_bounds(
     tiny = dims * FLOAT32_TINY
     width = half(dims)
     plane = bytes(high)
-    out = array("d")
+    out, raws = array("d"), array("q")
     for i in range(count):
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
         raw = _nibble_dot(plane, width * i, even, odd)
+        raws.append(raw)
         dot = float(16 * raw - 128 * total) + 7.5 * total + (norm * spread[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high_sum, qn, vn, tiny))
-    return out
+    return out, raws
 
 
 def refine(
     query_split: Buffer,
     query_params: Sequence[float],
-    high: Buffer,
+    raw: Sequence[int],
     low: Buffer,
     params: Sequence[float],
     dims: int,
     metric: str,
-    floor: float,
-    ceiling: float,
+    at_least: float,
+    below: float,
     coarse: Sequence[float],
-    bounds: array[float],
-    lows: array[float],
-) -> None:
-    """For each vector i whose coarse[i] is in [floor, ceiling): bounds[i] = its int8 bound
-    (`similarity.bounds`), lows[i] = a lower bound of its exact score; for coarse[i] below
-    floor lows[i] = -inf; at or above ceiling nothing changes (refined before).
+    bounds: MutableSequence[float],
+    lows: MutableSequence[float],
+) -> int:
+    """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = its int8
+    bound (`similarity.bounds`), from raw[i] (`coarse_bounds`) and its low plane, and
+    lows[i] = a lower bound of its exact score; for coarse[i] below at_least lows[i] =
+    -inf; at or above `below` nothing changes (refined before). Returns how many vectors
+    it refined have a bound of at least `at_least`.
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    count = _count(query_split, query_params, high, params, dims)
-    if len(low) != len(high) or len(coarse) != count or len(bounds) != count:
-        raise ValueError(f"planes, coarse bounds and bounds of {count} vectors differ")
+    count = _count(query_split, query_params, low, params, dims)
+    if len(raw) != count or len(coarse) != count or len(bounds) != count:
+        raise ValueError(f"the low plane, raw, coarse bounds and bounds of {count} vectors differ")
     if len(lows) != count:
         raise ValueError(f"{len(lows)} lower bounds for {count} vectors")
     even, odd, total, _ = _query(query_split, dims)
     qs, qn, qr = query_params
     tiny = dims * FLOAT32_TINY
     width = half(dims)
-    highs, lowp = bytes(high), bytes(low)
+    lowp = bytes(low)
+    reaching = 0
     for i in range(count):
-        if coarse[i] >= ceiling:
+        if coarse[i] >= below:
             continue
-        if not coarse[i] >= floor:
+        if not coarse[i] >= at_least:
             lows[i] = -math.inf
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        start = width * i
-        dot = 16 * _nibble_dot(highs, start, even, odd) - 128 * total
-        dot += _nibble_dot(lowp, start, even, odd)
+        dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
         approx = (qs * vs) * float(dot)
         error = qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny
         bounds[i] = _bound(checked, approx + error, qn, vn, tiny)
         lows[i] = _low(checked, approx - error, qn, vn, tiny)
+        reaching += bounds[i] >= at_least
+    return reaching
 
 
 def _low(metric: Metric, low: float, qn: float, vn: float, tiny: float) -> float:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import apsw
 
@@ -59,6 +59,8 @@ __all__ = [
     "rerank",
 ]
 
+_T = TypeVar("_T")
+
 #: The `meta` key whose value changes with every write that inserts vectors.
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
@@ -79,9 +81,9 @@ MAX_SCAN_THREADS: Final = 4
 SCAN_THREADS_ENV: Final = "THREADLOOM_SCAN_THREADS"
 #: Rows read and quantized at a time while loading.
 _BATCH: Final = 4096
-#: Entries whose int8 bound a search computes first (at least; 16 per wanted item),
-#: widening fourfold while a coarse bound left could still reach the top.
-REFINE_FIRST: Final = 1024
+#: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
+#: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
+REFINE_FIRST: Final = 256
 
 
 @dataclass(frozen=True)
@@ -236,73 +238,124 @@ class ExactScan:
     ) -> list[tuple[int, float]]:
         """The exact top `want` accepted `(item, score)`, best first (score, then item); an
         item scores by its best vector. `accept` sees each item at most once."""
-        bounds = self.bounds(codes, query, want)
-        return rerank(conn, Bounded(codes.items, bounds), query, want, accept, {}, self.metric)
+        scored: dict[int, float] = {}
+
+        def score(entries: list[int]) -> dict[int, float]:
+            _rescore(conn, codes.items, entries, query, self.metric, None, scored)
+            return scored
+
+        # Unfiltered, the exact scores of a few best candidates tell the least score of
+        # the top; with a filter only accepted items may tell it (the int8 lower bounds).
+        bounds, reaching = self._bounds(codes, query, want, score if accept is None else None)
+        found = Bounded(codes.items, bounds)
+        return rerank(conn, found, query, want, accept, {}, self.metric, scored, reaching)
 
     def bounds(self, codes: Codes, query: bytes, want: int) -> array[float]:
         """An upper bound of each entry's exact score, in entry order: the int8 bound of
         the entries whose coarse bound could reach the top `want` items, the coarse bound
         of the others (every one is at least the entry's exact score)."""
+        return self._bounds(codes, query, want, None)[0]
+
+    def _bounds(
+        self,
+        codes: Codes,
+        query: bytes,
+        want: int,
+        score: Callable[[list[int]], dict[int, float]] | None,
+    ) -> tuple[array[float], int]:
+        """`bounds`, and how many entries have a bound at least the least score of the
+        top found (all of them must be read). `score`: scores the items of some entries
+        exactly, returning every item scored so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
-        query_split = split(query_codes, self.dims)
-        coarse = self.coarse(codes, query_split, query_params)
+        scan = _Query(codes, split(query_codes, self.dims), query_params, _slices(codes))
+        coarse, raw = self._coarse(scan)
         bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
-        total, below = len(coarse), _INF
-        size = max(REFINE_FIRST, 16 * want)
-        while True:
-            at_least = -_INF if size >= total else coarse[core.vector_top(coarse, None, size)[-1]]
-            self._refine(codes, query_split, query_params, (at_least, below), coarse, bounds, lows)
-            # Entries not refined have coarse bounds below at_least: done when `want` items
-            # surely score at least that much.
-            if at_least == -_INF or _lowest_of_top(lows, codes.items, want) >= at_least:
-                return bounds
-            below, size = at_least, 4 * size
+        arrays = (raw, coarse, bounds, lows)
+        # The int8 bounds of the best coarse bounds tell the least score of the top
+        # `want` items (their lower bounds); then every entry whose coarse bound reaches
+        # it gets its int8 bound, the others cannot reach the top.
+        size = max(REFINE_FIRST, 4 * want)
+        least, below = -_INF, _INF
+        while least == -_INF and below > -_INF:
+            order = core.vector_top(coarse, None, size)
+            at_least = coarse[order[-1]] if order and len(order) == size else -_INF
+            self._refine(scan, (at_least, below), arrays)
+            least, below, size = _least_of_top(order, lows, codes.items, want), at_least, 4 * size
+        if score is not None and least > -_INF:
+            best = sorted(order, key=lambda entry: -bounds[entry])[: 2 * want]
+            exact = sorted(score(best).values(), reverse=True)
+            least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
+        reaching = self._refine(scan, (least, below), arrays) if least < below else 0
+        return bounds, reaching + sum(bounds[entry] >= least for entry in order)
 
-    def coarse(self, codes: Codes, query_split: bytes, query_params: array[float]) -> array[float]:
-        """The coarse bound of each entry, in entry order. On the native backend a scan
-        of PARALLEL_AT entries or more is cut into one slice per scan thread
-        (`scan_threads()`): the C kernel releases the GIL, so the slices run on as many
-        cores; the slices are views of the planes, nothing is copied."""
-        jobs = _slices(codes, self.dims)
-        pool = _pool() if len(jobs) > 1 else None
+    def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
+        """The coarse bound of each entry and its high nibbles' dot, in entry order. On the
+        native backend a scan of PARALLEL_AT entries or more is cut into one slice per
+        scan thread (`scan_threads()`): the C kernel releases the GIL, so the slices run
+        on as many cores; the slices are views of the planes, nothing is copied."""
+        width = half(self.dims)
 
-        def scan(job: tuple[memoryview, memoryview, memoryview]) -> array[float]:
+        def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
+            segment, start, end = job
             return core.vector_coarse_bounds(
-                query_split, query_params, job[0], job[1], job[2], self.dims, self.metric
+                scan.split,
+                scan.params,
+                memoryview(scan.codes.high[segment])[start * width : end * width],
+                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                memoryview(scan.codes.spread[segment])[start:end],
+                self.dims,
+                self.metric,
             )
 
-        bounds = array("d")
-        for part in pool.map(scan, jobs) if pool is not None else map(scan, jobs):
+        bounds, raw = array("d"), array("q")
+        for part, dots in _run(run, scan.jobs):
             bounds.extend(part)
-        return bounds
+            raw.extend(dots)
+        return bounds, raw
 
     def _refine(
         self,
-        codes: Codes,
-        query_split: bytes,
-        query_params: array[float],
+        scan: _Query,
         span: tuple[float, float],
-        coarse: array[float],
-        bounds: array[float],
-        lows: array[float],
-    ) -> None:
-        """Refine, segment by segment, the entries whose coarse bound is in `span`."""
-        start = 0
-        views = memoryview(coarse), memoryview(bounds), memoryview(lows)
-        for high, low, params in zip(codes.high, codes.low, codes.params, strict=True):
-            end = start + len(params) // PARAMS
-            core.vector_refine(
-                query_split,
-                query_params,
-                high,
-                low,
-                params,
+        arrays: tuple[array[int], array[float], array[float], array[float]],
+    ) -> int:
+        """Refine the entries whose coarse bound is in `span`, slice by slice; return how
+        many of them have a bound of at least its start."""
+        width = half(self.dims)
+        views = [memoryview(part) for part in arrays]
+        firsts = [0]
+        for spread in scan.codes.spread:
+            firsts.append(firsts[-1] + len(spread))
+
+        def run(job: tuple[int, int, int]) -> int:
+            segment, start, end = job
+            first = firsts[segment]
+            raw, coarse, bounds, lows = (view[first + start : first + end] for view in views)
+            return core.vector_refine(
+                scan.split,
+                scan.params,
+                raw,
+                memoryview(scan.codes.low[segment])[start * width : end * width],
+                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
                 self.dims,
                 self.metric,
                 *span,
-                *(view[start:end] for view in views),
+                coarse,
+                bounds,
+                lows,
             )
-            start = end
+
+        return sum(_run(run, scan.jobs))
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One search's query (split codes and params) over `codes`, cut into `jobs`."""
+
+    codes: Codes
+    split: bytes
+    params: array[float]
+    jobs: list[tuple[int, int, int]]
 
 
 @dataclass
@@ -324,17 +377,21 @@ def rerank(
     accept: Callable[[Sequence[int]], Collection[int]] | None,
     decided: dict[int, bool],
     metric: Metric,
+    scored: dict[int, float] | None = None,
+    first: int = 0,
 ) -> list[tuple[int, float]]:
     """The exact top `want` accepted `(item, score)` of `found`, best first (score, then
     item), items in `found.ranked` aside; an item scores by its best vector (in
     `found.lists`). Candidates are scored exactly (their items' float32 vectors read by
     item) best bound first, widening fourfold until the `want`-th exact score is above
-    every bound not read. `accept` sees each item at most once (`decided` remembers)."""
+    every bound not read. `accept` sees each item at most once (`decided` remembers).
+    `scored`: exact scores of items already read (all accepted, none in `found.ranked`);
+    `first`: candidates to read at first when known (else 4 per wanted item, 64 at least)."""
     bounds, items = found.bounds, found.items
     total = len(bounds)
-    best: dict[int, float] = {}
+    best: dict[int, float] = dict(scored or {})
     done = 0
-    k = min(total, max(4 * want, 64))
+    k = min(total, max(first, want) if first else max(4 * want, 64))
     while True:
         order = core.vector_top(bounds, None, k + 1)
         fresh = [i for i in order[done:k] if items[i] not in found.ranked]
@@ -460,48 +517,39 @@ def scan_threads() -> int:
     return max(1, min(MAX_SCAN_THREADS, usable or 1))
 
 
-def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview, memoryview]]:
-    """Each segment's high plane, params and spread as views, a segment of PARALLEL_AT
-    entries or more cut into `scan_threads()` slices of nearly equal size."""
-    threads, width = scan_threads(), half(dims)
-    jobs: list[tuple[memoryview, memoryview, memoryview]] = []
-    for high, param, spread in zip(codes.high, codes.params, codes.spread, strict=True):
-        views = memoryview(high), memoryview(param), memoryview(spread)
+def _slices(codes: Codes) -> list[tuple[int, int, int]]:
+    """(segment, first entry, end) of each slice: a segment of PARALLEL_AT entries or more
+    cut into `scan_threads()` slices of nearly equal size."""
+    threads = scan_threads()
+    jobs: list[tuple[int, int, int]] = []
+    for segment, spread in enumerate(codes.spread):
         count = len(spread)
         if count == 0:
             continue
         cuts = threads if count >= PARALLEL_AT else 1
         step = -(-count // cuts)
-        for start in range(0, count, step):
-            end = min(count, start + step)
-            jobs.append(
-                (
-                    views[0][start * width : end * width],
-                    views[1][start * PARAMS : end * PARAMS],
-                    views[2][start:end],
-                )
-            )
+        jobs.extend((segment, start, min(count, start + step)) for start in range(0, count, step))
     return jobs
 
 
-def _lowest_of_top(lows: array[float], items: array[int], want: int) -> float:
-    """The `want`-th best item's lower bound (an item's best entry's): -inf if fewer
-    items have one."""
-    if want < 1:
-        return _INF
-    size = 4 * want
-    while True:
-        seen: set[int] = set()
-        order = core.vector_top(lows, None, size)
-        for entry in order:
-            if lows[entry] == -_INF:
-                return -_INF
-            seen.add(items[entry])
-            if len(seen) == want:
-                return lows[entry]
-        if len(order) < size:
-            return -_INF
-        size *= 4
+def _run(job: Callable[[tuple[int, int, int]], _T], jobs: list[tuple[int, int, int]]) -> list[_T]:
+    """`job` of each slice, in order: on the scan threads when there are several."""
+    if len(jobs) > 1:
+        return list(_pool().map(job, jobs))
+    return [job(one) for one in jobs]
+
+
+def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
+    """The `want`-th best item's lower bound among `entries` (an item's by its best entry's;
+    -inf when they hold fewer items): at most the `want`-th best item's exact score."""
+    best: dict[int, float] = {}
+    for entry in entries:
+        item, low = items[entry], lows[entry]
+        if low > best.get(item, -_INF):
+            best[item] = low
+    if len(best) < want or want < 1:
+        return -_INF if want >= 1 else _INF
+    return sorted(best.values(), reverse=True)[want - 1]
 
 
 def _joined(parts: tuple[array[float], ...]) -> array[float]:
