@@ -59,7 +59,7 @@ class NativePlanes:
         count = _count(query_split, query_params, high, params, dims)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
-        out, raw = array("d", bytes(8 * count)), array("q", bytes(8 * count))
+        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
         rc = lib.tl_vector_coarse_bounds(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
@@ -138,6 +138,7 @@ def _count(
     return count
 
 
+_ZERO, _NONE = array("d", [0.0]), array("q", [0])
 _DEFAULT = NativePlanes(FEATURES)
 coarse_bounds = _DEFAULT.coarse_bounds
 refine = _DEFAULT.refine

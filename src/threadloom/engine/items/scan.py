@@ -307,8 +307,11 @@ class ExactScan:
                 self.metric,
             )
 
+        parts = _run(run, scan.jobs)
+        if len(parts) == 1:
+            return parts[0]
         bounds, raw = array("d"), array("q")
-        for part, dots in _run(run, scan.jobs):
+        for part, dots in parts:
             bounds.extend(part)
             raw.extend(dots)
         return bounds, raw
