@@ -197,7 +197,7 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
 /* Candidates gathered before they are refined, and how far ahead their memory is asked
  * for: the refined vectors are scattered, so each would otherwise wait for DRAM. */
 #define TL_P_BLOCK 64
-#define TL_P_AHEAD 6
+#define TL_P_AHEAD 12
 
 #if defined(__GNUC__)
 #define TL_P_PREFETCH(p) __builtin_prefetch((const void *)(p))
