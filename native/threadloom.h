@@ -321,6 +321,16 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
                             double *bounds, int64_t *raw);
 
 /*
+ * The indices i of values[i] >= at_least (NaN never is), ascending: the first `cap` of
+ * them to out (the spec: planes.above). Preconditions: values readable for count doubles,
+ * out writable for cap entries (NULL when cap is 0). Returns how many there are (all of
+ * them, also past cap), or TL_EINVAL. Complexity: O(count), no allocation. Thread safety:
+ * reentrant.
+ */
+int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
+                        size_t cap);
+
+/*
  * For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
  * of its codes (from raw, tl_vector_coarse_bounds', and the low plane: equal bit for bit)
  * and lows[i] = a lower bound of its exact score by the same error terms; lows[i] = -inf

@@ -194,6 +194,25 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
     return TL_OK;
 }
 
+int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
+                        size_t cap)
+{
+    size_t i;
+    int64_t found = 0;
+    if (count > INT64_MAX || (count > 0 && values == NULL) || (cap > 0 && out == NULL)) {
+        return TL_EINVAL;
+    }
+    for (i = 0; i < count; i++) {
+        if (values[i] >= at_least) {
+            if ((size_t)found < cap) {
+                out[found] = i;
+            }
+            found++;
+        }
+    }
+    return found;
+}
+
 /* Candidates gathered before they are refined, and how far ahead their memory is asked
  * for: the refined vectors are scattered, so each would otherwise wait for DRAM. */
 #define TL_P_BLOCK 64

@@ -137,3 +137,17 @@ def test_bad_buffers_are_refused(kernels: list[Kernels]) -> None:
         with pytest.raises(ValueError):
             refine(split, params, array("q", [0, 0]), low, params, 3, "l2", 0.0, 1.0,
                    [0.0], array("d", [0.0]), array("d", [0.0]))  # fmt: skip
+
+
+def test_above_lists_the_indices_at_least_a_value() -> None:
+    """`above` gives the first `cap` indices at or over the value (NaN never) and the
+    count of all of them, the same in every backend."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    values = [0.5, float("nan"), 2.0, 0.5, -1.0, float("inf"), 0.25]
+    for above in (spec.above, _native_planes.above):
+        assert above(values, 0.5, 10) == ([0, 2, 3, 5], 4)
+        assert above(values, 0.5, 2) == ([0, 2], 4)
+        assert above(values, -math.inf, 0) == ([], 6)
+        assert above([], 0.0, 3) == ([], 0)

@@ -38,6 +38,7 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_above",
     "vector_bounds",
     "vector_coarse_bounds",
     "vector_means",
@@ -119,6 +120,8 @@ vector_coarse_bounds: Callable[
     [Buffer, Sequence[float], Buffer, Sequence[float], Sequence[float], int, str],
     tuple[array[float], array[int]],
 ] = _planes.coarse_bounds
+#: The indices of the values at least a threshold, and their count (core/planes.py).
+vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _planes.above
 #: The int8 bounds and lower bounds of the vectors a coarse bound keeps (core/planes.py).
 vector_refine: Callable[..., int] = _planes.refine
 

@@ -14,7 +14,7 @@ from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
 from threadloom.core.planes import half, split
 from threadloom.core.similarity import PARAMS, Buffer, check_metric
 
-__all__ = ["NativePlanes", "coarse_bounds", "half", "planes", "refine", "split"]
+__all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
 
 
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
@@ -34,6 +34,19 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     )
     _check(rc, "tl_vector_planes")
     return bytes(high), bytes(low), spread
+
+
+def above(values: Sequence[float], at_least: float, cap: int) -> tuple[list[int], int]:
+    """The first `cap` indices with values at least `at_least`, and how many there are
+    (see core.planes.above)."""
+    cap = max(cap, 0)
+    out = ffi.new("uint64_t[]", max(cap, 1))
+    count = len(values)
+    rc = lib.tl_vector_above(
+        ffi.from_buffer("double[]", _doubles(values)), count, at_least, out, cap
+    )
+    found = _check(rc, "tl_vector_above")
+    return ffi.unpack(out, min(found, cap)), found
 
 
 class NativePlanes:

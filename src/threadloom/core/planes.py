@@ -35,7 +35,7 @@ from threadloom.core.similarity import (
     check_metric,
 )
 
-__all__ = ["UP", "coarse_bounds", "half", "planes", "refine", "split"]
+__all__ = ["UP", "above", "coarse_bounds", "half", "planes", "refine", "split"]
 
 #: 1 + 2**-40: the coarse dot's Cauchy-Schwarz term is rounded up by it (it covers the
 #: rounding of the two square roots and their product, so the bound stays sound).
@@ -164,6 +164,13 @@ def refine(
         lows[i] = _low(checked, approx - error, qn, vn, tiny)
         reaching += bounds[i] >= at_least
     return reaching
+
+
+def above(values: Sequence[float], at_least: float, cap: int) -> tuple[list[int], int]:
+    """The first `cap` indices i (ascending) with values[i] >= at_least, and how many such
+    indices there are in all."""
+    found = [i for i, value in enumerate(values) if value >= at_least]
+    return found[: max(cap, 0)], len(found)
 
 
 def _low(metric: Metric, low: float, qn: float, vn: float, tiny: float) -> float:

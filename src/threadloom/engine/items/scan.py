@@ -84,6 +84,9 @@ _BATCH: Final = 4096
 #: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
 #: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
 REFINE_FIRST: Final = 256
+#: Entries whose bounds reach the least score of the top that an unfiltered search hands
+#: the re-rank alone (more: all of them, ranked by their bounds).
+_REACHING: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -246,9 +249,15 @@ class ExactScan:
 
         # Unfiltered, the exact scores of a few best candidates tell the least score of
         # the top; with a filter only accepted items may tell it (the int8 lower bounds).
-        bounds, reaching = self._bounds(codes, query, want, score if accept is None else None)
+        bounds, least = self._bounds(codes, query, want, score if accept is None else None)
+        reaching, count = core.vector_above(bounds, least, _REACHING)
         found = Bounded(codes.items, bounds)
-        return rerank(conn, found, query, want, accept, {}, self.metric, scored, reaching)
+        if accept is None and count <= _REACHING:
+            # Unfiltered, no other entry can reach the top: its bound is below `least`.
+            items = array("q", [codes.items[entry] for entry in reaching])
+            found = Bounded(items, array("d", [bounds[entry] for entry in reaching]))
+        first = count if count <= _REACHING else 0
+        return rerank(conn, found, query, want, accept, {}, self.metric, scored, first)
 
     def bounds(self, codes: Codes, query: bytes, want: int) -> array[float]:
         """An upper bound of each entry's exact score, in entry order: the int8 bound of
@@ -262,10 +271,11 @@ class ExactScan:
         query: bytes,
         want: int,
         score: Callable[[list[int]], dict[int, float]] | None,
-    ) -> tuple[array[float], int]:
-        """`bounds`, and how many entries have a bound at least the least score of the
-        top found (all of them must be read). `score`: scores the items of some entries
-        exactly, returning every item scored so far."""
+    ) -> tuple[array[float], float]:
+        """`bounds`, and a least score of the top `want` items found (exact when `score`
+        is given; -inf when unknown): every entry not refined has a bound below it.
+        `score`: scores the items of some entries exactly, returning every item scored
+        so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
         scan = _Query(codes, split(query_codes, self.dims), query_params, _slices(codes))
         coarse, raw = self._coarse(scan)
@@ -277,16 +287,17 @@ class ExactScan:
         size = max(REFINE_FIRST, 4 * want)
         least, below = -_INF, _INF
         while least == -_INF and below > -_INF:
-            order = core.vector_top(coarse, None, size)
-            at_least = coarse[order[-1]] if order and len(order) == size else -_INF
+            at_least = _threshold(coarse, size)
             self._refine(scan, (at_least, below), arrays)
-            least, below, size = _least_of_top(order, lows, codes.items, want), at_least, 4 * size
+            picked, _ = core.vector_above(coarse, at_least, 4 * size)
+            least, below, size = _least_of_top(picked, lows, codes.items, want), at_least, 4 * size
         if score is not None and least > -_INF:
-            best = sorted(order, key=lambda entry: -bounds[entry])[: 2 * want]
+            best = sorted(picked, key=lambda entry: -bounds[entry])[: 2 * want]
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
-        reaching = self._refine(scan, (least, below), arrays) if least < below else 0
-        return bounds, reaching + sum(bounds[entry] >= least for entry in order)
+        if least < below:
+            self._refine(scan, (least, below), arrays)
+        return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
         """The coarse bound of each entry and its high nibbles' dot, in entry order. On the
@@ -540,6 +551,16 @@ def _run(job: Callable[[tuple[int, int, int]], _T], jobs: list[tuple[int, int, i
     if len(jobs) > 1:
         return list(_pool().map(job, jobs))
     return [job(one) for one in jobs]
+
+
+def _threshold(values: array[float], size: int) -> float:
+    """A value about `size` of `values` are at least (from a sample of about 4 * size of
+    them; -inf when there are no more than `size`)."""
+    if size >= len(values):
+        return -_INF
+    stride = max(1, len(values) // (4 * size))
+    sample = sorted(values[::stride], reverse=True)
+    return sample[min(len(sample) - 1, size // stride)]
 
 
 def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
