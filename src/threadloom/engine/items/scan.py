@@ -288,7 +288,7 @@ class ExactScan:
         least, below = -_INF, _INF
         while least == -_INF and below > -_INF:
             at_least = _threshold(coarse, size)
-            self._refine(scan, (at_least, below), arrays)
+            self._refine(scan, (at_least, below), arrays, threaded=False)
             picked, _ = core.vector_above(coarse, at_least, 4 * size)
             least, below, size = _least_of_top(picked, lows, codes.items, want), at_least, 4 * size
         if score is not None and least > -_INF:
@@ -296,7 +296,7 @@ class ExactScan:
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
         if least < below:
-            self._refine(scan, (least, below), arrays)
+            self._refine(scan, (least, below), arrays, threaded=True)
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
@@ -332,8 +332,10 @@ class ExactScan:
         scan: _Query,
         span: tuple[float, float],
         arrays: tuple[array[int], array[float], array[float], array[float]],
+        threaded: bool,
     ) -> int:
-        """Refine the entries whose coarse bound is in `span`, slice by slice; return how
+        """Refine the entries whose coarse bound is in `span`, slice by slice (on the scan
+        threads if `threaded`: a first refinement is too short to hand out); return how
         many of them have a bound of at least its start."""
         width = half(self.dims)
         views = [memoryview(part) for part in arrays]
@@ -359,7 +361,9 @@ class ExactScan:
                 lows,
             )
 
-        return sum(_run(run, scan.jobs))
+        if threaded:
+            return sum(_run(run, scan.jobs))
+        return sum(map(run, scan.jobs))
 
 
 @dataclass(frozen=True)
