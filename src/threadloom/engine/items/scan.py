@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 from array import array
@@ -563,8 +564,7 @@ def _threshold(values: array[float], size: int) -> float:
     if size >= len(values):
         return -_INF
     stride = max(1, len(values) // (4 * size))
-    sample = sorted(values[::stride], reverse=True)
-    return sample[min(len(sample) - 1, size // stride)]
+    return heapq.nlargest(size // stride + 1, values[::stride])[-1]
 
 
 def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
