@@ -124,16 +124,12 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
         uint8_t *h = high + i * width, *l = low + i * width;
         int64_t total = 0;
         for (j = 0; j < width; j++) {
-            h[j] = 0;
-            l[j] = 0;
-        }
-        for (j = 0; j < dims; j++) {
-            unsigned u = (unsigned)((int)c[j] + 128) & 255u;
-            unsigned shift = (unsigned)(j & 1) * 4u;
-            int d = 2 * (int)(u & 15u) - 15;
-            h[j / 2] = (uint8_t)(h[j / 2] | ((u >> 4) << shift));
-            l[j / 2] = (uint8_t)(l[j / 2] | ((u & 15u) << shift));
-            total += d * d;
+            unsigned u0 = (unsigned)((int)c[2 * j] + 128) & 255u;
+            unsigned u1 = 2 * j + 1 < dims ? (unsigned)((int)c[2 * j + 1] + 128) & 255u : 0u;
+            int d0 = 2 * (int)(u0 & 15u) - 15, d1 = 2 * (int)(u1 & 15u) - 15;
+            h[j] = (uint8_t)((u0 >> 4) | ((u1 >> 4) << 4));
+            l[j] = (uint8_t)((u0 & 15u) | ((u1 & 15u) << 4));
+            total += d0 * d0 + (2 * j + 1 < dims ? d1 * d1 : 0);
         }
         spread[i] = 0.5 * sqrt((double)total);
     }
