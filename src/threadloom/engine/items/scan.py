@@ -38,7 +38,7 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 import apsw
 
@@ -46,8 +46,9 @@ from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
 from threadloom.core.planes import half, split
 from threadloom.core.similarity import PARAMS, Metric
-from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError, InvalidArgumentError
+from threadloom.engine.items.rerank import Bounded, rerank, rescore, vector_matrix
+from threadloom.engine.sql import fetchall
+from threadloom.errors import InvalidArgumentError
 
 __all__ = [
     "CODES_BUDGET",
@@ -179,7 +180,7 @@ class ExactScan:
             for vector_id, item, _ in rows:
                 vector_ids.append(vector_id)
                 items.append(item)
-            code, param = core.vector_quantize(_matrix(rows, self.dims), self.dims)
+            code, param = core.vector_quantize(vector_matrix(rows, self.dims), self.dims)
             planes = core.vector_planes(code, self.dims)
             high.append(planes[0])
             low.append(planes[1])
@@ -245,7 +246,7 @@ class ExactScan:
         scored: dict[int, float] = {}
 
         def score(entries: list[int]) -> dict[int, float]:
-            _rescore(conn, codes.items, entries, query, self.metric, None, scored)
+            rescore(conn, codes.items, entries, query, self.metric, None, scored)
             return scored
 
         # Unfiltered, the exact scores of a few best candidates tell the least score of
@@ -377,101 +378,6 @@ class _Query:
     jobs: list[tuple[int, int, int]]
 
 
-@dataclass
-class Bounded:
-    """Candidates of a search: per vector its item and an upper bound of its exact score
-    (or the score itself). `lists`: the lists whose vectors may score an item (None: all)."""
-
-    items: array[int]
-    bounds: array[float]
-    lists: frozenset[int] | None = None
-    ranked: Collection[int] = ()
-
-
-def rerank(
-    conn: apsw.Connection,
-    found: Bounded,
-    query: bytes,
-    want: int,
-    accept: Callable[[Sequence[int]], Collection[int]] | None,
-    decided: dict[int, bool],
-    metric: Metric,
-    scored: dict[int, float] | None = None,
-    first: int = 0,
-) -> list[tuple[int, float]]:
-    """The exact top `want` accepted `(item, score)` of `found`, best first (score, then
-    item), items in `found.ranked` aside; an item scores by its best vector (in
-    `found.lists`). Candidates are scored exactly (their items' float32 vectors read by
-    item) best bound first, widening fourfold until the `want`-th exact score is above
-    every bound not read. `accept` sees each item at most once (`decided` remembers).
-    `scored`: exact scores of items already read (all accepted, none in `found.ranked`);
-    `first`: candidates to read at first when known (else 4 per wanted item, 64 at least)."""
-    bounds, items = found.bounds, found.items
-    total = len(bounds)
-    best: dict[int, float] = dict(scored or {})
-    done = 0
-    k = min(total, max(first, want) if first else max(4 * want, 64))
-    while True:
-        order = core.vector_top(bounds, None, k + 1)
-        fresh = [i for i in order[done:k] if items[i] not in found.ranked]
-        if accept is not None:
-            fresh = _accepted(items, fresh, accept, decided)
-        _rescore(conn, items, fresh, query, metric, found.lists, best)
-        done = k
-        ranked = sorted(best.items(), key=_rank)[:want]
-        if k >= total:
-            return ranked
-        if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
-            return ranked
-        k = min(total, 4 * k)
-
-
-def _accepted(
-    items: array[int],
-    entries: list[int],
-    accept: Callable[[Sequence[int]], Collection[int]],
-    decided: dict[int, bool],
-) -> list[int]:
-    asked = list(dict.fromkeys(items[i] for i in entries if items[i] not in decided))
-    if asked:
-        passed = accept(asked)
-        passing = passed if isinstance(passed, (set, frozenset, dict)) else set(passed)
-        for item in asked:
-            decided[item] = item in passing
-    return [i for i in entries if decided[items[i]]]
-
-
-def _rescore(
-    conn: apsw.Connection,
-    items: array[int],
-    entries: list[int],
-    query: bytes,
-    metric: Metric,
-    lists: frozenset[int] | None,
-    best: dict[int, float],
-) -> None:
-    """Score exactly every vector of the entries' items not scored yet (read by item:
-    a training moves vectors to other ids without changing them or their codes)."""
-    wanted = sorted({items[i] for i in entries} - best.keys())
-    if not wanted:
-        return
-    rows = fetchall(
-        conn,
-        "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
-        (ids(wanted),),
-    )
-    if lists is not None:
-        rows = [row for row in rows if row[0] >> _LIST_BITS in lists]
-    if not rows:
-        return
-    dims = len(query) // 4
-    scores = core.vector_scores(query, _matrix(rows, dims), dims, metric)
-    for row, score in zip(rows, scores, strict=True):
-        item = row[1]
-        if score > best.get(item, -_INF):
-            best[item] = score
-
-
 _codes_budget: Budget | None = None
 _codes_lock = threading.Lock()
 
@@ -498,20 +404,6 @@ def read_version(conn: apsw.Connection) -> str | None:
 
 
 _INF: Final = float("inf")
-#: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
-_LIST_BITS: Final = 32
-
-
-def _matrix(rows: Sequence[tuple[Any, ...]], dims: int) -> bytes:
-    """The vectors of `rows` (id, item, vector) as one float32 matrix."""
-    matrix = b"".join(row[2] for row in rows)
-    if len(matrix) != 4 * dims * len(rows):
-        bad = sorted({row[1] for row in rows if len(row[2]) != 4 * dims})
-        raise CorruptionError(
-            f"the vectors of items {bad[:5]} are not {dims} float32; run `threadloom "
-            "verify`, and put those items again"
-        )
-    return matrix
 
 
 def scan_threads() -> int:
@@ -609,10 +501,6 @@ def _forget_pool() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _rank(entry: tuple[int, float]) -> tuple[float, int]:
-    return (-entry[1], entry[0])
 
 
 def _cost(codes: Codes) -> int:
