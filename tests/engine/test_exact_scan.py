@@ -192,14 +192,14 @@ def test_the_planes_scan_is_exact_on_ties_zeros_and_constants(
             )
             index.replace(conn, item, fields)
     queries = [vectors[6][0][1], vectors[7][0][1], vectors[8][0][1], [0.0] * DIMS]
-    queries += [[rng.gauss(0, 1) for _ in range(DIMS)] for _ in range(3)]
+    queries.append([rng.gauss(0, 1) for _ in range(DIMS)])
     kept = [item for item in vectors if item % 3 != 0]
     with file.read() as conn:
         count = len(fetchall(conn, "SELECT id FROM store_vectors"))
         codes = index.scan.codes(conn, count)
         assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 48)
         for query in queries:
-            for want in (1, 10, 45):
+            for want in (1, 45):
                 assert index.search(conn, query, want) == index.exact(conn, query, want)
                 found = index.search(conn, query, want, lambda items: set(items) & set(kept))
                 assert found == index.exact(conn, query, want, kept)
