@@ -444,10 +444,13 @@ def _slices(codes: Codes) -> list[tuple[int, int, int]]:
 
 
 def _run(job: Callable[[tuple[int, int, int]], _T], jobs: list[tuple[int, int, int]]) -> list[_T]:
-    """`job` of each slice, in order: on the scan threads when there are several."""
-    if len(jobs) > 1:
-        return list(_pool().map(job, jobs))
-    return [job(one) for one in jobs]
+    """`job` of each slice, in order: the first on the calling thread, the others on the
+    scan threads (one hand-off fewer, and the caller works while it waits)."""
+    if len(jobs) < 2:
+        return [job(one) for one in jobs]
+    others = [_pool().submit(job, one) for one in jobs[1:]]
+    first = job(jobs[0])
+    return [first, *(other.result() for other in others)]
 
 
 def _threshold(values: array[float], size: int) -> float:
