@@ -333,9 +333,9 @@ int64_t tl_vector_above(const double *values, size_t count, double at_least, uin
 /*
  * For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
  * of its codes (from raw, tl_vector_coarse_bounds', and the low plane: equal bit for bit)
- * and lows[i] = a lower bound of its exact score by the same error terms; lows[i] = -inf
- * when coarse[i] is below at_least (or NaN); nothing written at or above `below` (the
- * spec: planes.refine).
+ * and lows[i] = a lower bound of its exact score by the same error terms; nothing written
+ * for the others (coarse[i] below at_least, NaN, or at or above `below`; the spec:
+ * planes.refine).
  * Preconditions: as tl_vector_coarse_bounds, low like its high plane, raw and coarse
  * readable and bounds and lows writable for count entries. Returns how many vectors it
  * refined have a bound of at least at_least (>= 0), or TL_EINVAL.

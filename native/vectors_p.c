@@ -257,7 +257,6 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
                 continue;
             }
             if (!(coarse[i] >= at_least)) {
-                lows[i] = -HUGE_VAL;
                 continue;
             }
             if (n < TL_P_AHEAD) {

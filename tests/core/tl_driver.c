@@ -372,7 +372,7 @@ static void run_planes(char **cursor)
         rc = tl_vector_coarse_bounds(split, qparams, high, params, spread, n, dims, metric, hw,
                                      coarse, raw);
     }
-    for (i = 0; i < n; i++) bounds[i] = coarse[i];
+    for (i = 0; i < n; i++) bounds[i] = lows[i] = coarse[i];
     if (rc == TL_OK) {
         rc = tl_vector_refine(split, qparams, raw, low, params, n, dims, metric, hw, -HUGE_VAL,
                               HUGE_VAL, coarse, bounds, lows);

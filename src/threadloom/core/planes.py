@@ -131,9 +131,9 @@ def refine(
 ) -> int:
     """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = its int8
     bound (`similarity.bounds`), from raw[i] (`coarse_bounds`) and its low plane, and
-    lows[i] = a lower bound of its exact score; for coarse[i] below at_least lows[i] =
-    -inf; at or above `below` nothing changes (refined before). Returns how many vectors
-    it refined have a bound of at least `at_least`.
+    lows[i] = a lower bound of its exact score; nothing changes for the others (below
+    at_least: not refined; at or above `below`: refined before). Returns how many
+    vectors it refined have a bound of at least `at_least`.
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
@@ -154,7 +154,6 @@ def refine(
         if coarse[i] >= below:
             continue
         if not coarse[i] >= at_least:
-            lows[i] = -math.inf
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
         dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
