@@ -77,6 +77,7 @@ class _ValueRow(NamedTuple):
     digest: bytes
     thread_id: str
     created_at: float
+    thread: int  # the row id: a delta body's base is a row of the same thread
 
 
 class _CheckpointRow(NamedTuple):
@@ -114,8 +115,8 @@ _Row = _ValueRow | _CheckpointRow | _WriteRow
 _SHAPES: dict[int, tuple[Any, str, str]] = {
     0: (
         _ValueRow,
-        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at "
-        "FROM vals x" + OWNERS,
+        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at, "
+        "x.thread FROM vals x" + OWNERS,
         "value {ref}",
     ),
     1: (
@@ -239,7 +240,11 @@ class Documents(Intake):
                 rows.extend(fetch(conn, shape, f"{sql} WHERE {where}{order}", args))
             if ordered and len(tables) > 1:
                 rows.sort(key=lambda row: row.seq)
-            decoded = scope.content.unpack_many(conn, [(r.body, r.digest, _name(r)) for r in rows])
+            decoded = scope.content.unpack_many(
+                conn,
+                [(r.body, r.digest, _name(r)) for r in rows],
+                [r.thread if isinstance(r, _ValueRow) else 0 for r in rows],
+            )
         return [self._document(row, stored) for row, stored in zip(rows, decoded, strict=True)]
 
     def _document(self, row: _Row, stored: dict[str, Any]) -> StoredDocument:

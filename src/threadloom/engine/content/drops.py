@@ -13,6 +13,7 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine.content import deltas
 from threadloom.engine.content.blocks import BlockStore
 from threadloom.engine.sql import fetchall, ids
 
@@ -31,6 +32,14 @@ class Drops:
         self.listed: Counter[bytes] = Counter()
         self.released: set[bytes] = set()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
+        #: Value rows about to go, by thread: the deltas of them are settled first.
+        self._values: dict[int, list[str]] = {}
+
+    def add_values(self, thread: int, refs: list[str]) -> int:
+        """`add` the value rows `refs` of `thread`; `apply` first stores whole again the
+        thread's deltas of them that stay (`deltas.settle`)."""
+        self._values.setdefault(thread, []).extend(refs)
+        return self.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(refs)))
 
     def add(
         self,
@@ -50,7 +59,7 @@ class Drops:
             f"SELECT body, blocks FROM {table} WHERE {where}", args
         ):
             count += 1
-            if blocks:
+            if blocks > 0:
                 listed.update(content.referenced(self.conn, bytes(body)))
             else:
                 self.bytes += len(body)
@@ -88,6 +97,8 @@ class Drops:
 
     def apply(self) -> None:
         """Drop the rows' block references, then delete them (in the order added)."""
+        for thread, refs in self._values.items():
+            deltas.settle(self.conn, self.content.raw_many, thread, refs)
         if self.listed:
             self.content.release(self.conn, self.listed, time.time())
             self.released.update(self.listed)

@@ -342,6 +342,16 @@ emptied and refilled whole when the index is (a training writes each list's code
 it moves the vectors).
 """
 
+FORMAT_CHATSIZE: Final = """
+-- Format 10: value rows with blocks = -1 hold chunk deltas; no table changes.
+"""
+"""Chunk documents stored as deltas (engine/content/deltas.py): a `vals` row whose
+`blocks` is -1 holds a `c-` chunk as body mode 5, a zstd frame made with the msgpack of
+another chunk of the same thread (its base, named in the body; never a delta itself) as
+its dictionary. No table changes: the version moves so that an older threadloom, which
+would read such a body as damage, refuses the file. Rows of older files stay as they are.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -353,6 +363,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_7,
     FORMAT_8,
     FORMAT_9,
+    FORMAT_CHATSIZE,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
