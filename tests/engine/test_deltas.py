@@ -60,9 +60,7 @@ def _deltas(path: Path) -> list[tuple[str, str]]:
 
 
 def _fresh(path: Path) -> Saver:
-    saver = Saver(str(path))
-    saver.checkpoints.scope.budget.resize(64 * 1024 * 1024)
-    return saver
+    return Saver(str(path))
 
 
 def test_a_growing_list_stores_chunk_versions_as_deltas_and_reads_them_back_equal(

@@ -90,7 +90,7 @@ def decode_all(
     wanted: dict[int, set[str]] = {}
     at: dict[int, tuple[int, str]] = {}
     for i, (body, _, name) in enumerate(items):
-        if body[:1] != bytes((DELTA,)):
+        if not body or body[0] != DELTA:
             continue
         if threads is None:
             raise CorruptionError(
@@ -108,6 +108,10 @@ def decode_all(
         out[i] = undelta(items[i][0], found[key], items[i][2])
 
 
+#: A delta stored whole again: (new body, thread, ref, bytes it grows by).
+Change = tuple[bytes, int, str, int]
+
+
 def settle(
     conn: apsw.Connection,
     raw: RawMany,
@@ -116,13 +120,37 @@ def settle(
     source: int | None = None,
 ) -> int:
     """Store whole again, in the caller's write transaction, every delta of `thread`
-    that is not `doomed` and whose base is doomed, missing or a delta itself. Returns
-    how many were rewritten. Call it before deleting `doomed`, and after copying rows
-    from thread `source` (each broken delta is then decoded from the source's row of the
-    same ref, whose chain holds: a copy adds rows, it never changes the target's).
+    that is not `doomed` and whose base is doomed, missing or a delta itself (`plan`,
+    then `write`). Returns how many were rewritten. Call it before deleting `doomed`,
+    and after copying rows from thread `source`. The thread index's `bytes` is left to
+    the caller (a recount, or `Drops`, which counts the growth against what goes)."""
+    changes = plan(conn, raw, thread, doomed, source)
+    write(conn, changes)
+    return len(changes)
 
-    The rewritten bodies take no dictionary (zstd alone): one rewritten here never names
-    a dictionary another process may be retiring meanwhile.
+
+def write(conn: apsw.Connection, changes: Sequence[Change]) -> None:
+    """Replace the delta rows `changes` names by their whole bodies."""
+    conn.executemany(
+        "UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref = ?",
+        [change[:3] for change in changes],
+    )
+
+
+def plan(
+    conn: apsw.Connection,
+    raw: RawMany,
+    thread: int,
+    doomed: Collection[str] = (),
+    source: int | None = None,
+) -> list[Change]:
+    """The deltas of `thread` to store whole before `doomed` goes: those not doomed
+    whose base is doomed, missing or a delta itself. Reads only. With `source` (after a
+    copy from that thread), each is decoded from the source's row of the same ref, whose
+    chain holds: a copy adds rows, it never changes the target's.
+
+    The whole bodies take no dictionary (zstd alone): one written here never names a
+    dictionary another process may be retiring meanwhile.
     """
     rows = fetchall(
         conn,
@@ -130,7 +158,7 @@ def settle(
         (thread, DELTA_ROW),
     )
     if not rows:
-        return 0
+        return []
     gone = set(doomed)
     live = [r for r in rows if str(r[0]) not in gone]
     deltas = {str(r[0]) for r in rows}
@@ -148,7 +176,7 @@ def settle(
         if (base := delta_base(r[1])) in gone or base in deltas or base not in present
     ]
     if not broken:
-        return 0
+        return []
     origin = thread if source is None else source
     found = fetchall(
         conn,
@@ -158,16 +186,12 @@ def settle(
     )
     items = [(bytes(r[1]), bytes(r[2]), f"value {r[0]}") for r in found]
     decoded = raw(conn, items, origin)
-    changes = []
-    grown = 0
     old = {str(r[0]): len(r[1]) for r in rows}
+    changes: list[Change] = []
     for (ref, _, _), msgpack in zip(found, decoded, strict=True):
         body = frame(msgpack, None)
-        grown += len(body) - old[str(ref)]
-        changes.append((body, thread, ref))
-    conn.executemany("UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref = ?", changes)
-    conn.execute("UPDATE threads SET bytes = bytes + ? WHERE id = ?", (grown, thread))
-    return len(changes)
+        changes.append((body, thread, str(ref), len(body) - old[str(ref)]))
+    return changes
 
 
 def outgrown(conn: apsw.Connection, raw: RawMany, whole: Callable[[bytes], bytes]) -> int:

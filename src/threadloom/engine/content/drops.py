@@ -32,13 +32,16 @@ class Drops:
         self.listed: Counter[bytes] = Counter()
         self.released: set[bytes] = set()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
-        #: Value rows about to go, by thread: the deltas of them are settled first.
-        self._values: dict[int, list[str]] = {}
+        #: Deltas of the value rows about to go, stored whole by `apply` first.
+        self._settled: list[deltas.Change] = []
 
     def add_values(self, thread: int, refs: list[str]) -> int:
-        """`add` the value rows `refs` of `thread`; `apply` first stores whole again the
-        thread's deltas of them that stay (`deltas.settle`)."""
-        self._values.setdefault(thread, []).extend(refs)
+        """`add` the value rows `refs` of `thread`. The thread's deltas of them that stay
+        are stored whole first (`deltas.plan`, written by `apply`); `bytes` counts what
+        they grow by against what goes: what the thread index loses in all."""
+        changes = deltas.plan(self.conn, self.content.raw_many, thread, refs)
+        self._settled += changes
+        self.bytes -= sum(change[3] for change in changes)
         return self.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(refs)))
 
     def add(
@@ -97,8 +100,7 @@ class Drops:
 
     def apply(self) -> None:
         """Drop the rows' block references, then delete them (in the order added)."""
-        for thread, refs in self._values.items():
-            deltas.settle(self.conn, self.content.raw_many, thread, refs)
+        deltas.write(self.conn, self._settled)
         if self.listed:
             self.content.release(self.conn, self.listed, time.time())
             self.released.update(self.listed)
