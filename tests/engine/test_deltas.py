@@ -20,6 +20,7 @@ from threadloom.engine.format.codec import delta, delta_base, digest, frame
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.tables import VALS
 from threadloom.langgraph.retention import RetentionPolicy
+from threadloom.protocol import ITEMS
 
 
 def _checkpoint(n: int, messages: list[str]) -> dict[str, Any]:
@@ -244,3 +245,20 @@ def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
         assert item is not None and item.value == {"name": "Ada"}
     finally:
         store.close()
+
+
+def test_a_base_deleted_as_a_document_leaves_its_deltas_readable(tmp_path: Path) -> None:
+    """Deleting a chunk document through the document view (serve, the naas adapter)
+    stores the chunk's deltas whole first: the checkpoints that reach them read on."""
+    path = tmp_path / "served.db"
+    saver = _fresh(path)
+    try:
+        config = _grow(saver, "t", 12)
+        ref, base = _deltas(path)[-1]
+        fields = {"thread_id": "t", "ref": base}
+        assert saver.checkpoints.view.delete(ITEMS, fields)
+        assert base not in {r for r, _ in _deltas(path)} and ref not in dict(_deltas(path))
+        saver.checkpoints.scope.release()
+        assert len(_messages(saver, config)) == 12
+    finally:
+        saver.close()

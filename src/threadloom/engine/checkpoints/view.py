@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from threadloom.engine.checkpoints.intake import Intake
 from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.content import deltas
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -432,6 +433,11 @@ class Documents(Intake):
                 return False
             condition = f"thread = ? AND {where}"
             held = threadfacts.row_bytes(conn, scope.content, table, condition, (thread, *ident))
+            if table == "vals":
+                # A delta of this chunk that stays is stored whole first (deltas.py).
+                settled = deltas.plan(conn, scope.content.raw_many, thread, [fields["ref"]])
+                deltas.write(conn, settled)
+                held -= sum(change[3] for change in settled)
             scope.content.unlink_rows(conn, table, condition, (thread, *ident))
             if table == "checkpoints":
                 conn.execute(
