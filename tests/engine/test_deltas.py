@@ -203,8 +203,9 @@ def _row(conn: apsw.Connection, thread_id: str) -> int:
 def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file of format 9 (threads, a Store, a lease; no delta) opens at the current
-    format with its documents unchanged, verifies, and its threads then grow by deltas."""
+    """A file of format 9 (threads, a Store, a lease; no delta; `meta` with a rowid) opens
+    at the current format with its documents and meta keys unchanged and `meta` its own
+    key index, verifies, and its threads then grow by deltas."""
     path = tmp_path / "old.db"
     with monkeypatch.context() as patched:
         patched.setattr("threadloom.engine.checkpoints.writer.DELTA_SHARE", 0.0)
@@ -224,6 +225,13 @@ def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
             store.close()
     assert _deltas(path) == []
     conn = apsw.Connection(str(path))
+    conn.execute(
+        "CREATE TABLE meta_9(key TEXT PRIMARY KEY, value ANY) STRICT; "
+        "INSERT INTO meta_9 SELECT key, value FROM meta; DROP TABLE meta; "
+        "ALTER TABLE meta_9 RENAME TO meta"
+    )
+    keys = conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
+    assert conn.execute("SELECT 1 FROM sqlite_schema WHERE name LIKE '%autoindex_meta%'").fetchall()
     conn.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
     conn.close()
     saver = _fresh(path)
@@ -231,6 +239,10 @@ def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
         with saver.file.read() as conn:
             assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
             assert conn.execute("SELECT count(*) FROM leases").fetchall() == [(1,)]
+            assert conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall() == keys
+            assert not conn.execute(
+                "SELECT 1 FROM sqlite_schema WHERE name LIKE '%autoindex_meta%'"
+            ).fetchall()
         assert list(saver.documents()) == before
         assert verify(saver.file).sound
         config = _grow(saver, "t", 6, first=11)

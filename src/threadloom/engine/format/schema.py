@@ -343,13 +343,24 @@ it moves the vectors).
 """
 
 FORMAT_CHATSIZE: Final = """
--- Format 10: value rows with blocks = -1 hold chunk deltas; no table changes.
+CREATE TABLE meta_2(
+    key TEXT PRIMARY KEY,
+    value ANY
+) STRICT, WITHOUT ROWID;
+INSERT INTO meta_2(key, value) SELECT key, value FROM meta ORDER BY key;
+DROP TABLE meta;
+ALTER TABLE meta_2 RENAME TO meta;
 """
-"""Chunk documents stored as deltas (engine/content/deltas.py): a `vals` row whose
-`blocks` is -1 holds a `c-` chunk as body mode 5, a zstd frame made with the msgpack of
-another chunk of the same thread (its base, named in the body; never a delta itself) as
-its dictionary. No table changes: the version moves so that an older threadloom, which
-would read such a body as damage, refuses the file. Rows of older files stay as they are.
+"""Format 10: chunk documents stored as deltas, and `meta` as its own key index.
+
+Chunk deltas (engine/content/deltas.py): a `vals` row whose `blocks` is -1 holds a `c-`
+chunk as body mode 5, a zstd frame made with the msgpack of another chunk of the same
+thread (its base, named in the body; never a delta itself) as its dictionary. No table
+changes for them: the version moves so that an older threadloom, which would read such a
+body as damage, refuses the file. Rows of older files stay as they are.
+
+`meta` becomes WITHOUT ROWID: the table is its key index, one b-tree (one page in a small
+file) instead of two. Same columns, same rows.
 """
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
