@@ -18,7 +18,7 @@ import pytest
 from threadloom.engine.checks.figures import figures
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.format.schema import FORMAT_VERSION
+from threadloom.engine.format.schema import CODES_FORMAT, FORMAT_VERSION
 from threadloom.engine.items import vector_codes, vector_probe, vectors
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
@@ -203,7 +203,7 @@ def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training
         file.close()
     conn = apsw.Connection(str(path))  # back to format 8, as that threadloom left it
     conn.execute("DROP TABLE store_codes; DELETE FROM meta WHERE key = 'vector_codes_from'")
-    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version = {CODES_FORMAT - 1}")
     conn.close()
     file = File(path)
     try:

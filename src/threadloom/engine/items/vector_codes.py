@@ -1,6 +1,6 @@
 """The vector index's int8 codes in the file, packed per inverted list (engine layer).
 
-`store_codes` (FORMAT_IVFCODES, format/schema.py) holds the codes (`core.vector_quantize`:
+`store_codes` (FORMAT_9, format/schema.py) holds the codes (`core.vector_quantize`:
 `dims` int8 and PARAMS doubles a vector) of every vector of a coded list, in chunks of up
 to CHUNK vectors: a search probing a list reads its few chunk rows and bounds every
 vector's score from them with one C call per chunk (vector_probe.py), instead of reading
