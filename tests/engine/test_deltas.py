@@ -274,3 +274,46 @@ def test_a_base_deleted_as_a_document_leaves_its_deltas_readable(tmp_path: Path)
         assert len(_messages(saver, config)) == 12
     finally:
         saver.close()
+
+
+def test_documents_imported_one_by_one_store_chunk_versions_as_deltas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The document service and the naas adapter hand a thread over one document at a
+    time (`import_documents`): its chunk versions are stored as deltas as a put stores
+    them, the documents read back as imported, and a base deleted as a document is never
+    the base of a later import."""
+    monkeypatch.setattr("threadloom.engine.checkpoints.writer.DELTA_SHARE", 0.0)
+    source = _fresh(tmp_path / "source.db")
+    try:
+        _grow(source, "t", 20)
+        documents = [(collection, data) for collection, _, data in source.documents()]
+    finally:
+        source.close()
+    assert _deltas(tmp_path / "source.db") == []
+    monkeypatch.undo()
+    path = tmp_path / "imported.db"
+    target = _fresh(path)
+    try:
+        view = target.checkpoints.view
+        half = len(documents) // 2
+        for document in documents[:half]:
+            view.import_documents([document])
+        stored = _deltas(path)
+        assert stored
+        _, base = stored[-1]
+        assert view.delete(ITEMS, {"thread_id": "t", "ref": base})
+        for document in documents[half:]:
+            view.import_documents([document])
+        assert len(_deltas(path)) > len(stored)
+        assert base not in {b for _, b in _deltas(path)}
+        # The deleted chunk leaves the checkpoints that reached it short of it (what a
+        # delete through the document service means), and nothing else.
+        problems = verify(target.file).problems
+        assert problems
+        assert all(p.check == "references" and base in p.detail for p in problems)
+        target.checkpoints.scope.release()
+        again = [(collection, data) for collection, _, data in target.documents()]
+    finally:
+        target.close()
+    assert again == [d for d in documents if not (d[0] == ITEMS and d[1]["ref"] == base)]

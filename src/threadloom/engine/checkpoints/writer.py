@@ -161,9 +161,7 @@ class Writer:
             content.train()
         scope.touch(thread_id, thread)
         scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
-        for key, (ref, raw) in bases.items():
-            if ref in inserted:  # stored whole by this put: later versions may be deltas of it
-                scope.chunk_bases.put(key, (ref, raw))
+        remember_bases(scope, bases, inserted)  # stored whole: later versions may be deltas
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
             plan.known_refs(known),
@@ -302,28 +300,9 @@ class Writer:
     def _deltas(
         self, thread_id: str, fresh: Sequence[Put], packs: list[Packed]
     ) -> dict[tuple[str, str], tuple[str, bytes]]:
-        """Store new chunk versions as deltas of the version this scope last stored whole
-        (`deltas.py`), where that takes at most `DELTA_SHARE` of the whole body: replaces
-        those packs. Returns the chunks stored whole, to remember as bases once committed:
-        (thread id, first element ref) -> (ref, msgpack)."""
-        whole: dict[tuple[str, str], tuple[str, bytes]] = {}
-        known = self.scope.chunk_bases
-        for i, put in enumerate(fresh):
-            ref: str = put.data["ref"]
-            elements = put.data.get("elements")
-            packed = packs[i]
-            if not ref.startswith("c-") or not elements or packed.keys:
-                continue
-            key = (thread_id, str(elements[0][0]))
-            raw = ormsgpack.packb(value_body(put.data))
-            base = known.get(key)
-            if base is not None and base[0] != ref:
-                body = delta(raw, base[0], base[1])
-                if len(body) <= DELTA_SHARE * len(packed.body):
-                    packs[i] = Packed(body, packed.digest, inline=packed.inline)
-                    continue
-            whole[key] = (ref, raw)
-        return whole
+        """`chunk_deltas` of the values this put stores."""
+        values = [(str(put.data["ref"]), value_body(put.data)) for put in fresh]
+        return chunk_deltas(self.scope, thread_id, values, packs)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
@@ -435,6 +414,46 @@ def root_namespace(config: Mapping[str, Any]) -> Mapping[str, Any]:
     if conf.get("checkpoint_ns") is not None:
         return config
     return {**config, "configurable": {**conf, "checkpoint_ns": ""}}
+
+
+def chunk_deltas(
+    scope: Scope,
+    thread_id: str,
+    values: Sequence[tuple[str, Mapping[str, Any]]],
+    packs: list[Packed],
+) -> dict[tuple[str, str], tuple[str, bytes]]:
+    """Store new chunk versions as deltas of the version `scope` last stored whole
+    (`deltas.py`), where that takes at most `DELTA_SHARE` of the whole body: replaces
+    those of `packs` (`packs[i]` is `values[i]`'s: ref and body). Returns the chunks
+    stored whole, to remember as bases once committed (`remember_bases`): (thread id,
+    first element ref) -> (ref, msgpack)."""
+    whole: dict[tuple[str, str], tuple[str, bytes]] = {}
+    known = scope.chunk_bases
+    for i, (ref, body) in enumerate(values):
+        elements = body.get("elements")
+        packed = packs[i]
+        if not ref.startswith("c-") or not elements or packed.keys:
+            continue
+        key = (thread_id, str(elements[0][0]))
+        raw = ormsgpack.packb(body)
+        base = known.get(key)
+        if base is not None and base[0] != ref:
+            framed = delta(raw, base[0], base[1])
+            if len(framed) <= DELTA_SHARE * len(packed.body):
+                packs[i] = Packed(framed, packed.digest, inline=packed.inline)
+                continue
+        whole[key] = (ref, raw)
+    return whole
+
+
+def remember_bases(
+    scope: Scope, bases: Mapping[tuple[str, str], tuple[str, bytes]], inserted: set[str]
+) -> None:
+    """After the commit: the chunks `chunk_deltas` left whole and the write inserted are
+    the bases later versions of their lists may be deltas of."""
+    for key, (ref, raw) in bases.items():
+        if ref in inserted:
+            scope.chunk_bases.put(key, (ref, raw))
 
 
 def value_body(data: Mapping[str, Any]) -> dict[str, Any]:
