@@ -290,6 +290,25 @@ int tl_vector_bounds(const int8_t *query_codes, const double *query_params, cons
                      unsigned features, double *bounds);
 
 /*
+ * tl_vector_bounds over code chunks as the Store keeps them (docs/FORMAT.md, store_codes):
+ * `chunks` holds chunk_count bodies back to back, body c of counts[c] vectors laid out as
+ * counts[c] vector ids (int64), then as many items (int64), 3 params (double) a vector,
+ * and dims int8 codes a vector, all little-endian (any alignment). For the j-th vector of
+ * all the chunks in order, items[j] = its item and bounds[j] = its bound, exactly
+ * tl_vector_bounds' value.
+ * Preconditions: dims >= 1; query as for tl_vector_bounds; chunks readable for size
+ * bytes, counts for chunk_count entries, each at least 1, whose bodies fill `size`
+ * exactly (checked before anything is written: TL_EINVAL otherwise); items and bounds
+ * writable for the sum of counts.
+ * Returns TL_OK or TL_EINVAL. Complexity: O(size) integer multiply-adds, no allocation
+ * (one call per tier of a probe instead of one per chunk). Thread safety: reentrant.
+ */
+int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params,
+                           const unsigned char *chunks, size_t size, const uint64_t *counts,
+                           size_t chunk_count, size_t dims, int metric, unsigned features,
+                           int64_t *items, double *bounds);
+
+/*
  * BLAKE3 of one buffer: the unkeyed hash, its default 32-byte output (the
  * content store's block keys; the Python package `blake3` is the oracle).
  * Preconditions: data readable for len bytes (NULL allowed when len == 0); out

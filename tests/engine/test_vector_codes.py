@@ -9,12 +9,15 @@ and a search by the lists over the codes finds what the float32 rows would.
 from __future__ import annotations
 
 import random
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
 import apsw
 import pytest
 
+from threadloom import core
+from threadloom.core import similarity
 from threadloom.engine.checks.figures import figures
 from threadloom.engine.file import File
 from threadloom.engine.format import features
@@ -22,6 +25,7 @@ from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.items import vector_codes, vector_probe
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
+from threadloom.errors import CorruptionError
 
 DIMS = 8
 
@@ -194,3 +198,50 @@ def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training
         assert int(str(figures(str(path))["store_vector_codes_bytes"])) > 0
     finally:
         file.close()
+
+
+def test_bounds_read_in_batches_equal_each_chunks_own_bounds(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading lists' chunks into the batch buffer and bounding them in one native call
+    gives every vector its item and the very bound `core.vector_bounds` gives its chunk
+    alone, whatever the batch size (a chunk above it is bounded on its own)."""
+    index = VectorIndex(DIMS, "l2", train_from=300, exact_up_to=0)
+    _put(file, index, _clustered(900, 14))
+    with file.write() as conn:
+        assert index.maintain(conn)
+    query = core.vector_quantize(similarity.pack(_clustered(1, 15)[1]), DIMS)
+    with file.read() as conn:
+        lists = [int(row[0]) for row in fetchall(conn, "SELECT id FROM store_lists WHERE id > 0")]
+        chosen = lists[::2]
+        expected_items, expected = array("q"), array("d")
+        for list_id in chosen:
+            for key, count, body in fetchall(
+                conn,
+                "SELECT id, count, body FROM store_codes WHERE id >> 32 = ? ORDER BY id",
+                (list_id,),
+            ):
+                chunk = vector_codes.unpack(key, count, body)
+                expected_items.extend(chunk.items)
+                expected.extend(core.vector_bounds(*query, chunk.codes, chunk.params, DIMS, "l2"))
+        size = 8 * 5 + DIMS
+        for batch in (vector_codes.BATCH, 3 * size * vector_codes.CHUNK, size):
+            monkeypatch.setattr(vector_codes, "BATCH", batch)
+            items, bounds = array("q"), array("d")
+            vector_codes.read_bounds(conn, chosen, query, DIMS, "l2", items, bounds)
+            assert (items, bounds) == (expected_items, expected), batch
+
+
+def test_a_search_over_a_damaged_code_chunk_says_what_to_run(file: File) -> None:
+    """A chunk whose body does not hold its count of vectors stops a search with a
+    CorruptionError naming verify and compact, not a wrong result."""
+    index = VectorIndex(DIMS, "cosine", train_from=100, exact_up_to=0, probes=1000)
+    _put(file, index, _clustered(300, 16))
+    with file.write() as conn:
+        assert index.maintain(conn)
+        conn.execute(
+            "UPDATE store_codes SET body = substr(body, 1, length(body) - 1) WHERE id = "
+            "(SELECT max(id) FROM store_codes)"
+        )
+    with file.read() as conn, pytest.raises(CorruptionError, match="threadloom compact"):
+        index.search(conn, _clustered(1, 17)[1], 10)

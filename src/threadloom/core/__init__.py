@@ -39,6 +39,7 @@ __all__ = [
     "sha256_hex",
     "value_blob_refs",
     "vector_bounds",
+    "vector_chunk_bounds",
     "vector_means",
     "vector_nearest",
     "vector_quantize",
@@ -91,6 +92,9 @@ vector_quantize: Callable[[Buffer, int], tuple[bytes, array[float]]] = _impl.vec
 vector_bounds: Callable[
     [Buffer, Sequence[float], Buffer, Sequence[float], int, str], array[float]
 ] = _impl.vector_bounds
+vector_chunk_bounds: Callable[
+    [Buffer, Sequence[float], Buffer, Sequence[int], int, str], tuple[array[int], array[float]]
+] = _impl.vector_chunk_bounds
 vector_means: Callable[[Buffer, Sequence[int], int, int, bool], tuple[bytes, list[int]]] = (
     _impl.vector_means
 )

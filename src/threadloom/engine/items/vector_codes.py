@@ -2,9 +2,9 @@
 
 `store_codes` (FORMAT_IVFCODES, format/schema.py) holds the codes (`core.vector_quantize`:
 `dims` int8 and PARAMS doubles a vector) of every vector of a coded list, in chunks of up
-to CHUNK vectors: a search probing a list reads its few chunk rows and bounds every
-vector's score from them with one C call per chunk (vector_probe.py), instead of reading
-one float32 row per vector scattered in the file.
+to CHUNK vectors: a search probing lists reads their few chunk rows and bounds every
+vector's score from them with one C call per BATCH bytes of chunks (vector_probe.py),
+instead of reading one float32 row per vector scattered in the file.
 
 Writes, each in the caller's write transaction beside the vector rows it follows:
 - `add`: vectors inserted with ids above every id of their list (puts, a training's
@@ -26,6 +26,7 @@ above the vector's. `problems` checks all of it (`threadloom verify`).
 from __future__ import annotations
 
 import sys
+import threading
 from array import array
 from collections.abc import Sequence
 from itertools import pairwise
@@ -39,6 +40,7 @@ from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 
 __all__ = [
+    "BATCH",
     "CHUNK",
     "FROM_KEY",
     "RUN",
@@ -56,6 +58,9 @@ __all__ = [
 
 #: Vectors in a full chunk (about 106 KiB at 384 dims).
 CHUNK: Final = 256
+#: Bytes of code chunks a search bounds per native call (its thread's buffer holds them:
+#: about 9 full chunks at 384 dims).
+BATCH: Final = 1 << 20
 #: Chunks short of CHUNK a list may end with before they are packed together.
 RUN: Final = 16
 #: The `meta` key naming the lowest coded list.
@@ -365,7 +370,7 @@ def clear(conn: apsw.Connection) -> None:
 
 def read_bounds(
     conn: apsw.Connection,
-    list_id: int,
+    list_ids: Sequence[int],
     query: tuple[bytes, array[float]],
     dims: int,
     metric: Metric,
@@ -373,29 +378,83 @@ def read_bounds(
     bounds: array[float],
 ) -> None:
     """Append to `items` and `bounds` the item and score bound (`core.vector_bounds`) of
-    every vector of the coded list `list_id` against `query` (its codes and params)."""
-    low, high = _range(list_id)
+    every vector of the coded lists `list_ids` against `query` (its codes and params).
+
+    The chunk bodies are read by incremental blob I/O into one reused buffer per thread
+    (BATCH bytes: no bytes object per chunk, one copy out of SQLite's pages) and bounded
+    by one `core.vector_chunk_bounds` call per buffer filled."""
+    if not list_ids:
+        return
     size = _FIXED + dims
-    for count, body in conn.execute(
-        "SELECT count, body FROM store_codes WHERE id >= ? AND id < ?", (low, high)
-    ):
-        if len(body) != size * count:
-            raise CorruptionError(
-                f"vector list {list_id} has a code chunk that does not hold {count} vectors of "
-                f"{dims} codes; run `threadloom verify`, then `threadloom compact` to rebuild it"
-            )
-        view = memoryview(body)
-        part = array("q")
-        part.frombytes(view[8 * count : 16 * count])
-        params = array("d")
-        params.frombytes(view[16 * count : _FIXED * count])
-        if not _LITTLE:
-            part.byteswap()
-            params.byteswap()
-        items.extend(part)
-        bounds.extend(
-            core.vector_bounds(query[0], query[1], view[_FIXED * count :], params, dims, metric)
-        )
+    buffer = _buffer()
+    limit = min(BATCH, len(buffer))
+    counts = array("Q")
+    filled = 0
+    blob: apsw.Blob | None = None
+    try:
+        for key, count in conn.execute(
+            # CROSS JOIN: each list's range of the b-tree, in the lists' order.
+            "SELECT c.id, c.count FROM carray(?) l CROSS JOIN store_codes c "
+            "ON c.id >= l.value << 32 AND c.id < (l.value + 1) << 32",
+            (ids(list_ids),),
+        ):
+            if blob is None:
+                blob = conn.blob_open("main", "store_codes", "body", key, False)
+            else:
+                blob.reopen(key)
+            length = blob.length()
+            if count < 1 or length != size * count:
+                raise CorruptionError(
+                    f"vector list {key >> _LIST_BITS} has a code chunk that does not hold "
+                    f"{count} vectors of {dims} codes; run `threadloom verify`, then "
+                    "`threadloom compact` to rebuild it"
+                )
+            if filled + length > limit:
+                _bound_chunks(buffer, filled, counts, query, dims, metric, items, bounds)
+                counts, filled = array("Q"), 0
+            if length > limit:  # a chunk above BATCH (thousands of dims): alone
+                alone = array("Q", [count])
+                _bound_chunks(
+                    bytearray(blob.read()), length, alone, query, dims, metric, items, bounds
+                )
+                continue
+            blob.readinto(buffer, filled, length)
+            counts.append(count)
+            filled += length
+    finally:
+        if blob is not None:
+            blob.close()
+    _bound_chunks(buffer, filled, counts, query, dims, metric, items, bounds)
+
+
+def _bound_chunks(
+    buffer: bytearray,
+    filled: int,
+    counts: array[int],
+    query: tuple[bytes, array[float]],
+    dims: int,
+    metric: Metric,
+    items: array[int],
+    bounds: array[float],
+) -> None:
+    if not counts:
+        return
+    with memoryview(buffer) as view, view[:filled] as chunks:
+        found = core.vector_chunk_bounds(query[0], query[1], chunks, counts, dims, metric)
+    items.extend(found[0])
+    bounds.extend(found[1])
+
+
+_local = threading.local()
+
+
+def _buffer() -> bytearray:
+    """This thread's buffer of code chunks (allocated once: a fresh one would be paged in
+    on every search)."""
+    buffer: bytearray | None = getattr(_local, "buffer", None)
+    if buffer is None:
+        buffer = _local.buffer = bytearray(BATCH)
+    return buffer
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ rows. The tier's best bounds are then scored exactly from their items' float32 v
 tier ranks exactly as a float32 scan of its lists would, reading a few hundred vectors
 instead of every one.
 
-Memory: a tier holds an item id and a bound per vector of its lists (16 bytes), never the
-codes of more than one chunk at a time (CHUNK vectors).
+Memory: a tier holds an item id and a bound per vector of its lists (16 bytes), never
+more codes than its thread's buffer (vector_codes.BATCH, 1 MiB, reused); a tier's coded
+lists are read in one statement and bounded by one native call per buffer filled.
 """
 
 from __future__ import annotations
@@ -61,12 +62,17 @@ def probe(
     while True:
         tier = order[probed : probed + step]
         items, bounds = array("q"), array("d")
+        vector_codes.read_bounds(
+            conn,
+            [list_id for list_id in tier if vector_codes.coded(first, list_id)],
+            query,
+            index.dims,
+            index.metric,
+            items,
+            bounds,
+        )
         for list_id in tier:
-            if vector_codes.coded(first, list_id):
-                vector_codes.read_bounds(
-                    conn, list_id, query, index.dims, index.metric, items, bounds
-                )
-            else:
+            if not vector_codes.coded(first, list_id):
                 low = list_id << _LIST_BITS
                 scored = index._scored(
                     blob,
