@@ -49,7 +49,7 @@ from threadloom.core.lru import process_budget
 from threadloom.core.similarity import pack
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.items import vector_probe
+from threadloom.engine.items import vector_packing, vector_probe
 from threadloom.engine.items.vectors import VectorIndex
 
 DIMS = 384
@@ -197,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the kept file's index as it is (no training first)",
     )
     parser.add_argument(
+        "--pack",
+        action="store_true",
+        help="first pack the kept file's short code chunks (vector_packing.run, short steps)",
+    )
+    parser.add_argument(
         "--float-rows",
         action="store_true",
         help="also probe the lists reading float32 rows (the path before codes), interleaved",
@@ -220,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     file = File(path)
     try:
         trained = None if args.no_train else train_with_writer(file, index, mixture)
+        if args.pack:
+            started = time.perf_counter()
+            packed = vector_packing.run(file, DIMS)
+            note(f"packed {packed} lists in {time.perf_counter() - started:.1f} s")
         file.checkpoint_wal()
         with file.read() as conn:
             lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]

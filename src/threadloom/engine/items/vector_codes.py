@@ -3,7 +3,7 @@
 `store_codes` (FORMAT_IVFCODES, format/schema.py) holds the codes (`core.vector_quantize`:
 `dims` int8 and PARAMS doubles a vector) of every vector of a coded list, in chunks of up
 to CHUNK vectors: a search probing lists reads their few chunk rows and bounds every
-vector's score from them with one C call per BATCH bytes of chunks (vector_probe.py),
+vector's score from them with one C call per buffer of chunks (vector_probe.py),
 instead of reading one float32 row per vector scattered in the file.
 
 Writes, each in the caller's write transaction beside the vector rows it follows:
@@ -26,7 +26,6 @@ above the vector's. `problems` checks all of it (`threadloom verify`).
 from __future__ import annotations
 
 import sys
-import threading
 from array import array
 from collections.abc import Sequence
 from itertools import pairwise
@@ -35,13 +34,12 @@ from typing import Any, Final, NamedTuple
 import apsw
 
 from threadloom import core
-from threadloom.core.similarity import PARAMS, Metric
+from threadloom.core.similarity import PARAMS
 from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError
 
 __all__ = [
-    "BATCH",
     "CHUNK",
+    "FIXED",
     "FROM_KEY",
     "RUN",
     "Chunk",
@@ -51,16 +49,14 @@ __all__ = [
     "coded_from",
     "drop",
     "drop_items",
+    "loose",
     "problems",
-    "read_bounds",
+    "repack",
     "set_coded_from",
 ]
 
 #: Vectors in a full chunk (about 106 KiB at 384 dims).
 CHUNK: Final = 256
-#: Bytes of code chunks a search bounds per native call (its thread's buffer holds them:
-#: about 9 full chunks at 384 dims).
-BATCH: Final = 1 << 20
 #: Chunks short of CHUNK a list may end with before they are packed together.
 RUN: Final = 16
 #: The `meta` key naming the lowest coded list.
@@ -68,7 +64,7 @@ FROM_KEY: Final = "vector_codes_from"
 #: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
 _LIST_BITS: Final = 32
 #: Bytes per vector besides its codes: id, item (int64) and params (float64).
-_FIXED: Final = 8 * (2 + PARAMS)
+FIXED: Final = 8 * (2 + PARAMS)
 _LITTLE: Final = sys.byteorder == "little"
 #: Problems of one kind listed before they are only counted (vector_checks.MOST).
 _MOST: Final = 20
@@ -100,9 +96,9 @@ class _Damaged(Exception):
 
 
 def _dims_of(count: int, body: bytes) -> int:
-    if count < 1 or len(body) <= _FIXED * count or (len(body) - _FIXED * count) % count:
+    if count < 1 or len(body) <= FIXED * count or (len(body) - FIXED * count) % count:
         raise _Damaged
-    return (len(body) - _FIXED * count) // count
+    return (len(body) - FIXED * count) // count
 
 
 def unpack(key: int, count: int, body: bytes) -> Chunk:
@@ -110,11 +106,11 @@ def unpack(key: int, count: int, body: bytes) -> Chunk:
     dims = _dims_of(count, body)
     view = memoryview(body)
     parts: list[Any] = [array("q"), array("q"), array("d")]
-    for part, start, end in zip(parts, (0, 8, 16), (8, 16, _FIXED), strict=True):
+    for part, start, end in zip(parts, (0, 8, 16), (8, 16, FIXED), strict=True):
         part.frombytes(view[start * count : end * count])
         if not _LITTLE:
             part.byteswap()
-    return Chunk(key, parts[0], parts[1], parts[2], bytes(view[_FIXED * count :][: dims * count]))
+    return Chunk(key, parts[0], parts[1], parts[2], bytes(view[FIXED * count :][: dims * count]))
 
 
 # -- which lists are coded ---------------------------------------------------------------
@@ -301,6 +297,46 @@ def _insert(conn: apsw.Connection, chunks: list[Chunk]) -> None:
     )
 
 
+def repack(conn: apsw.Connection, list_id: int, dims: int) -> bool:
+    """Rewrite the chunks of list `list_id` as full chunks (the last one the rest), in the
+    caller's write transaction; False when they are already as few as can be, or one does
+    not unpack (left as it is for `verify` to name and `compact` to rebuild)."""
+    low, high = _range(list_id)
+    counts = fetchall(
+        conn, "SELECT id, count FROM store_codes WHERE id >= ? AND id < ? ORDER BY id", (low, high)
+    )
+    total = sum(int(row[1]) for row in counts)
+    if len(counts) <= -(-total // CHUNK):
+        return False
+    chunks = [
+        _unpacked(row)
+        for row in fetchall(
+            conn,
+            "SELECT id, count, body FROM store_codes WHERE id >= ? AND id < ? ORDER BY id",
+            (low, high),
+        )
+    ]
+    whole = _joined([chunk for chunk in chunks if chunk is not None], dims)
+    if whole is None or None in chunks or len(whole.codes) != dims * len(whole.ids):
+        return False
+    conn.execute("DELETE FROM store_codes WHERE id >= ? AND id < ?", (low, high))
+    _insert(conn, _split(whole._replace(key=int(counts[0][0])), dims))
+    return True
+
+
+def loose(conn: apsw.Connection) -> list[int]:
+    """The lists whose codes would fit in fewer chunks (`repack` them), in id order."""
+    return [
+        int(row[0])
+        for row in fetchall(
+            conn,
+            "SELECT id >> 32 FROM store_codes GROUP BY id >> 32 "
+            "HAVING count(*) > (sum(count) + ? - 1) / ? ORDER BY 1",
+            (CHUNK, CHUNK),
+        )
+    ]
+
+
 def drop(conn: apsw.Connection, vector_ids: Sequence[int]) -> None:
     """Take the vectors `vector_ids` (about to be deleted) out of their chunks."""
     first = coded_from(conn)
@@ -363,98 +399,6 @@ def clear(conn: apsw.Connection) -> None:
     """Drop every code, every list coded from now on (the index was emptied)."""
     conn.execute("DELETE FROM store_codes")
     set_coded_from(conn, 0)
-
-
-# -- reads -------------------------------------------------------------------------------
-
-
-def read_bounds(
-    conn: apsw.Connection,
-    list_ids: Sequence[int],
-    query: tuple[bytes, array[float]],
-    dims: int,
-    metric: Metric,
-    items: array[int],
-    bounds: array[float],
-) -> None:
-    """Append to `items` and `bounds` the item and score bound (`core.vector_bounds`) of
-    every vector of the coded lists `list_ids` against `query` (its codes and params).
-
-    The chunk bodies are read by incremental blob I/O into one reused buffer per thread
-    (BATCH bytes: no bytes object per chunk, one copy out of SQLite's pages) and bounded
-    by one `core.vector_chunk_bounds` call per buffer filled."""
-    if not list_ids:
-        return
-    size = _FIXED + dims
-    buffer = _buffer()
-    limit = min(BATCH, len(buffer))
-    counts = array("Q")
-    filled = 0
-    blob: apsw.Blob | None = None
-    try:
-        for key, count in conn.execute(
-            # CROSS JOIN: each list's range of the b-tree, in the lists' order.
-            "SELECT c.id, c.count FROM carray(?) l CROSS JOIN store_codes c "
-            "ON c.id >= l.value << 32 AND c.id < (l.value + 1) << 32",
-            (ids(list_ids),),
-        ):
-            if blob is None:
-                blob = conn.blob_open("main", "store_codes", "body", key, False)
-            else:
-                blob.reopen(key)
-            length = blob.length()
-            if count < 1 or length != size * count:
-                raise CorruptionError(
-                    f"vector list {key >> _LIST_BITS} has a code chunk that does not hold "
-                    f"{count} vectors of {dims} codes; run `threadloom verify`, then "
-                    "`threadloom compact` to rebuild it"
-                )
-            if filled + length > limit:
-                _bound_chunks(buffer, filled, counts, query, dims, metric, items, bounds)
-                counts, filled = array("Q"), 0
-            if length > limit:  # a chunk above BATCH (thousands of dims): alone
-                alone = array("Q", [count])
-                _bound_chunks(
-                    bytearray(blob.read()), length, alone, query, dims, metric, items, bounds
-                )
-                continue
-            blob.readinto(buffer, filled, length)
-            counts.append(count)
-            filled += length
-    finally:
-        if blob is not None:
-            blob.close()
-    _bound_chunks(buffer, filled, counts, query, dims, metric, items, bounds)
-
-
-def _bound_chunks(
-    buffer: bytearray,
-    filled: int,
-    counts: array[int],
-    query: tuple[bytes, array[float]],
-    dims: int,
-    metric: Metric,
-    items: array[int],
-    bounds: array[float],
-) -> None:
-    if not counts:
-        return
-    with memoryview(buffer) as view, view[:filled] as chunks:
-        found = core.vector_chunk_bounds(query[0], query[1], chunks, counts, dims, metric)
-    items.extend(found[0])
-    bounds.extend(found[1])
-
-
-_local = threading.local()
-
-
-def _buffer() -> bytearray:
-    """This thread's buffer of code chunks (allocated once: a fresh one would be paged in
-    on every search)."""
-    buffer: bytearray | None = getattr(_local, "buffer", None)
-    if buffer is None:
-        buffer = _local.buffer = bytearray(BATCH)
-    return buffer
 
 
 # -- checks ------------------------------------------------------------------------------

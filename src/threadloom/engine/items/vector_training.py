@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from threadloom import core
-from threadloom.engine.items import vector_codes
+from threadloom.engine.items import vector_codes, vector_packing
 from threadloom.engine.items.kmeans import kmeans
 from threadloom.engine.items.vector_recall import Gauge, choose, held_out, queries
 from threadloom.engine.sql import Transactions, fetchall, ids
@@ -198,7 +198,8 @@ class Training:
         assert state is not None
         while rows := self._read(conn, state):
             self._move(conn, state, rows, self._assigned(state, rows))
-        self._finish(conn, state)
+        if self._finish(conn, state):
+            vector_packing.pack(conn, self.dims)
 
     def run(
         self, file: Transactions, stop: Callable[[], bool] = lambda: False, *, force: bool = False
@@ -234,7 +235,10 @@ class Training:
                     rows = self._read(conn, state)
                 if not rows:
                     with file.write() as conn:
-                        return self._finish(conn, state)
+                        finished = self._finish(conn, state)
+                    if finished:  # then its lists' short chunks, in steps of their own
+                        vector_packing.run(file, self.dims, stop)
+                    return finished
                 targets = self._assigned(state, rows)
                 with file.write() as conn:
                     before = time.monotonic()  # the lock is held from here to the commit
@@ -524,6 +528,8 @@ class BackgroundTraining:
     def _run(self) -> None:
         try:
             Training(self.index).run(self.file, self._stop.is_set)
+            # Lists trained before their chunks were packed at a training's end (once).
+            vector_packing.run(self.file, self.index.dims, self._stop.is_set)
         except ThreadloomError:
             # The writes that made it due are committed: report, retry at the next one.
             log.exception("%s: retraining the vector index failed", self.file.path)

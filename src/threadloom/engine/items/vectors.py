@@ -36,7 +36,13 @@ import apsw
 
 from threadloom import core
 from threadloom.core.similarity import Metric, check_metric
-from threadloom.engine.items import vector_checks, vector_codes, vector_probe, vector_values
+from threadloom.engine.items import (
+    vector_checks,
+    vector_codes,
+    vector_packing,
+    vector_probe,
+    vector_values,
+)
 from threadloom.engine.items.candidates import Candidates
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
@@ -477,6 +483,11 @@ class VectorIndex:
             if not (grown or shrunk):
                 return None
         return total
+
+    def packing_due(self, conn: apsw.Connection) -> bool:
+        """Whether the lists' code chunks are due to be packed (a file trained before
+        trainings packed them: vector_packing.py); `train`'s background thread packs."""
+        return vector_packing.due(conn)
 
     def _matrix(self, blobs: Iterable[bytes]) -> bytes:
         matrix = b"".join(parts := list(blobs))
