@@ -23,7 +23,8 @@ one write transaction instead.
    longer.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
-   probes are recorded, the key goes.
+   probes (wider or fewer: vector_recall.py) are recorded, the key goes; then the lists'
+   short code chunks are packed (vector_packing.py).
 
 Vectors keep their contents when they move, so the exact scan's codes stay valid (the
 scan re-ranks by item, not by vector id). A training whose owner stopped (closed,
@@ -464,6 +465,7 @@ class Training:
         vector_codes.set_coded_from(conn, 0)
         index = self.index
         recall, probes = state.gauge.measure(state.centroids, state.list_ids, index.probes)
+        fewer, fewer_recall = state.gauge.fewer(state.centroids, state.list_ids, index.probes)
         self._set(
             conn,
             {
@@ -473,6 +475,8 @@ class Training:
                 "vector_generation": _fresh(),
                 "vector_recall": recall,
                 "vector_probes": probes,
+                "vector_fewer_probes": fewer,
+                "vector_fewer_recall": fewer_recall,
             },
         )
         conn.execute("DELETE FROM meta WHERE key = ?", (MOVING_KEY,))

@@ -104,6 +104,8 @@ class _Meta:
     #: recall@10 of the default probes at the last training; the probes reaching the floor.
     recall: float | None = None
     probes: int = 0
+    #: Fewer probes than the default whose held-out recall held the floor (0: none).
+    fewer: int = 0
     #: While a training moves vectors: its first new list (puts go to the new lists).
     moving: int | None = None
 
@@ -190,6 +192,7 @@ class VectorIndex:
             generation=int(rows.get("vector_generation", 0)),
             recall=None if rows.get("vector_recall") is None else float(rows["vector_recall"]),
             probes=int(rows.get("vector_probes", 0)),
+            fewer=int(rows.get("vector_fewer_probes", 0)),
             moving=_first_new_list(rows.get("vector_moving")),
         )
 
@@ -214,7 +217,8 @@ class VectorIndex:
         vector_codes.clear(conn)
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation', "
-            "'vector_recall', 'vector_probes', 'vector_moving')"
+            "'vector_recall', 'vector_probes', 'vector_moving', 'vector_fewer_probes', "
+            "'vector_fewer_recall')"
         )
         self._set_meta(conn, {"vector_dims": self.dims})
 
@@ -352,7 +356,9 @@ class VectorIndex:
 
         With `probes` None, up to `exact_up_to` vectors (or when the lists' recorded recall
         cannot reach RECALL_FLOOR) the search is the exact scan while it fits the memory
-        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them.
+        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them,
+        and lists whose recall held the floor at fewer probes than the default (95%
+        confidence, held-out queries: vector_recall.py) are probed that many first.
 
         Raises:
             ValueError: a query of the wrong length or with a non-finite value.
@@ -367,8 +373,12 @@ class VectorIndex:
                 codes = self.scan.codes(conn, count)  # None: over the memory budget
                 if codes is not None:
                     return self.scan.search(conn, codes, blob, want, accept)
-            # Lists short of the floor: the probes that reached it, or half of the lists.
-            probes = (meta.probes or len(self._lists(conn).ids) // 2) if low else None
+            # Lists short of the floor: the probes that reached it, or half of the lists;
+            # at or above it, fewer probes when their held-out recall held it too.
+            if low:
+                probes = meta.probes or len(self._lists(conn).ids) // 2
+            elif meta.recall is not None and 0 < meta.fewer < self.probes:
+                probes = meta.fewer
         return self.probe(conn, blob, want, accept, probes or self.probes)
 
     def probe(
