@@ -23,6 +23,7 @@ from threadloom.engine.file import File
 from threadloom.engine.format import features
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.items import vector_codes, vector_packing, vector_probe, vector_training
+from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
 from threadloom.errors import CorruptionError
@@ -327,3 +328,22 @@ def test_a_damaged_chunk_is_left_for_verify_by_packing(
         assert fetchall(conn, rows, (list_id,)) == before
         assert vector_packing.pack(conn, DIMS) > 0
         assert vector_codes.loose(conn) == [list_id]
+
+
+def test_the_background_thread_packs_a_file_trained_before_packing(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose lists were trained without packing (no `vector_codes_packed`) says
+    packing is due, and the Store's background training thread packs it with no training
+    due."""
+    index = VectorIndex(DIMS, "cosine", train_from=500, exact_up_to=0)
+    _put(file, index, _clustered(2600, 23))
+    _loose_training(file, monkeypatch, index)
+    with file.read() as conn:
+        assert index.due(conn) is None and index.packing_due(conn)
+    training = BackgroundTraining(index, file)
+    assert training.start()
+    training.wait(60)
+    with file.read() as conn:
+        assert vector_codes.loose(conn) == [] and not index.packing_due(conn)
+    _sound(file, index)
