@@ -33,6 +33,10 @@ PACKED_KEY: Final = "vector_codes_packed"
 HOLD: Final = 0.02
 #: The longest pause after a step (vector_training.PAUSE_MAX).
 PAUSE_MAX: Final = 0.1
+#: Steps between two checkpoints run by the packing itself (vector_training.FOLD_EVERY):
+#: each step rewrites ~100 KiB of chunks a list, so the WAL's frames are copied here,
+#: outside the write lock, and not by the commit of the next writer.
+FOLD_EVERY: Final = 4
 
 
 def due(conn: apsw.Connection) -> bool:
@@ -68,8 +72,12 @@ def run(file: Transactions, dims: int, stop: Callable[[], bool] = lambda: False)
             return 0
         pending = vector_codes.loose(conn)
         generation = _generation(conn)
-    done = 0
+    done = steps = 0
     while not stop():
+        steps += 1
+        if steps % FOLD_EVERY == 0:
+            with file.connection() as conn:
+                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
         with file.write() as conn:
             before = time.monotonic()  # the lock is held from here to the commit
             if _generation(conn) != generation or not due(conn):
