@@ -187,13 +187,16 @@ def test_doctor_figures_show_the_recorded_recall(file: File) -> None:
     index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=1)
     _put(file, index, _uniform(rng, 1100))
     assert figures(file.path)["store_vector_recall"] is None
+    assert figures(file.path)["store_vector_fewer_probes"] is None
     with file.write() as conn:
         assert index.maintain(conn)
         recorded = _meta(conn, "vector_recall")
         probes = _meta(conn, "vector_probes")
+        fewer = _meta(conn, "vector_fewer_probes")
     found = figures(file.path)
     assert recorded is not None and found["store_vector_recall"] == round(recorded, 3)
     assert found["store_vector_probes"] == probes
+    assert fewer is not None and found["store_vector_fewer_probes"] == fewer
 
 
 def test_low_recorded_recall_makes_the_search_exact(file: File) -> None:
