@@ -17,7 +17,7 @@ transaction), then one training over all of them is run the way the Store runs i
 item every 5 ms (`replace` in a write transaction of its own): the training's time, and the
 writer's put latency during it (p50, p99, max: the longest a writer waited), are printed.
 
-Measured after: the default `search` (the exact int8 scan with float32 re-ranking up to
+Measured after: the default `search` (the exact scan, 4-bit then int8, re-ranked in float32 up to
 `EXACT_CODE_BYTES` of codes when they fit THREADLOOM_VECTOR_BUDGET, else the lists with
 the recall recorded at training; `--exact-up-to 0` makes it the lists at 100k too), the
 lists alone per probe setting (`vector_probe.probe` over the int8 codes in the file, and
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{index.probes} probes, wider probes {recorded.get('vector_probes')} (0: none)"
         )
         print(
-            f"memory budget {process_budget().capacity / 2**20:.0f} MiB; int8 codes "
+            f"memory budget {process_budget().capacity / 2**20:.0f} MiB; codes (4-bit planes) "
             + (f"held: {held.nbytes / 2**20:.1f} MiB" if held else "not held (over budget)")
             + f", first default search {loading * 1e3:.0f} ms\n"
         )

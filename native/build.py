@@ -34,6 +34,7 @@ SOURCES = [
     "vectors.c",
     "vectors_x86.c",
     "vectors_q.c",
+    "vectors_p.c",
 ]
 # Listed as `depends`: a change rebuilds the module, and an sdist ships them (this file too).
 DEPENDS = ["threadloom.h", "tl_internal.h", "build.py", "README.md"]

@@ -10,11 +10,13 @@ skip, unless CI is set.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import random
 import re
 import shutil
 import subprocess
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -239,6 +241,40 @@ def test_quantized_scan_under_sanitizers(driver: Path) -> None:
         assert parsed == list(bounds), (names[metric], dims)
 
 
+def test_planes_scan_under_sanitizers(driver: Path) -> None:
+    """The ASan+UBSan build's planes, coarse bounds and refinement equal the Python spec
+    (core/planes.py) bit for bit, on exact-sized buffers, with no report."""
+    from threadloom.core import planes, similarity
+
+    names = ("cosine", "l2", "inner_product")
+    cases = list(_vector_cases())
+    commands = []
+    for hw, metric, dims, _, rows, _ in cases:
+        matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
+        commands.append(f"pln {hw} {metric} {dims} {similarity.pack(rows[0]).hex()} {matrix}")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    stdin = "\n".join(commands) + "\n"
+    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    for (_, metric, dims, _, rows, _), line in zip(cases, lines, strict=True):
+        codes, params = similarity.quantize(b"".join(similarity.pack(r) for r in rows[1:]), dims)
+        query_codes, query_params = similarity.quantize(similarity.pack(rows[0]), dims)
+        high, low, spread = planes.planes(codes, dims)
+        split = planes.split(query_codes, dims)
+        coarse, raw = planes.coarse_bounds(
+            split, query_params, high, params, spread, dims, names[metric]
+        )
+        bounds, lows = array("d", coarse), array("d", coarse)
+        reaching = planes.refine(split, query_params, raw, low, params, dims, names[metric],
+                                 -math.inf, math.inf, coarse, bounds, lows)  # fmt: skip
+        parts = line.split(" ")
+        parsed = [[] if part == "-" else [float(x) for x in part.split(",")] for part in parts[:3]]
+        assert parsed == [list(coarse), list(bounds), list(lows)], (names[metric], dims)
+        assert int(parts[3]) == reaching
+
+
 def test_c_files_are_small_and_prefixed() -> None:
     """Each C file stays under 400 lines and every ABI name starts with tl_ / TL_."""
     for path in NATIVE.glob("*.[ch]"):
@@ -249,7 +285,7 @@ def test_c_files_are_small_and_prefixed() -> None:
     names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
     assert names and all(name.lower().startswith("tl_") for name in names)
     functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
-    assert len(functions) == 16
+    assert len(functions) == 20
     for match in functions:
         before = header[: match.start()].rstrip()
         assert before.endswith("*/"), f"{match.group(1)} has no comment"

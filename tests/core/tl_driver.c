@@ -15,6 +15,7 @@
  *          grouped by their nearest centroid, not normalized)
  * Lists print comma-separated, `-` when empty; a negative return prints `E<code>`.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -368,6 +369,73 @@ static void run_qnt(char **cursor)
     free(bounds);
 }
 
+/* pln: tl_vector_quantize of a query and a matrix, their planes, the coarse bounds and
+ * the refinement of all of them, buffers exact-sized: prints the coarse bounds, the
+ * bounds and the lower bounds (%.17g, comma-separated), then how many reach -inf. */
+static void run_planes(char **cursor)
+{
+    unsigned hw = features(next_token(cursor));
+    int metric = atoi(next_token(cursor));
+    size_t dims = strtoul(next_token(cursor), NULL, 10), qlen, mlen, n, m, i, w;
+    unsigned char *query = unhex(next_token(cursor), &qlen);
+    unsigned char *matrix = unhex(next_token(cursor), &mlen);
+    int8_t *qcodes = malloc(dims), *split, *codes;
+    uint8_t *high, *low;
+    double qparams[3], *params, *spread, *coarse, *bounds, *lows;
+    int64_t *raw, rc;
+    w = (dims + 1) / 2;
+    n = mlen / (4 * dims);
+    m = n ? n : 1;
+    split = malloc(2 * w);
+    codes = malloc(m * dims);
+    high = malloc(m * w);
+    low = malloc(m * w);
+    params = malloc(m * 3 * sizeof *params);
+    spread = malloc(m * sizeof *spread);
+    coarse = malloc(m * sizeof *coarse);
+    bounds = malloc(m * sizeof *bounds);
+    lows = malloc(m * sizeof *lows);
+    raw = malloc(m * sizeof *raw);
+    rc = tl_vector_quantize((const float *)query, 1, dims, qcodes, qparams);
+    for (i = 0; i < 2 * w; i++) {
+        split[i] = i < w ? qcodes[2 * i] : (2 * (i - w) + 1 < dims ? qcodes[2 * (i - w) + 1] : 0);
+    }
+    if (rc == TL_OK) rc = tl_vector_quantize((const float *)matrix, n, dims, codes, params);
+    if (rc == TL_OK) rc = tl_vector_planes(codes, n, dims, high, low, spread);
+    if (rc == TL_OK) {
+        rc = tl_vector_coarse_bounds(split, qparams, high, params, spread, n, dims, metric, hw,
+                                     coarse, raw);
+    }
+    for (i = 0; i < n; i++) bounds[i] = lows[i] = coarse[i];
+    if (rc == TL_OK) {
+        rc = tl_vector_refine(split, qparams, raw, low, params, n, dims, metric, hw, -HUGE_VAL,
+                              HUGE_VAL, coarse, bounds, lows);
+    }
+    if (rc < 0) {
+        printf("E%d", (int)rc);
+    } else {
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", coarse[i]);
+        fputs(n ? " " : "- ", stdout);
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", bounds[i]);
+        fputs(n ? " " : "- ", stdout);
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", lows[i]);
+        printf("%s %d", n ? "" : "-", (int)rc);
+    }
+    free(query);
+    free(matrix);
+    free(qcodes);
+    free(split);
+    free(codes);
+    free(high);
+    free(low);
+    free(params);
+    free(spread);
+    free(coarse);
+    free(bounds);
+    free(lows);
+    free(raw);
+}
+
 /* blk: the blocks of a buffer and their BLAKE3 keys, buffers of their exact size. */
 static void run_blocks(char **cursor)
 {
@@ -436,6 +504,8 @@ int main(void)
             free(data);
         } else if (strcmp(command, "blk") == 0) {
             run_blocks(&cursor);
+        } else if (strcmp(command, "pln") == 0) {
+            run_planes(&cursor);
         } else if (strcmp(command, "qnt") == 0) {
             run_qnt(&cursor);
         } else if (strcmp(command, "vec") == 0) {

@@ -47,6 +47,7 @@ def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
         "known refs": scope.memory._lru,
         "list memo": scope.planner._lists,
         "thread rows": scope._thread_rows,
+        "chunk bases": scope.chunk_bases,
     }
 
 

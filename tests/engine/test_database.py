@@ -112,6 +112,68 @@ def test_a_write_inside_a_read_is_refused(db_path: Path) -> None:
     db.close()
 
 
+def test_a_write_inside_a_write_is_refused_not_deadlocked(db_path: Path) -> None:
+    """Writers queue on a lock before they take a connection: a nested write is refused
+    before that lock, which its own thread holds."""
+    db = Database(db_path)
+    outcome: list[BaseException] = []
+
+    def nested() -> None:
+        try:
+            with db.write(), db.write():
+                pass
+        except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "the nested write deadlocked"
+    assert len(outcome) == 1 and isinstance(outcome[0], EngineError)
+    assert "inside another transaction" in str(outcome[0])
+    db.close()
+
+
+def test_writers_waiting_their_turn_hold_no_connection(db_path: Path) -> None:
+    """While one write is under way, writers queued behind it take no connection: the pool
+    grows with concurrent readers, not with queued writers (memory per connection)."""
+    db = Database(db_path)
+    with db.write():
+        pass  # the pool's first connection, now idle
+
+    def mine() -> int:
+        return sum(1 for conn in apsw.connections() if conn.filename == str(db_path))
+
+    before = mine()
+    assert before >= 1
+    entered = threading.Event()
+    release = threading.Event()
+    done: list[int] = []
+
+    def first() -> None:
+        with db.write():
+            entered.set()
+            release.wait(10)
+
+    def queued() -> None:
+        with db.write():
+            done.append(1)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    assert entered.wait(10)
+    waiting = [threading.Thread(target=queued) for _ in range(4)]
+    for thread in waiting:
+        thread.start()
+    threading.Event().wait(0.3)  # long enough for each to reach the lock
+    assert mine() == before  # the holder took the idle one; the four hold none
+    release.set()
+    for thread in (holder, *waiting):
+        thread.join(10)
+    assert len(done) == 4
+    db.close()
+
+
 def test_a_forked_child_opens_its_own_connection(db_path: Path) -> None:
     """After fork the child does not reuse the parent's pooled connection."""
     db = Database(db_path)

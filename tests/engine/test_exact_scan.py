@@ -148,6 +148,64 @@ def test_filtered_search_returns_the_exact_accepted_top(file: File) -> None:
     assert len(asked) == len(set(asked))
 
 
+def _adversarial(rng: random.Random) -> dict[int, list[tuple[str, list[float]]]]:
+    """Exact duplicates, near ties, constant and zero vectors, spikes, clusters; some items
+    with two vectors (an item scores by its best)."""
+    base = [rng.gauss(0, 1) for _ in range(DIMS)]
+    vectors: dict[int, list[tuple[str, list[float]]]] = {}
+    for item in range(1, 601):
+        kind = item % 6
+        if kind == 0:
+            vector = list(base)  # exact ties
+        elif kind == 1:
+            vector = [x + rng.gauss(0, 1e-6) for x in base]  # near ties
+        elif kind == 2:
+            vector = [rng.choice([-1.0, 1.0]) * (item % 5)] * DIMS  # constant, some zero
+        elif kind == 3:
+            vector = [100.0 if d == item % DIMS else 1e-3 * rng.gauss(0, 1) for d in range(DIMS)]
+        else:
+            vector = [x + rng.gauss(0, 0.3) for x in base]
+        fields = [("$", vector)]
+        if item % 4 == 0:
+            fields.append(("other", [rng.gauss(0, 1) for _ in range(DIMS)]))
+        vectors[item] = fields
+    return vectors
+
+
+@pytest.mark.parametrize("refine_first", [1, 256])
+@pytest.mark.parametrize("metric", METRICS)
+def test_the_planes_scan_is_exact_on_ties_zeros_and_constants(
+    file: File, metric: str, refine_first: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever the data, the coarse 4-bit pass, the int8 refinement and the re-rank
+    return exactly the float32 scan's top (keys and scores, ties by item), with and
+    without a filter, however few entries are refined first."""
+    monkeypatch.setattr(scan, "REFINE_FIRST", refine_first)
+    rng = random.Random(16)
+    index = VectorIndex(DIMS, metric)  # type: ignore[arg-type]
+    vectors = _adversarial(rng)
+    with file.write() as conn:
+        for item, fields in vectors.items():
+            conn.execute(
+                "INSERT INTO store_items(id, ns, key, body, digest, size, created_at, "
+                "updated_at) VALUES (?, 1, ?, x'', x'', 0, 0, 0)",
+                (item, f"k{item}"),
+            )
+            index.replace(conn, item, fields)
+    queries = [vectors[6][0][1], vectors[7][0][1], vectors[8][0][1], [0.0] * DIMS]
+    queries.append([rng.gauss(0, 1) for _ in range(DIMS)])
+    kept = [item for item in vectors if item % 3 != 0]
+    with file.read() as conn:
+        count = len(fetchall(conn, "SELECT id FROM store_vectors"))
+        codes = index.scan.codes(conn, count)
+        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 48)
+        for query in queries:
+            for want in (1, 45):
+                assert index.search(conn, query, want) == index.exact(conn, query, want)
+                found = index.search(conn, query, want, lambda items: set(items) & set(kept))
+                assert found == index.exact(conn, query, want, kept)
+
+
 def test_over_the_budget_the_lists_answer(file: File) -> None:
     """Codes that do not fit the codes' budget are not built; the lists answer instead."""
     rng = random.Random(12)
@@ -239,19 +297,22 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(6)]
     with file.read() as conn:
         loaded = index.scan.codes(conn, 1540)
-    assert loaded is not None and len(loaded.codes) == 1
-    cut, (code, param) = 1500, (loaded.codes[0], loaded.params[0])
+    assert loaded is not None and len(loaded.high) == 1
+    cut, width = 1500, DIMS // 2
+    high, low, param, spread = loaded.high[0], loaded.low[0], loaded.params[0], loaded.spread[0]
     codes = dataclasses.replace(  # a second segment, as a put adds one
         loaded,
-        codes=(code[: cut * DIMS], code[cut * DIMS :]),
+        high=(high[: cut * width], high[cut * width :]),
+        low=(low[: cut * width], low[cut * width :]),
         params=(param[: cut * scan.PARAMS], param[cut * scan.PARAMS :]),
+        spread=(spread[:cut], spread[cut:]),
     )
-    whole = [index.scan.bounds(codes, pack(q)) for q in queries]
+    whole = [index.scan.bounds(codes, pack(q), 10) for q in queries]
+    assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
-    slices = scan._slices(codes, DIMS)
-    assert [len(part) // scan.PARAMS for _, part in slices] == [500, 500, 500, 40]
-    assert [index.scan.bounds(codes, pack(q)) for q in queries] == whole
+    assert scan._slices(codes) == [(0, 0, 500), (0, 500, 1000), (0, 1000, 1500), (1, 0, 40)]
+    assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole
     assert _recall(file, index, queries) == 1.0
 
 

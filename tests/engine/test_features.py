@@ -96,6 +96,32 @@ def test_an_unused_store_and_lease_table_cost_nothing(tmp_path: Path) -> None:
     assert not {n for n in names if n.startswith("store_") or n == "leases"}
 
 
+def test_a_connection_holds_copies_of_missing_tables_only(tmp_path: Path) -> None:
+    """Every pooled connection attaches the copies: of the features the file lacks and
+    the tables their foreign keys name, never of what `main` holds (memory per
+    connection)."""
+    path = tmp_path / "saver.db"
+    saver = Saver(str(path))
+    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+    saver.close()
+    file = File.open(str(path))
+    try:
+        with file.read() as conn:
+            copies = {
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT name FROM {features.ABSENT}.sqlite_schema WHERE type = 'table'"
+                )
+            }
+            assert conn.execute("SELECT count(*) FROM leases").fetchall() == [(0,)]
+    finally:
+        file.close()
+    assert {"store_items", "store_codes", "leases"} <= copies
+    assert "scopes" in copies  # the parent `leases` names
+    assert not copies & {"checkpoints", "vals", "writes", "blocks", "dicts", "meta"}
+
+
 def test_reads_of_a_feature_not_made_find_nothing(tmp_path: Path) -> None:
     path = tmp_path / "empty.db"
     File.open(str(path)).close()

@@ -21,8 +21,14 @@ from threadloom.core import similarity
 from threadloom.engine.checks.figures import figures
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.format.schema import FORMAT_VERSION
-from threadloom.engine.items import vector_codes, vector_packing, vector_probe, vector_training
+from threadloom.engine.format.schema import CODES_FORMAT, FORMAT_VERSION
+from threadloom.engine.items import (
+    vector_codes,
+    vector_packing,
+    vector_probe,
+    vector_training,
+    vectors,
+)
 from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
@@ -55,6 +61,34 @@ def _sound(file: File, index: VectorIndex) -> None:
     with file.read() as conn:
         assert index.problems(conn) == []
         assert _coded(conn) == int(fetchall(conn, "SELECT count(*) FROM store_vectors")[0][0])
+
+
+def test_no_codes_while_the_exact_scan_serves_the_index_then_a_training_codes_it(
+    file: File,
+) -> None:
+    """Up to `exact_up_to` vectors no code is written (puts, trainings); the first put
+    beyond it makes a training due, and that training codes every list."""
+    index = VectorIndex(DIMS, "cosine", train_from=100, exact_up_to=400)
+    _put(file, index, _clustered(300, 1))
+    with file.write() as conn:
+        assert index.maintain(conn)
+    _put(file, index, _clustered(50, 2, first=301))  # into trained lists
+    with file.read() as conn:
+        assert _coded(conn) == 0 and vector_codes.coded_from(conn) is None
+        assert index.due(conn) is None
+        assert index.problems(conn) == []
+    _put(file, index, _clustered(100, 3, first=351))  # 450: beyond the exact scan
+    with file.read() as conn:
+        assert index.due(conn) == 450
+    assert index.train(file)
+    _sound(file, index)
+    with file.read() as conn:
+        assert vector_codes.coded_from(conn) == 0
+        query = _clustered(1, 9)[1]
+        lists = int(fetchall(conn, "SELECT count(*) FROM store_lists")[0][0])
+        assert index.probe(conn, index._pack(query, "q"), 10, None, lists) == index.exact(
+            conn, query, 10
+        )
 
 
 def test_codes_follow_puts_replacements_removals_and_trainings(file: File) -> None:
@@ -163,10 +197,12 @@ def test_a_selective_filter_over_codes_gets_every_match(file: File) -> None:
 
 
 def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A file from before the codes (format 8: no `store_codes`) opens, searches its float32
     rows, and a training codes every vector; doctor says when the codes are complete."""
+    # doctor's index is the file's own (`stored_index`): its exact scan stops at 100 here.
+    monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)
     path = tmp_path / "old.db"
     file = File(path)
     index = VectorIndex(DIMS, "cosine", train_from=200, exact_up_to=0)
@@ -181,7 +217,7 @@ def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training
         file.close()
     conn = apsw.Connection(str(path))  # back to format 8, as that threadloom left it
     conn.execute("DROP TABLE store_codes; DELETE FROM meta WHERE key = 'vector_codes_from'")
-    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version = {CODES_FORMAT - 1}")
     conn.close()
     file = File(path)
     try:

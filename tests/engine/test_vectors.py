@@ -394,7 +394,7 @@ def test_problems_finds_every_kind_of_damage(file: File) -> None:
     """problems() names a vector of the wrong size, a vector in a missing list, a list size
     off by one, a vector of a missing item, a short centroid and a missing list 0; reads of a
     damaged vector raise CorruptionError instead of wrong scores."""
-    index = VectorIndex(4, train_from=20)
+    index = VectorIndex(4, train_from=20, exact_up_to=0)  # coded lists: their checks too
     _put(file, index, {i: [("$", [i, 1, 0, 0])] for i in range(1, 41)})
     with file.write() as conn:
         index.maintain(conn)

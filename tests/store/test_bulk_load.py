@@ -153,18 +153,21 @@ def test_the_codes_a_load_keeps_are_those_a_reload_reads(tmp_path: Path) -> None
         assert held is not None
         with store.file.read() as conn:
             loaded = vectors.scan._load(conn, held.version)
-        grown = sorted(
-            zip(held.ids, _split(b"".join(held.codes), DIMS), _params(held), strict=True)
-        )
-        read = sorted(
-            zip(loaded.ids, _split(b"".join(loaded.codes), DIMS), _params(loaded), strict=True)
-        )
+        grown = sorted(zip(held.ids, _planes(held), _params(held), strict=True))
+        read = sorted(zip(loaded.ids, _planes(loaded), _params(loaded), strict=True))
         assert grown == read
         assert len(read) == 70
 
 
-def _split(codes: bytes, dims: int) -> list[bytes]:
-    return [codes[at : at + dims] for at in range(0, len(codes), dims)]
+def _planes(codes: Any) -> list[tuple[bytes, bytes, float]]:
+    """Each entry's high and low plane (`half(DIMS)` bytes each) and spread."""
+    high, low = b"".join(codes.high), b"".join(codes.low)
+    width = (DIMS + 1) // 2
+    spread = [x for part in codes.spread for x in part]
+    return [
+        (high[at * width : (at + 1) * width], low[at * width : (at + 1) * width], spread[at])
+        for at in range(len(spread))
+    ]
 
 
 def _params(codes: Any) -> list[tuple[float, ...]]:

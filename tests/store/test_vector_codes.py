@@ -9,17 +9,20 @@ from pathlib import Path
 import pytest
 from langgraph.store.base import PutOp
 
-from tests.store._random_store import random_store
+from tests.store._random_store import DIMS, random_store
 from threadloom.cli import main
 from threadloom.engine.file import File
+from threadloom.engine.items import vectors
 from threadloom.engine.sql import fetchall
 
 
 def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A code chunk with a changed byte makes `verify` exit 3 naming it; after `compact`
     verify is clean, doctor reports the codes, and a search reaches every item."""
+    # The exact scan serves up to 100 vectors here, so the lists of 300 are coded.
+    monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)
     path = tmp_path / "store.db"
     store = random_store(path)
     try:
@@ -53,9 +56,12 @@ def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
         store.close()
 
 
-def test_a_put_on_a_file_trained_before_packing_packs_it(tmp_path: Path) -> None:
+def test_a_put_on_a_file_trained_before_packing_packs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A file whose lists were trained without packing them (no `vector_codes_packed`)
     gets packed by the Store's background thread after the next put, verify still clean."""
+    monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)  # lists of 300 are coded
     path = tmp_path / "store.db"
     store = random_store(path)
     try:
@@ -85,3 +91,33 @@ def test_a_put_on_a_file_trained_before_packing_packs_it(tmp_path: Path) -> None
     finally:
         file.close()
     assert main(["verify", str(path)]) == 0
+
+
+def test_an_index_the_exact_scan_serves_has_no_codes_until_it_outgrows_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Up to the exact scan's size the file holds no codes (a search never reads them);
+    the training that finds the index beyond it codes every list (tests/engine: due)."""
+    path = tmp_path / "store.db"
+    store = random_store(path)
+    try:
+        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
+    finally:
+        store.close()
+    assert main(["compact", str(path)]) == 0  # trains the lists
+    figures = _doctor(path)
+    assert figures["store_vector_codes_bytes"] == 0
+    assert figures["store_vector_codes_complete"] is None
+    monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)  # now beyond it
+    assert _doctor(path)["store_vector_codes_complete"] is False  # a training is due
+    assert main(["compact", str(path)]) == 0  # its training codes every list
+    figures = _doctor(path)
+    assert figures["store_vector_codes_complete"] is True
+    assert int(str(figures["store_vector_codes_bytes"])) > 0
+    assert main(["verify", str(path)]) == 0
+
+
+def _doctor(path: Path) -> dict[str, object]:
+    from threadloom.engine.checks.figures import figures
+
+    return figures(str(path))

@@ -38,11 +38,15 @@ __all__ = [
     "list_refs",
     "sha256_hex",
     "value_blob_refs",
+    "vector_above",
     "vector_bounds",
     "vector_chunk_bounds",
+    "vector_coarse_bounds",
     "vector_means",
     "vector_nearest",
+    "vector_planes",
     "vector_quantize",
+    "vector_refine",
     "vector_scores",
     "vector_top",
 ]
@@ -98,6 +102,32 @@ vector_chunk_bounds: Callable[
 vector_means: Callable[[Buffer, Sequence[int], int, int, bool], tuple[bytes, list[int]]] = (
     _impl.vector_means
 )
+
+
+def _planes_backend() -> ModuleType:
+    """The 4-bit planes of the exact scan in the backend chosen: core.planes (the spec) or
+    core._native_planes."""
+    if _impl.NAME == "native":
+        from threadloom.core import _native_planes
+
+        return _native_planes
+    from threadloom.core import planes
+
+    return planes
+
+
+_planes = _planes_backend()
+#: (high, low, spread) of int8 codes (core/planes.py).
+vector_planes: Callable[[Buffer, int], tuple[bytes, bytes, array[float]]] = _planes.planes
+#: An upper bound of each vector's score from its high plane (core/planes.py).
+vector_coarse_bounds: Callable[
+    [Buffer, Sequence[float], Buffer, Sequence[float], Sequence[float], int, str],
+    tuple[array[float], array[int]],
+] = _planes.coarse_bounds
+#: The indices of the values at least a threshold, and their count (core/planes.py).
+vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _planes.above
+#: The int8 bounds and lower bounds of the vectors a coarse bound keeps (core/planes.py).
+vector_refine: Callable[..., int] = _planes.refine
 
 
 def backend() -> Literal["native", "python"]:

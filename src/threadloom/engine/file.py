@@ -268,34 +268,30 @@ class File:
         return found
 
     def _set_wal(self, conn: apsw.Connection) -> None:
-        # The journal mode is persistent: set once per file. Switching needs a lock
-        # that the busy handler does not wait for, so a file created by several
-        # processes at once is retried here.
-        for attempt in range(200):
-            try:
-                mode = fetchall(conn, "PRAGMA main.journal_mode")[0][0]
-                if mode != "wal":
-                    conn.execute("PRAGMA main.journal_mode=WAL")
-                self._wal_checked = True
-                return
-            except apsw.BusyError:
-                time.sleep(min(0.001 * (attempt + 1), 0.05))
-        raise BusyError(
-            f"{self.path!r} stayed locked while switching it to WAL; retry when the other "
-            "processes are done creating it"
-        )
+        lock_wait.switch_to_wal(conn, self.path)
+        self._wal_checked = True
+
+    def _forked(self) -> None:
+        """After a fork (with `_lock` held): connections must not cross it, so keep the
+        parent's alive (closing them here could disturb the parent) and start an empty
+        pool, and a fresh write lock (another thread may have held it)."""
+        if self._pid != os.getpid():
+            self._inherited.extend(self._idle)
+            self._idle = []
+            self._pid = os.getpid()
+            self._write_lock = threading.Lock()
+
+    def _writer_lock(self) -> threading.Lock:
+        """The lock this process's writers queue on (this process's own after a fork)."""
+        with self._lock:
+            self._forked()
+            return self._write_lock
 
     def _acquire(self, refresh: bool = True) -> apsw.Connection:
         with self._lock:
             if self._closed:
                 raise EngineError("the file is closed; open a new Saver")
-            if self._pid != os.getpid():
-                # Connections must not cross a fork: keep the parent's alive (closing
-                # them here could disturb the parent) and start an empty pool.
-                self._inherited.extend(self._idle)
-                self._idle = []
-                self._pid = os.getpid()
-                self._write_lock = threading.Lock()  # another thread may have held it
+            self._forked()
             found: apsw.Connection | None = None
             while self._idle:
                 conn = self._idle.pop()
@@ -378,35 +374,39 @@ class File:
                 f"{self.path!r} is open read-only (readonly=True); open it without "
                 "readonly=True to change it"
             )
-        with _Borrowed(self, refresh=False) as conn:
-            if conn.in_transaction:
-                raise EngineError("a write cannot start inside another transaction")
-            with self._write_lock:
-                started = time.monotonic()
-                try:
-                    conn.execute("BEGIN IMMEDIATE")
-                    # Another connection may have made a feature since this one looked.
-                    self._absent.refresh(conn)
-                except apsw.BusyError:
-                    raise BusyError(
-                        f"another process held {self.path!r} for writing for "
-                        f"{time.monotonic() - started:.0f} s, longer than the busy timeout "
-                        f"({lock_wait.BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
-                        "keeps a transaction open"
-                    ) from None
-                undo: list[Callable[[], None]] = []
-                self._local.undo = undo
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    for forget in undo:
-                        forget()
-                    raise
-                finally:
-                    self._local.undo = None
+        local = self._local
+        held: apsw.Connection | None = getattr(local, "held", None)
+        # Checked before the lock too, which this thread may be holding (a nested write).
+        if held is not None and getattr(local, "pid", None) == os.getpid() and held.in_transaction:
+            raise EngineError("a write cannot start inside another transaction")
+        # Queue on the lock before taking a connection: writers waiting their turn hold
+        # none, so the pool grows with the readers, not with the queue of writers.
+        with self._writer_lock(), _Borrowed(self, refresh=False) as conn:
+            started = time.monotonic()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                # Another connection may have made a feature since this one looked.
+                self._absent.refresh(conn)
+            except apsw.BusyError:
+                raise BusyError(
+                    f"another process held {self.path!r} for writing for "
+                    f"{time.monotonic() - started:.0f} s, longer than the busy timeout "
+                    f"({lock_wait.BUSY_TIMEOUT_MS // 1000} s); retry, or find the process that "
+                    "keeps a transaction open"
+                ) from None
+            undo: list[Callable[[], None]] = []
+            self._local.undo = undo
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                for forget in undo:
+                    forget()
+                raise
+            finally:
+                self._local.undo = None
 
     @contextlib.contextmanager
     def read(self) -> Iterator[apsw.Connection]:

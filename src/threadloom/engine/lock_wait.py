@@ -11,7 +11,11 @@ from __future__ import annotations
 import logging
 import time
 
-__all__ = ["BUSY_TIMEOUT_MS", "WAIT_NOTICE", "Waiting"]
+import apsw
+
+from threadloom.errors import BusyError
+
+__all__ = ["BUSY_TIMEOUT_MS", "WAIT_NOTICE", "Waiting", "switch_to_wal"]
 
 #: Milliseconds a connection waits for another's lock before it gives up (SQLITE_BUSY).
 BUSY_TIMEOUT_MS = 30_000
@@ -51,3 +55,20 @@ class Waiting:
             )
         time.sleep(_PAUSES[min(tries, len(_PAUSES) - 1)])
         return True
+
+
+def switch_to_wal(conn: apsw.Connection, path: str) -> None:
+    """Put the file `conn` reads in WAL mode (persistent: once per file). Switching needs
+    a lock the busy handler does not wait for, so a file several processes create at
+    once is retried here, for about as long as the busy timeout allows."""
+    for attempt in range(200):
+        try:
+            if conn.execute("PRAGMA main.journal_mode").fetchall()[0][0] != "wal":
+                conn.execute("PRAGMA main.journal_mode=WAL")
+            return
+        except apsw.BusyError:
+            time.sleep(min(0.001 * (attempt + 1), 0.05))
+    raise BusyError(
+        f"{path!r} stayed locked while switching it to WAL; retry when the other "
+        "processes are done creating it"
+    )

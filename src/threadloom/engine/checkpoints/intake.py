@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from threadloom.engine.checkpoints.scope import Scope
-from threadloom.engine.checkpoints.writer import same_checkpoint
+from threadloom.engine.checkpoints.writer import chunk_deltas, remember_bases, same_checkpoint
+from threadloom.engine.content.deltas import blocks_column
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -82,12 +83,22 @@ class Intake:
     ) -> None:
         scope = self.scope
         content = scope.content
+        planned = scope.planned()  # before the bases the deltas below are made against
         packs = content.pack_many(body for _, _, body in docs)
+        # A list's chunk versions as deltas of one stored whole, as a put stores them.
+        chunks = [i for i, (collection, _, _) in enumerate(docs) if TABLE_OF[collection] == "vals"]
+        chosen = [packs[i] for i in chunks]
+        bases = chunk_deltas(
+            scope, thread_id, [(str(docs[i][1]["ref"]), docs[i][2]) for i in chunks], chosen
+        )
+        for i, packed in zip(chunks, chosen, strict=True):
+            packs[i] = packed
+        inserted: set[str] = set()
         stored = ImportCount()
         now = time.time()
         heads = False
         with scope.file.write() as conn:
-            thread, seq, _ = scope.reserve(conn, thread_id, len(docs), now, packs)
+            thread, seq, _ = scope.reserve(conn, thread_id, len(docs), now, packs, planned)
             for offset, ((collection, data, body), packed) in enumerate(
                 zip(docs, packs, strict=True)
             ):
@@ -95,7 +106,8 @@ class Intake:
 
                 def common(described: BodyTable, *columns: Any) -> tuple[Any, ...]:
                     sealed = scope.seal(described, packed.digest, thread_id, *columns)  # noqa: B023
-                    return (seq + offset, packed.body, sealed, now, len(packed.keys))  # noqa: B023
+                    blocks = blocks_column(packed.body, len(packed.keys))  # noqa: B023
+                    return (seq + offset, packed.body, sealed, now, blocks)  # noqa: B023
 
                 if table == "vals":
                     ref = data["ref"]
@@ -124,6 +136,8 @@ class Intake:
                     conn.execute(INSERT_WRITE, (thread, *columns, *common(WRITE_ROWS, *columns)))
                 if conn.changes():
                     stored.stored += 1
+                    if table == "vals":
+                        inserted.add(data["ref"])
                     content.link(conn, [packed], now)
                     heads |= table == "checkpoints" and data["checkpoint_ns"] == ""
                     continue
@@ -134,6 +148,7 @@ class Intake:
             if heads:
                 scope.reindex(conn, thread, recount=False)
             due = content.note_inline(conn, packs)
+        remember_bases(scope, bases, inserted)
         count.stored += stored.stored
         count.present += stored.present
         if due:

@@ -160,7 +160,7 @@ class Liveness:
                 )
             ]
         decoded = self.content.unpack_many(
-            self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows]
+            self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], self.thread
         )
         return {row[0]: data for row, data in zip(rows, decoded, strict=True)}
 

@@ -17,6 +17,7 @@ import apsw
 from threadloom.engine.checkpoints.reader import chain_of
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.values import Values
+from threadloom.engine.content import deltas
 from threadloom.engine.format.tables import (
     BODY_TABLES,
     CHECKPOINT_ROWS,
@@ -153,6 +154,8 @@ class Maintenance:
                 "WHERE thread = ?1 ON CONFLICT DO NOTHING",
                 moved,
             )
+            # A copied delta whose base the target held already as a delta of its own.
+            deltas.settle(conn, scope.content.raw_many, copy, source=origin)
             conn.execute(
                 "INSERT INTO checkpoints(thread, checkpoint_ns, checkpoint_id, parent_id, schema, "
                 "seq, body, digest, created_at, blocks, keyed) SELECT ?2, checkpoint_ns, "
@@ -322,6 +325,7 @@ class Maintenance:
         ]
         if doomed:
             where = "thread = ? AND ref IN carray(?)"
+            deltas.settle(conn, scope.content.raw_many, thread, doomed)
             scope.content.unlink_rows(conn, "vals", where, (thread, ids(doomed)))
             conn.execute(f"DELETE FROM vals WHERE {where}", (thread, ids(doomed)))
             scope.cache.drop(thread, doomed)

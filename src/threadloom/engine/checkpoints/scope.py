@@ -56,6 +56,8 @@ RETRIES = 3
 CLOSURE_BYTES = 2 * MiB
 #: Estimated bytes of decoded pending-write documents kept per scope (each verified once).
 PENDING_BYTES = 1 * MiB
+#: What `Scope.chunk_bases` may hold: a base of up to ~2.3 KiB per list of a thread in use.
+CHUNK_BASE_BYTES = 256 * 1024
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
@@ -148,6 +150,12 @@ class Scope:
         #: Decoded pending writes by their row's identity and stored digest (`Reader.load`).
         self.pending: Lru[tuple[Any, ...], dict[str, Any]] = Lru(
             PENDING_BYTES, weight, budget=self.budget
+        )
+        #: The chunk version each list's later versions are stored as deltas of
+        #: (`Writer._deltas`): (thread id, first element ref) -> (its ref, its msgpack).
+        #: Only refs this scope stored whole since its epoch last moved.
+        self.chunk_bases: Lru[tuple[str, str], tuple[str, bytes]] = Lru(
+            CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
@@ -294,6 +302,7 @@ class Scope:
         """Forget what this process remembers of a thread (after deleting from it)."""
         self.memory.forget(thread_id)
         self._thread_rows.pop(thread_id)
+        self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
         if thread is not None:
             self.cache.drop(thread)
 
@@ -320,6 +329,7 @@ class Scope:
         self.cache.drop(thread)
         self.closures.drop_where(lambda key: key[0] == thread)
         self.pending.drop_where(lambda key: key[1] == thread_id)
+        self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
         self.planner.forget_lists(thread_id)
 
     def thread_ids(self) -> list[str]:
@@ -448,6 +458,7 @@ class Scope:
         self.cache.clear()
         self.closures.clear()
         self.pending.clear()
+        self.chunk_bases.clear()
         self._thread_rows.clear()
         with self._active_lock:
             self._active.clear()
@@ -459,6 +470,7 @@ class Scope:
         self.cache.clear()
         self.closures.clear()
         self.pending.clear()
+        self.chunk_bases.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
         with self._active_lock:
@@ -475,6 +487,10 @@ class Scope:
                 )
                 self.refresh(stale.epoch)
         raise EngineError(f"other processes keep deleting values while {what} runs; retry it")
+
+
+def _chunk_base_cost(base: tuple[str, bytes]) -> int:
+    return len(base[1]) + 200
 
 
 def _thread_row_cost(row: int) -> int:

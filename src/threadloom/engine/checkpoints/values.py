@@ -44,7 +44,7 @@ class Values:
             (thread, ids(missing)),
         )
         decoded = self.scope.content.unpack_many(
-            conn, [(body, digest, f"value {ref}") for ref, body, digest in rows]
+            conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], thread
         )
         loaded = [(row[0], data) for row, data in zip(rows, decoded, strict=True)]
         cache.put_many(thread, loaded)

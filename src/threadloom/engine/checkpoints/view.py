@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 from threadloom.engine.checkpoints.intake import Intake
 from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.content import deltas
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -77,6 +78,7 @@ class _ValueRow(NamedTuple):
     digest: bytes
     thread_id: str
     created_at: float
+    thread: int  # the row id: a delta body's base is a row of the same thread
 
 
 class _CheckpointRow(NamedTuple):
@@ -114,8 +116,8 @@ _Row = _ValueRow | _CheckpointRow | _WriteRow
 _SHAPES: dict[int, tuple[Any, str, str]] = {
     0: (
         _ValueRow,
-        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at "
-        "FROM vals x" + OWNERS,
+        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at, "
+        "x.thread FROM vals x" + OWNERS,
         "value {ref}",
     ),
     1: (
@@ -239,7 +241,11 @@ class Documents(Intake):
                 rows.extend(fetch(conn, shape, f"{sql} WHERE {where}{order}", args))
             if ordered and len(tables) > 1:
                 rows.sort(key=lambda row: row.seq)
-            decoded = scope.content.unpack_many(conn, [(r.body, r.digest, _name(r)) for r in rows])
+            decoded = scope.content.unpack_many(
+                conn,
+                [(r.body, r.digest, _name(r)) for r in rows],
+                [r.thread if isinstance(r, _ValueRow) else 0 for r in rows],
+            )
         return [self._document(row, stored) for row, stored in zip(rows, decoded, strict=True)]
 
     def _document(self, row: _Row, stored: dict[str, Any]) -> StoredDocument:
@@ -427,6 +433,11 @@ class Documents(Intake):
                 return False
             condition = f"thread = ? AND {where}"
             held = threadfacts.row_bytes(conn, scope.content, table, condition, (thread, *ident))
+            if table == "vals":
+                # A delta of this chunk that stays is stored whole first (deltas.py).
+                settled = deltas.plan(conn, scope.content.raw_many, thread, [fields["ref"]])
+                deltas.write(conn, settled)
+                held -= sum(change[3] for change in settled)
             scope.content.unlink_rows(conn, table, condition, (thread, *ident))
             if table == "checkpoints":
                 conn.execute(

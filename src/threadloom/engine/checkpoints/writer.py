@@ -16,10 +16,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import apsw
+import ormsgpack
 
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.content.content_store import Packed
+from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
 from threadloom.engine.format import keys
+from threadloom.engine.format.codec import delta
 from threadloom.engine.format.tables import (
     CHECKPOINT_BODY,
     CHECKPOINT_ROWS,
@@ -104,6 +107,7 @@ class Writer:
                 {k: document.data[k] for k in CHECKPOINT_BODY},
             ]
         )
+        bases = self._deltas(thread_id, fresh, packs)
         encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
         head = packs[-1]
         listed = _keys(plan.metadata, document.data["metadata"])
@@ -112,7 +116,7 @@ class Writer:
             thread, seq, untitled = scope.reserve(
                 conn, thread_id, len(encoded) + 1, now, packs, planned
             )
-            self.insert_values(conn, thread, thread_id, encoded, seq, now)
+            inserted = self.insert_values(conn, thread, thread_id, encoded, seq, now)
             rows = fetchall(
                 conn,
                 INSERT_CHECKPOINT + " RETURNING id",
@@ -157,6 +161,7 @@ class Writer:
             content.train()
         scope.touch(thread_id, thread)
         scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
+        remember_bases(scope, bases, inserted)  # stored whole: later versions may be deltas
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
             plan.known_refs(known),
@@ -248,19 +253,29 @@ class Writer:
         encoded: Sequence[tuple[str, Packed]],
         seq: int,
         now: float,
-    ) -> None:
-        """Insert value rows (insert-only), counting the blocks of the chunked ones."""
+    ) -> set[str]:
+        """Insert value rows (insert-only), counting the blocks of the chunked ones.
+        Returns the refs of the inline rows it inserted (not found stored)."""
         scope = self.scope
 
         def sealed(ref: str, packed: Packed) -> bytes:
             return scope.seal(VALS, packed.digest, thread_id, ref)
 
         inline = [
-            (thread, ref, seq + i, packed.body, sealed(ref, packed), now, 0)
+            (
+                thread,
+                ref,
+                seq + i,
+                packed.body,
+                sealed(ref, packed),
+                now,
+                blocks_column(packed.body, 0),
+            )
             for i, (ref, packed) in enumerate(encoded)
             if not packed.keys
         ]
         stored: list[Packed] = []
+        inserted: set[str] = set()
         if inline:
             inserted = {r[0] for r in conn.executemany(INSERT_VALUE + " RETURNING ref", inline)}
             if len(inserted) < len(inline):
@@ -280,6 +295,14 @@ class Writer:
             self.scope.content.link(conn, chunked, now)
         # `reserve` counted these rows' bytes; the thread held them already.
         scope.unheld(conn, thread, stored)
+        return inserted
+
+    def _deltas(
+        self, thread_id: str, fresh: Sequence[Put], packs: list[Packed]
+    ) -> dict[tuple[str, str], tuple[str, bytes]]:
+        """`chunk_deltas` of the values this put stores."""
+        values = [(str(put.data["ref"]), value_body(put.data)) for put in fresh]
+        return chunk_deltas(self.scope, thread_id, values, packs)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
@@ -391,6 +414,46 @@ def root_namespace(config: Mapping[str, Any]) -> Mapping[str, Any]:
     if conf.get("checkpoint_ns") is not None:
         return config
     return {**config, "configurable": {**conf, "checkpoint_ns": ""}}
+
+
+def chunk_deltas(
+    scope: Scope,
+    thread_id: str,
+    values: Sequence[tuple[str, Mapping[str, Any]]],
+    packs: list[Packed],
+) -> dict[tuple[str, str], tuple[str, bytes]]:
+    """Store new chunk versions as deltas of the version `scope` last stored whole
+    (`deltas.py`), where that takes at most `DELTA_SHARE` of the whole body: replaces
+    those of `packs` (`packs[i]` is `values[i]`'s: ref and body). Returns the chunks
+    stored whole, to remember as bases once committed (`remember_bases`): (thread id,
+    first element ref) -> (ref, msgpack)."""
+    whole: dict[tuple[str, str], tuple[str, bytes]] = {}
+    known = scope.chunk_bases
+    for i, (ref, body) in enumerate(values):
+        elements = body.get("elements")
+        packed = packs[i]
+        if not ref.startswith("c-") or not elements or packed.keys:
+            continue
+        key = (thread_id, str(elements[0][0]))
+        raw = ormsgpack.packb(body)
+        base = known.get(key)
+        if base is not None and base[0] != ref:
+            framed = delta(raw, base[0], base[1])
+            if len(framed) <= DELTA_SHARE * len(packed.body):
+                packs[i] = Packed(framed, packed.digest, inline=packed.inline)
+                continue
+        whole[key] = (ref, raw)
+    return whole
+
+
+def remember_bases(
+    scope: Scope, bases: Mapping[tuple[str, str], tuple[str, bytes]], inserted: set[str]
+) -> None:
+    """After the commit: the chunks `chunk_deltas` left whole and the write inserted are
+    the bases later versions of their lists may be deltas of."""
+    for key, (ref, raw) in bases.items():
+        if ref in inserted:
+            scope.chunk_bases.put(key, (ref, raw))
 
 
 def value_body(data: Mapping[str, Any]) -> dict[str, Any]:

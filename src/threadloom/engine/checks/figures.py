@@ -15,6 +15,7 @@ from threadloom.engine.checks.wal import wal
 from threadloom.engine.format import features
 from threadloom.engine.format.recognize import Kind, look, recognize
 from threadloom.engine.format.schema import CODES_FORMAT
+from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall
 from threadloom.errors import EngineError
 
@@ -96,15 +97,20 @@ def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
         out["store_vector_training"] = "vector_moving" in recorded
     if version >= CODES_FORMAT:
         # The vectors' int8 codes packed per list (vector_codes.py): what a search by the
-        # lists reads, and whether every list has them (false until an upgraded file's
-        # vectors are trained again).
+        # lists reads, and whether every list has them: true; false while the lists wait
+        # for the training that codes them (an upgraded file, or an index grown beyond the
+        # exact scan); None when the exact scan serves the index, which has no codes.
         coded = fetchall(conn, "SELECT 1 FROM meta WHERE key = 'vector_codes_from'")
         out["store_vector_codes_bytes"] = count("SELECT total(length(body)) FROM store_codes")
-        out["store_vector_codes_complete"] = bool(coded) and not fetchall(
-            conn,
-            "SELECT 1 FROM store_lists WHERE size > 0 AND id < "
-            "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_codes_from')",
-        )
+        index = stored_index(conn)
+        if not coded and (index is None or not index.coding(int(str(out["store_vectors"])))):
+            out["store_vector_codes_complete"] = None
+        else:
+            out["store_vector_codes_complete"] = bool(coded) and not fetchall(
+                conn,
+                "SELECT 1 FROM store_lists WHERE size > 0 AND id < "
+                "(SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'vector_codes_from')",
+            )
     return out
 
 

@@ -33,7 +33,7 @@ from threadloom.engine.content.blocks import bump_gc_epoch
 from threadloom.engine.content.drops import Drops
 from threadloom.engine.file import File
 from threadloom.engine.items.vectors import stored_index
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.sql import fetchall
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -147,7 +147,7 @@ def _collect(
     if not doomed:
         return 0, 0, 0
     drops = Drops(conn, file.content)
-    count = drops.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(doomed)))
+    count = drops.add_values(thread, doomed)
     drops.apply()
     conn.execute("UPDATE threads SET bytes = bytes - ? WHERE id = ?", (drops.bytes, thread))
     bump_gc_epoch(conn)  # writers that remember refs plan again

@@ -332,7 +332,13 @@ def _decoded(
     for *values, digest in cursor:
         row = dict(zip(names, values, strict=True))
         try:
-            data = file.content.unpack(conn, row["body"], digest, described.name_row(row))
+            data = file.content.unpack(
+                conn,
+                row["body"],
+                digest,
+                described.name_row(row),
+                thread if table == "vals" else None,  # a delta's base: a row of the thread
+            )
         except _DAMAGE as exc:
             checkpoint = row.get("checkpoint_id")
             detail = str(exc) if isinstance(exc, CorruptionError) else _said(exc)

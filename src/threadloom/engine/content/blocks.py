@@ -32,6 +32,7 @@ import apsw
 import ormsgpack
 
 from threadloom import core
+from threadloom.engine.content import deltas
 from threadloom.engine.content._framing import Framing, Framings
 from threadloom.engine.format.codec import (
     BLOCK_LIST,
@@ -448,20 +449,37 @@ class BlockStore:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def unpack(self, conn: apsw.Connection, body: bytes, expected: bytes, name: str) -> Any:
+    def unpack(
+        self,
+        conn: apsw.Connection,
+        body: bytes,
+        expected: bytes,
+        name: str,
+        threads: int | Sequence[int] | None = None,
+    ) -> Any:
         """Decode one stored body, checking its digest (and each block's key)."""
-        return self.unpack_many(conn, [(body, expected, name)])[0]
+        return self.unpack_many(conn, [(body, expected, name)], threads)[0]
 
     def unpack_many(
-        self, conn: apsw.Connection, items: Sequence[tuple[bytes, bytes, str]]
+        self,
+        conn: apsw.Connection,
+        items: Sequence[tuple[bytes, bytes, str]],
+        threads: int | Sequence[int] | None = None,
     ) -> list[Any]:
         """Decode stored bodies; the blocks of all of them come in one query."""
-        return [ormsgpack.unpackb(raw) for raw in self.raw_many(conn, items)]
+        return [ormsgpack.unpackb(raw) for raw in self.raw_many(conn, items, threads)]
 
     def raw_many(
-        self, conn: apsw.Connection, items: Sequence[tuple[bytes, bytes, str]]
+        self,
+        conn: apsw.Connection,
+        items: Sequence[tuple[bytes, bytes, str]],
+        threads: int | Sequence[int] | None = None,
     ) -> list[bytes]:
-        """Return the msgpack of stored bodies, checked against their digests."""
+        """Return the msgpack of stored bodies, checked against their digests.
+
+        `threads`: for value rows, the thread row id of them all or of each item; a
+        delta body (`deltas.py`) is read with its base, a row of the same thread.
+        """
         wanted: set[bytes] = set()
         lists: dict[int, list[bytes]] = {}
         listed = {
@@ -484,10 +502,14 @@ class BlockStore:
                 ) from None
             wanted.update(lists[i])
         blocks = self._blocks(conn, wanted, {k: items[i][2] for i, ks in lists.items() for k in ks})
+        undone: dict[int, bytes] = {}
+        deltas.decode_all(conn, self.raw_many, items, threads, undone)
         out: list[bytes] = []
         for i, (body, expected, name) in enumerate(items):
             if i in lists:
                 raw = b"".join(blocks[key] for key in lists[i])
+            elif i in undone:
+                raw = undone[i]
             else:
                 raw = unframe(body, lambda ident: self.dictionary(conn, ident), name)
             check(raw, expected, name)

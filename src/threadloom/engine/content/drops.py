@@ -13,6 +13,7 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine.content import deltas
 from threadloom.engine.content.blocks import BlockStore
 from threadloom.engine.sql import fetchall, ids
 
@@ -31,6 +32,17 @@ class Drops:
         self.listed: Counter[bytes] = Counter()
         self.released: set[bytes] = set()
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
+        #: Deltas of the value rows about to go, stored whole by `apply` first.
+        self._settled: list[deltas.Change] = []
+
+    def add_values(self, thread: int, refs: list[str]) -> int:
+        """`add` the value rows `refs` of `thread`. The thread's deltas of them that stay
+        are stored whole first (`deltas.plan`, written by `apply`); `bytes` counts what
+        they grow by against what goes: what the thread index loses in all."""
+        changes = deltas.plan(self.conn, self.content.raw_many, thread, refs)
+        self._settled += changes
+        self.bytes -= sum(change[3] for change in changes)
+        return self.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(refs)))
 
     def add(
         self,
@@ -50,7 +62,7 @@ class Drops:
             f"SELECT body, blocks FROM {table} WHERE {where}", args
         ):
             count += 1
-            if blocks:
+            if blocks > 0:
                 listed.update(content.referenced(self.conn, bytes(body)))
             else:
                 self.bytes += len(body)
@@ -88,6 +100,7 @@ class Drops:
 
     def apply(self) -> None:
         """Drop the rows' block references, then delete them (in the order added)."""
+        deltas.write(self.conn, self._settled)
         if self.listed:
             self.content.release(self.conn, self.listed, time.time())
             self.released.update(self.listed)

@@ -13,7 +13,8 @@ from typing import Any
 import apsw
 
 from threadloom.engine.content.blocks import BlockStore
-from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, KEY_SIZE, unframe
+from threadloom.engine.content.deltas import DELTA_ROW
+from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, DELTA, KEY_SIZE, unframe
 from threadloom.engine.sql import fetchall
 from threadloom.errors import CorruptionError, MissingDocumentsError
 
@@ -52,8 +53,8 @@ class Inspection(BlockStore):
             for table in self.tables:
                 c, i, s = fetchall(
                     conn,
-                    f"SELECT total(blocks > 0), total(blocks = 0), "
-                    f"total(CASE WHEN blocks = 0 THEN length(body) END) FROM {table}",
+                    f"SELECT total(blocks > 0), total(blocks <= 0), "
+                    f"total(CASE WHEN blocks <= 0 THEN length(body) END) FROM {table}",
                 )[0]
                 chunked, inline, inline_stored = (
                     chunked + int(c),
@@ -102,7 +103,8 @@ class Inspection(BlockStore):
                     listed = row[columns["blocks"]]
                     chunked = body[:1] in (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
                     keys = (len(body) - 1) // KEY_SIZE if body[:1] == bytes((BLOCKS,)) else listed
-                    if chunked != (listed > 0) or keys != listed:
+                    delta = body[:1] == bytes((DELTA,))
+                    if chunked != (listed > 0) or keys != listed or delta != (listed == DELTA_ROW):
                         problems.append(
                             f"{name}: its blocks column says {listed}, its body lists otherwise"
                         )

@@ -14,6 +14,7 @@ from typing import Final
 import apsw
 import zstandard
 
+from threadloom.engine.content import deltas
 from threadloom.engine.content.blocks import (
     DICT_SIZE,
     FIRST_TRAINING,
@@ -25,7 +26,14 @@ from threadloom.engine.content.blocks import (
     bump_gc_epoch,
     held,
 )
-from threadloom.engine.format.codec import Dictionary, check, digest, frame_block, unframe
+from threadloom.engine.format.codec import (
+    Dictionary,
+    check,
+    digest,
+    frame,
+    frame_block,
+    unframe,
+)
 from threadloom.engine.sql import fetchall
 
 #: zstd's fastCover trainer with fixed parameters (segment size `k`, d-mer size `d`, a
@@ -125,8 +133,12 @@ class Training(BlockStore):
 
         The rows are deleted and inserted again in id order rather than updated in place:
         bodies shrink, and rows updated in place would leave every page part empty. Rows
-        others depend on (`BodyTable.dependents`) are updated in place.
+        others depend on (`BodyTable.dependents`) are updated in place. Deltas the new
+        dictionary beats are stored whole first (`deltas.outgrown`).
         """
+        if "vals" in self.tables:
+            current = self.current
+            deltas.outgrown(conn, self.raw_many, lambda raw: frame(raw, current))
         for table, described in self.tables.items():
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
             at_body, at_blocks = (columns.index(c) for c in ("body", "blocks"))

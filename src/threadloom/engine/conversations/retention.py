@@ -355,9 +355,7 @@ class Retainer:
                 ),
             )
         if gone_values:
-            outcome.values = drops.add(
-                "vals", "thread = ? AND ref IN carray(?)", (thread.id, ids(gone_values))
-            )
+            outcome.values = drops.add_values(thread.id, gone_values)
         outcome.bytes = drops.bytes
         report.pruned.append(outcome)
         report.checkpoints += outcome.checkpoints

@@ -38,6 +38,10 @@ BLOCKS: Final = 3
 BLOCK_LIST: Final = 4
 """Body mode: the key of one block holding the keys of a BLOCKS body (without the mode
 byte): long lists are shared too (a part whose content did not change lists the same)."""
+DELTA: Final = 5
+"""Body mode (format 10, `c-` chunk documents only): the 32-byte digest of the base
+chunk's ref (`c-` + its hex), then a zstd frame made with the base's msgpack as its
+raw-content dictionary. The base is another row of the same thread, never a delta."""
 
 _COMPRESS_FROM: Final = 64
 _LEVEL: Final = 3
@@ -257,6 +261,38 @@ def unframe(body: bytes, dictionaries: Callable[[int], Dictionary], name: str) -
             ident, start = read_varint(body, 1)
             return dictionaries(ident).decompress(memoryview(body)[start:])
         raise ValueError(f"unknown body mode {mode}")
+    except (IndexError, ValueError, zstandard.ZstdError) as exc:
+        raise CorruptionError(
+            f"{name} is damaged ({exc}); restore the file from a backup"
+        ) from None
+
+
+def delta(raw: bytes, base_ref: str, base_raw: bytes) -> bytes:
+    """Frame `raw` (a `c-` chunk's msgpack) as a DELTA of the chunk `base_ref` holding
+    `base_raw`: the entries they share cost a few bytes of zstd matches."""
+    prefix = zstandard.ZstdCompressionDict(base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+    squeezed = zstandard.ZstdCompressor(
+        level=_LEVEL, dict_data=prefix, write_checksum=False, write_dict_id=False
+    ).compress(raw)
+    return bytes((DELTA,)) + bytes.fromhex(base_ref[2:]) + squeezed
+
+
+def delta_base(body: bytes | memoryview) -> str:
+    """The ref of the base chunk a DELTA body names."""
+    return "c-" + bytes(body[1 : 1 + KEY_SIZE]).hex()
+
+
+def undelta(body: bytes, base_raw: bytes, name: str) -> bytes:
+    """Return the msgpack of a DELTA body, given its base's msgpack.
+
+    Raises:
+        CorruptionError: a bad frame (a wrong base reads as a digest mismatch later).
+    """
+    try:
+        prefix = zstandard.ZstdCompressionDict(base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
+        return zstandard.ZstdDecompressor(dict_data=prefix).decompress(
+            memoryview(body)[1 + KEY_SIZE :]
+        )
     except (IndexError, ValueError, zstandard.ZstdError) as exc:
         raise CorruptionError(
             f"{name} is damaged ({exc}); restore the file from a backup"

@@ -239,19 +239,22 @@ def _make(conn: apsw.Connection, features: list[str]) -> None:
 
 
 def attach_absent(conn: apsw.Connection) -> bool:
-    """Attach the empty copies of the tables; True if they are attached now (False when
-    the file lacks no feature).
+    """Attach the empty copies of the missing features' tables; True if they are attached
+    now (False when the file lacks no feature).
 
-    The copies are of every table but `meta`, not only the missing ones: a copied
-    table's foreign key names its parent in the same database (`leases` -> `scopes`), and
-    a copy of a table `main` holds is never reached by name."""
+    The copies are of the missing features' tables and of the tables their foreign keys
+    name (`leases` -> `scopes`): a copied table's foreign key names its parent in the same
+    database. A copy of a table `main` holds is never reached by name, so it is left out:
+    each connection holds only what it may read (a Saver's file: the Store's tables, not
+    the checkpoints')."""
     attached = {str(r[1]) for r in conn.execute("PRAGMA database_list")}
     if ABSENT in attached:
         return True
-    if not missing(conn):
+    lacking = missing(conn)
+    if not lacking:
         return False
     conn.execute(f"ATTACH ':memory:' AS {ABSENT}")
-    conn.deserialize(ABSENT, _template())
+    conn.deserialize(ABSENT, _template(frozenset(lacking)))
     return True
 
 
@@ -337,32 +340,48 @@ def missing(conn: apsw.Connection) -> set[str]:
     return every - present(conn)
 
 
-_template_image: bytes | None = None
+#: The images of the empty copies, by the set of features they stand in for.
+_template_images: dict[frozenset[str], bytes] = {}
 
 
-def _template() -> bytes:
-    """The image of an in-memory database holding empty copies of every table but `meta`
-    and their indexes, each table refusing inserts (built once per process)."""
-    global _template_image
+def _template(lacking: frozenset[str]) -> bytes:
+    """The image of an in-memory database holding empty copies of the tables of the
+    features `lacking`, of the tables their foreign keys name, and of those tables'
+    indexes, each table refusing inserts (built once per process and set of features)."""
     with _schema_lock:
-        if _template_image is not None:
-            return _template_image
+        image = _template_images.get(lacking)
+    if image is not None:
+        return image
+    objects = _replayed().objects
+    tables = {item.name: item for item in objects if item.kind == "table"}
     conn = apsw.Connection(":memory:")
     try:
-        for item in _replayed().objects:
-            if feature_of(item.table) == META or item.kind == "trigger":
+        wanted = [name for name, item in tables.items() if feature_of(name) in lacking]
+        made: set[str] = set()
+        while wanted:
+            name = wanted.pop()
+            if name in made:
                 continue
+            made.add(name)
+            item = tables[name]
             conn.execute(item.sql)
-            if item.kind == "table" and not item.virtual:
-                conn.execute(
-                    f"CREATE TRIGGER {_quote('refuse_' + item.name)} BEFORE INSERT ON "
-                    f"{_quote(item.name)} BEGIN SELECT RAISE(ABORT, "
-                    f"'threadloom: {item.name} was written before its feature was made "
-                    f"(a bug: report it)'); END"
-                )
+            if item.virtual:
+                continue
+            conn.execute(
+                f"CREATE TRIGGER {_quote('refuse_' + name)} BEFORE INSERT ON {_quote(name)} "
+                f"BEGIN SELECT RAISE(ABORT, 'threadloom: {name} was written before its "
+                f"feature was made (a bug: report it)'); END"
+            )
+            for key in conn.execute(f"PRAGMA foreign_key_list({_quote(name)})"):
+                parent = str(key[2])
+                if feature_of(parent) != META:
+                    wanted.append(parent)
+        for item in objects:
+            if item.kind == "index" and item.table in made:
+                conn.execute(item.sql)
         image = conn.serialize("main")
     finally:
         conn.close()
     with _schema_lock:
-        _template_image = image
+        _template_images[lacking] = image
     return image

@@ -342,6 +342,27 @@ emptied and refilled whole when the index is (a training writes each list's code
 it moves the vectors).
 """
 
+FORMAT_10: Final = """
+CREATE TABLE meta_2(
+    key TEXT PRIMARY KEY,
+    value ANY
+) STRICT, WITHOUT ROWID;
+INSERT INTO meta_2(key, value) SELECT key, value FROM meta ORDER BY key;
+DROP TABLE meta;
+ALTER TABLE meta_2 RENAME TO meta;
+"""
+"""Format 10: chunk documents stored as deltas, and `meta` as its own key index.
+
+Chunk deltas (engine/content/deltas.py): a `vals` row whose `blocks` is -1 holds a `c-`
+chunk as body mode 5, a zstd frame made with the msgpack of another chunk of the same
+thread (its base, named in the body; never a delta itself) as its dictionary. No table
+changes for them: the version moves so that an older threadloom, which would read such a
+body as damage, refuses the file. Rows of older files stay as they are.
+
+`meta` becomes WITHOUT ROWID: the table is its key index, one b-tree (one page in a small
+file) instead of two. Same columns, same rows.
+"""
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -353,6 +374,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_7,
     FORMAT_8,
     FORMAT_9,
+    FORMAT_10,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)

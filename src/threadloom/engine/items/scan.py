@@ -1,13 +1,19 @@
-"""The exact vector search: a scan of int8 codes, re-ranked in float32 (engine layer).
+"""The exact vector search: a scan of 4-bit planes of int8 codes, re-ranked in float32
+(engine layer).
 
-Every vector of the file is held in memory as int8 codes (`core.vector_quantize`), charged
-to a budget of their own (`codes_budget()`: 64 MiB unless THREADLOOM_VECTOR_BUDGET says
-otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET, so that 100k x 384 is
-searched exactly by default while the savers' caches keep their 32 MiB). A search computes, from the
-codes alone, an upper bound of every vector's exact score (`core.vector_bounds`), reads the
-float32 vectors of the best bounds from `store_vectors` and scores them exactly
-(`core.vector_scores`), widening fourfold until the `want`-th best exact score is above
-every bound not read yet. So the result is exactly `VectorIndex.exact`'s, and the scan
+Every vector of the file is held in memory as int8 codes (`core.vector_quantize`) split
+into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, and 8 more per
+vector), charged to a budget of their own (`codes_budget()`: 64 MiB unless
+THREADLOOM_VECTOR_BUDGET says otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET,
+so that 100k x 384 is searched exactly by default while the savers' caches keep their
+32 MiB). A search computes, from the high plane alone (half the bytes of the codes), a
+coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
+int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
+coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
+least every coarse bound left; then it reads the float32 vectors of the best bounds from
+`store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
+the `want`-th best exact score is above every bound not read yet. Every bound is sound
+(at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
 reads only a few vectors per search from the file.
 
 Invariants:
@@ -24,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import heapq
 import os
 import threading
 from array import array
@@ -31,15 +38,17 @@ from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Final
+from typing import Final, TypeVar
 
 import apsw
 
 from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
+from threadloom.core.planes import half, split
 from threadloom.core.similarity import PARAMS, Metric
-from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError, InvalidArgumentError
+from threadloom.engine.items.rerank import Bounded, rerank, rescore, vector_matrix
+from threadloom.engine.sql import fetchall
+from threadloom.errors import InvalidArgumentError
 
 __all__ = [
     "CODES_BUDGET",
@@ -52,11 +61,13 @@ __all__ = [
     "rerank",
 ]
 
+_T = TypeVar("_T")
+
 #: The `meta` key whose value changes with every write that inserts vectors.
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
-#: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids and params
-#: (`dims + 40` bytes a vector: 44 MiB at 384 dims) fit.
+#: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids, params and
+#: spread (`2 * ceil(dims / 2) + 48` bytes a vector: 45 MiB at 384 dims) fit.
 CODES_BUDGET: Final = 64 * MiB
 #: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
@@ -72,6 +83,12 @@ MAX_SCAN_THREADS: Final = 4
 SCAN_THREADS_ENV: Final = "THREADLOOM_SCAN_THREADS"
 #: Rows read and quantized at a time while loading.
 _BATCH: Final = 4096
+#: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
+#: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
+REFINE_FIRST: Final = 256
+#: Entries whose bounds reach the least score of the top that an unfiltered search hands
+#: the re-rank alone (more: all of them, ranked by their bounds).
+_REACHING: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -81,20 +98,36 @@ class Codes:
     Attributes:
         version: the file's `vector_version` these codes hold (None: never written).
         ids: the vector id of each entry; items: its item.
-        codes: int8 codes, in segments (entries in order); params: PARAMS doubles each.
+        high, low: the 4-bit planes of the entries' int8 codes (`core.vector_planes`:
+            `half(dims)` bytes an entry each), in segments (entries in order);
+        params: PARAMS doubles an entry; spread: one double an entry.
     """
 
     version: str | None
     ids: array[int]
     items: array[int]
-    codes: tuple[bytes, ...]
+    high: tuple[bytes, ...]
+    low: tuple[bytes, ...]
     params: tuple[array[float], ...]
+    spread: tuple[array[float], ...]
 
     @property
     def nbytes(self) -> int:
-        """Estimated bytes held (codes, ids, items and params)."""
-        held = 8 * (len(self.ids) + len(self.items)) + sum(map(len, self.codes))
-        return held + sum(8 * len(part) for part in self.params)
+        """Estimated bytes held (planes, ids, items, params and spread)."""
+        held = 8 * (len(self.ids) + len(self.items)) + 2 * sum(map(len, self.high))
+        return held + sum(8 * len(part) for part in (*self.params, *self.spread))
+
+    def joined(self) -> Codes:
+        """The same codes in one segment."""
+        return Codes(
+            self.version,
+            self.ids,
+            self.items,
+            (b"".join(self.high),),
+            (b"".join(self.low),),
+            (_joined(self.params),),
+            (_joined(self.spread),),
+        )
 
 
 class ExactScan:
@@ -108,7 +141,7 @@ class ExactScan:
 
     def fits(self, count: int) -> bool:
         """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
-        return count * (self.dims + 8 * (2 + PARAMS)) <= codes_budget().capacity
+        return count * (2 * half(self.dims) + 8 * (3 + PARAMS)) <= codes_budget().capacity
 
     def held(self) -> Codes | None:
         """The codes in memory, if any (whatever their version)."""
@@ -136,8 +169,10 @@ class ExactScan:
     def _load(self, conn: apsw.Connection, version: str | None) -> Codes:
         cursor = conn.execute("SELECT id, item, vector FROM store_vectors")
         vector_ids, items = array("q"), array("q")
-        codes: list[bytes] = []
+        high: list[bytes] = []
+        low: list[bytes] = []
         params: list[array[float]] = []
+        spread: list[array[float]] = []
         while True:
             rows = list(islice(cursor, _BATCH))
             if not rows:
@@ -145,13 +180,16 @@ class ExactScan:
             for vector_id, item, _ in rows:
                 vector_ids.append(vector_id)
                 items.append(item)
-            code, param = core.vector_quantize(_matrix(rows, self.dims), self.dims)
-            codes.append(code)
+            code, param = core.vector_quantize(vector_matrix(rows, self.dims), self.dims)
+            planes = core.vector_planes(code, self.dims)
+            high.append(planes[0])
+            low.append(planes[1])
             params.append(param)
-        joined = array("d")
-        for part in params:
-            joined.extend(part)
-        return Codes(version, vector_ids, items, (b"".join(codes),), (joined,))
+            spread.append(planes[2])
+        held = Codes(
+            version, vector_ids, items, tuple(high), tuple(low), tuple(params), tuple(spread)
+        )
+        return held.joined()
 
     # -- writing -----------------------------------------------------------------------------
 
@@ -173,17 +211,21 @@ class ExactScan:
             if quantized is None:
                 quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
             code, param = quantized
-            segments, params = (*held.codes, code), (*held.params, param)
-            if len(segments) > _SEGMENTS:
-                joined = array("d")
-                for part in params:
-                    joined.extend(part)
-                segments, params = (b"".join(segments),), (joined,)
+            high, low, spread = core.vector_planes(code, self.dims)
             vector_ids = array("q", held.ids)
             vector_ids.extend(row[0] for row in rows)
             items = array("q", held.items)
             items.extend(row[1] for row in rows)
-            self._held.put("codes", Codes(after, vector_ids, items, segments, params))
+            codes = Codes(
+                after,
+                vector_ids,
+                items,
+                (*held.high, high),
+                (*held.low, low),
+                (*held.params, param),
+                (*held.spread, spread),
+            )
+            self._held.put("codes", codes.joined() if len(codes.high) > _SEGMENTS else codes)
 
     def forget(self) -> None:
         """Drop the codes (a training renumbered every vector)."""
@@ -201,118 +243,139 @@ class ExactScan:
     ) -> list[tuple[int, float]]:
         """The exact top `want` accepted `(item, score)`, best first (score, then item); an
         item scores by its best vector. `accept` sees each item at most once."""
-        bounds = self.bounds(codes, query)
-        return rerank(conn, Bounded(codes.items, bounds), query, want, accept, {}, self.metric)
+        scored: dict[int, float] = {}
 
-    def bounds(self, codes: Codes, query: bytes) -> array[float]:
-        """An upper bound of each entry's exact score, in entry order. On the native
-        backend a scan of PARALLEL_AT entries or more is cut into one slice per scan
-        thread (`scan_threads()`): the C kernel releases the GIL, so the slices run on
-        as many cores; the slices are views of the codes, nothing is copied."""
+        def score(entries: list[int]) -> dict[int, float]:
+            rescore(conn, codes.items, entries, query, self.metric, None, scored)
+            return scored
+
+        # Unfiltered, the exact scores of a few best candidates tell the least score of
+        # the top; with a filter only accepted items may tell it (the int8 lower bounds).
+        bounds, least = self._bounds(codes, query, want, score if accept is None else None)
+        reaching, count = core.vector_above(bounds, least, _REACHING)
+        found = Bounded(codes.items, bounds)
+        if accept is None and count <= _REACHING:
+            # Unfiltered, no other entry can reach the top: its bound is below `least`.
+            items = array("q", [codes.items[entry] for entry in reaching])
+            found = Bounded(items, array("d", [bounds[entry] for entry in reaching]))
+        first = count if count <= _REACHING else 0
+        return rerank(conn, found, query, want, accept, {}, self.metric, scored, first)
+
+    def bounds(self, codes: Codes, query: bytes, want: int) -> array[float]:
+        """An upper bound of each entry's exact score, in entry order: the int8 bound of
+        the entries whose coarse bound could reach the top `want` items, the coarse bound
+        of the others (every one is at least the entry's exact score)."""
+        return self._bounds(codes, query, want, None)[0]
+
+    def _bounds(
+        self,
+        codes: Codes,
+        query: bytes,
+        want: int,
+        score: Callable[[list[int]], dict[int, float]] | None,
+    ) -> tuple[array[float], float]:
+        """`bounds`, and a least score of the top `want` items found (exact when `score`
+        is given; -inf when unknown): every entry not refined has a bound below it.
+        `score`: scores the items of some entries exactly, returning every item scored
+        so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
-        jobs = _slices(codes, self.dims)
-        pool = _pool() if len(jobs) > 1 else None
+        scan = _Query(codes, split(query_codes, self.dims), query_params, _slices(codes))
+        coarse, raw = self._coarse(scan)
+        bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
+        arrays = (raw, coarse, bounds, lows)
+        # The int8 bounds of the best coarse bounds tell the least score of the top
+        # `want` items (their lower bounds); then every entry whose coarse bound reaches
+        # it gets its int8 bound, the others cannot reach the top.
+        size = max(REFINE_FIRST, 4 * want)
+        least, below = -_INF, _INF
+        while least == -_INF and below > -_INF:
+            at_least = _threshold(coarse, size)
+            self._refine(scan, (at_least, below), arrays, threaded=False)
+            picked, _ = core.vector_above(coarse, at_least, 4 * size)
+            least, below, size = _least_of_top(picked, lows, codes.items, want), at_least, 4 * size
+        if score is not None and least > -_INF:
+            best = sorted(picked, key=lambda entry: -bounds[entry])[: 2 * want]
+            exact = sorted(score(best).values(), reverse=True)
+            least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
+        if least < below:
+            self._refine(scan, (least, below), arrays, threaded=True)
+        return bounds, least
 
-        def scan(job: tuple[memoryview, memoryview]) -> array[float]:
-            return core.vector_bounds(
-                query_codes, query_params, job[0], job[1], self.dims, self.metric
+    def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
+        """The coarse bound of each entry and its high nibbles' dot, in entry order. On the
+        native backend a scan of PARALLEL_AT entries or more is cut into one slice per
+        scan thread (`scan_threads()`): the C kernel releases the GIL, so the slices run
+        on as many cores; the slices are views of the planes, nothing is copied."""
+        width = half(self.dims)
+
+        def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
+            segment, start, end = job
+            return core.vector_coarse_bounds(
+                scan.split,
+                scan.params,
+                memoryview(scan.codes.high[segment])[start * width : end * width],
+                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                memoryview(scan.codes.spread[segment])[start:end],
+                self.dims,
+                self.metric,
             )
 
-        bounds = array("d")
-        for part in pool.map(scan, jobs) if pool is not None else map(scan, jobs):
+        parts = _run(run, scan.jobs)
+        if len(parts) == 1:
+            return parts[0]
+        bounds, raw = array("d"), array("q")
+        for part, dots in parts:
             bounds.extend(part)
-        return bounds
+            raw.extend(dots)
+        return bounds, raw
+
+    def _refine(
+        self,
+        scan: _Query,
+        span: tuple[float, float],
+        arrays: tuple[array[int], array[float], array[float], array[float]],
+        threaded: bool,
+    ) -> int:
+        """Refine the entries whose coarse bound is in `span`, slice by slice (on the scan
+        threads if `threaded`: a first refinement is too short to hand out); return how
+        many of them have a bound of at least its start."""
+        width = half(self.dims)
+        views = [memoryview(part) for part in arrays]
+        firsts = [0]
+        for spread in scan.codes.spread:
+            firsts.append(firsts[-1] + len(spread))
+
+        def run(job: tuple[int, int, int]) -> int:
+            segment, start, end = job
+            first = firsts[segment]
+            raw, coarse, bounds, lows = (view[first + start : first + end] for view in views)
+            return core.vector_refine(
+                scan.split,
+                scan.params,
+                raw,
+                memoryview(scan.codes.low[segment])[start * width : end * width],
+                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                self.dims,
+                self.metric,
+                *span,
+                coarse,
+                bounds,
+                lows,
+            )
+
+        if threaded:
+            return sum(_run(run, scan.jobs))
+        return sum(map(run, scan.jobs))
 
 
-@dataclass
-class Bounded:
-    """Candidates of a search: per vector its item and an upper bound of its exact score
-    (or the score itself). `lists`: the lists whose vectors may score an item (None: all)."""
+@dataclass(frozen=True)
+class _Query:
+    """One search's query (split codes and params) over `codes`, cut into `jobs`."""
 
-    items: array[int]
-    bounds: array[float]
-    lists: frozenset[int] | None = None
-    ranked: Collection[int] = ()
-
-
-def rerank(
-    conn: apsw.Connection,
-    found: Bounded,
-    query: bytes,
-    want: int,
-    accept: Callable[[Sequence[int]], Collection[int]] | None,
-    decided: dict[int, bool],
-    metric: Metric,
-) -> list[tuple[int, float]]:
-    """The exact top `want` accepted `(item, score)` of `found`, best first (score, then
-    item), items in `found.ranked` aside; an item scores by its best vector (in
-    `found.lists`). Candidates are scored exactly (their items' float32 vectors read by
-    item) best bound first, widening fourfold until the `want`-th exact score is above
-    every bound not read. `accept` sees each item at most once (`decided` remembers)."""
-    bounds, items = found.bounds, found.items
-    total = len(bounds)
-    best: dict[int, float] = {}
-    done = 0
-    k = min(total, max(4 * want, 64))
-    while True:
-        order = core.vector_top(bounds, None, k + 1)
-        fresh = [i for i in order[done:k] if items[i] not in found.ranked]
-        if accept is not None:
-            fresh = _accepted(items, fresh, accept, decided)
-        _rescore(conn, items, fresh, query, metric, found.lists, best)
-        done = k
-        ranked = sorted(best.items(), key=_rank)[:want]
-        if k >= total:
-            return ranked
-        if len(ranked) >= want and bounds[order[k]] < ranked[-1][1]:
-            return ranked
-        k = min(total, 4 * k)
-
-
-def _accepted(
-    items: array[int],
-    entries: list[int],
-    accept: Callable[[Sequence[int]], Collection[int]],
-    decided: dict[int, bool],
-) -> list[int]:
-    asked = list(dict.fromkeys(items[i] for i in entries if items[i] not in decided))
-    if asked:
-        passed = accept(asked)
-        passing = passed if isinstance(passed, (set, frozenset, dict)) else set(passed)
-        for item in asked:
-            decided[item] = item in passing
-    return [i for i in entries if decided[items[i]]]
-
-
-def _rescore(
-    conn: apsw.Connection,
-    items: array[int],
-    entries: list[int],
-    query: bytes,
-    metric: Metric,
-    lists: frozenset[int] | None,
-    best: dict[int, float],
-) -> None:
-    """Score exactly every vector of the entries' items not scored yet (read by item:
-    a training moves vectors to other ids without changing them or their codes)."""
-    wanted = sorted({items[i] for i in entries} - best.keys())
-    if not wanted:
-        return
-    rows = fetchall(
-        conn,
-        "SELECT id, item, vector FROM store_vectors WHERE item IN carray(?)",
-        (ids(wanted),),
-    )
-    if lists is not None:
-        rows = [row for row in rows if row[0] >> _LIST_BITS in lists]
-    if not rows:
-        return
-    dims = len(query) // 4
-    scores = core.vector_scores(query, _matrix(rows, dims), dims, metric)
-    for row, score in zip(rows, scores, strict=True):
-        item = row[1]
-        if score > best.get(item, -_INF):
-            best[item] = score
+    codes: Codes
+    split: bytes
+    params: array[float]
+    jobs: list[tuple[int, int, int]]
 
 
 _codes_budget: Budget | None = None
@@ -341,20 +404,6 @@ def read_version(conn: apsw.Connection) -> str | None:
 
 
 _INF: Final = float("inf")
-#: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
-_LIST_BITS: Final = 32
-
-
-def _matrix(rows: Sequence[tuple[Any, ...]], dims: int) -> bytes:
-    """The vectors of `rows` (id, item, vector) as one float32 matrix."""
-    matrix = b"".join(row[2] for row in rows)
-    if len(matrix) != 4 * dims * len(rows):
-        bad = sorted({row[1] for row in rows if len(row[2]) != 4 * dims})
-        raise CorruptionError(
-            f"the vectors of items {bad[:5]} are not {dims} float32; run `threadloom "
-            "verify`, and put those items again"
-        )
-    return matrix
 
 
 def scan_threads() -> int:
@@ -379,24 +428,58 @@ def scan_threads() -> int:
     return max(1, min(MAX_SCAN_THREADS, usable or 1))
 
 
-def _slices(codes: Codes, dims: int) -> list[tuple[memoryview, memoryview]]:
-    """Each segment's codes and params as views, a segment of PARALLEL_AT entries or more
+def _slices(codes: Codes) -> list[tuple[int, int, int]]:
+    """(segment, first entry, end) of each slice: a segment of PARALLEL_AT entries or more
     cut into `scan_threads()` slices of nearly equal size."""
     threads = scan_threads()
-    jobs: list[tuple[memoryview, memoryview]] = []
-    for segment, param in zip(codes.codes, codes.params, strict=True):
-        code_view, param_view = memoryview(segment), memoryview(param)
-        count = len(param) // PARAMS
+    jobs: list[tuple[int, int, int]] = []
+    for segment, spread in enumerate(codes.spread):
+        count = len(spread)
         if count == 0:
             continue
         cuts = threads if count >= PARALLEL_AT else 1
         step = -(-count // cuts)
-        for start in range(0, count, step):
-            end = min(count, start + step)
-            jobs.append(
-                (code_view[start * dims : end * dims], param_view[start * PARAMS : end * PARAMS])
-            )
+        jobs.extend((segment, start, min(count, start + step)) for start in range(0, count, step))
     return jobs
+
+
+def _run(job: Callable[[tuple[int, int, int]], _T], jobs: list[tuple[int, int, int]]) -> list[_T]:
+    """`job` of each slice, in order: the first on the calling thread, the others on the
+    scan threads (one hand-off fewer, and the caller works while it waits)."""
+    if len(jobs) < 2:
+        return [job(one) for one in jobs]
+    others = [_pool().submit(job, one) for one in jobs[1:]]
+    first = job(jobs[0])
+    return [first, *(other.result() for other in others)]
+
+
+def _threshold(values: array[float], size: int) -> float:
+    """A value about `size` of `values` are at least (from a sample of about 4 * size of
+    them; -inf when there are no more than `size`)."""
+    if size >= len(values):
+        return -_INF
+    stride = max(1, len(values) // (4 * size))
+    return heapq.nlargest(size // stride + 1, values[::stride])[-1]
+
+
+def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
+    """The `want`-th best item's lower bound among `entries` (an item's by its best entry's;
+    -inf when they hold fewer items): at most the `want`-th best item's exact score."""
+    best: dict[int, float] = {}
+    for entry in entries:
+        item, low = items[entry], lows[entry]
+        if low > best.get(item, -_INF):
+            best[item] = low
+    if len(best) < want or want < 1:
+        return -_INF if want >= 1 else _INF
+    return sorted(best.values(), reverse=True)[want - 1]
+
+
+def _joined(parts: tuple[array[float], ...]) -> array[float]:
+    joined = array("d")
+    for part in parts:
+        joined.extend(part)
+    return joined
 
 
 _scan_pool: ThreadPoolExecutor | None = None
@@ -421,10 +504,6 @@ def _forget_pool() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
-
-
-def _rank(entry: tuple[int, float]) -> tuple[float, int]:
-    return (-entry[1], entry[0])
 
 
 def _cost(codes: Codes) -> int:

@@ -1,6 +1,6 @@
 """The vector index's int8 codes in the file, packed per inverted list (engine layer).
 
-`store_codes` (FORMAT_IVFCODES, format/schema.py) holds the codes (`core.vector_quantize`:
+`store_codes` (FORMAT_9, format/schema.py) holds the codes (`core.vector_quantize`:
 `dims` int8 and PARAMS doubles a vector) of every vector of a coded list, in chunks of up
 to CHUNK vectors: a search probing lists reads their few chunk rows and bounds every
 vector's score from them with one C call per buffer of chunks (vector_probe.py),
@@ -16,6 +16,8 @@ Writes, each in the caller's write transaction beside the vector rows it follows
 
 Lists from `meta.vector_codes_from` up are coded; below it (a file upgraded with vectors,
 until a training moved them to new lists) a search reads the float32 rows as before.
+An index the exact scan serves (`VectorIndex.coding`: up to `exact_up_to` vectors) has
+no codes at all: the first load or training beyond it codes every list.
 
 Invariant: for every coded list, the ids in its chunks are exactly its ids in
 `store_vectors`, each with the code of its vector; chunk ids ascend and each is at most
@@ -396,9 +398,10 @@ def drop_items(conn: apsw.Connection, items: Sequence[int]) -> None:
 
 
 def clear(conn: apsw.Connection) -> None:
-    """Drop every code, every list coded from now on (the index was emptied)."""
+    """Drop every code, and no list is coded (the index was emptied or is rebuilt: the
+    first load beyond the exact scan, or the training that finds it there, codes it)."""
     conn.execute("DELETE FROM store_codes")
-    set_coded_from(conn, 0)
+    conn.execute("DELETE FROM meta WHERE key = ?", (FROM_KEY,))
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -339,7 +339,7 @@ class Training:
         )
         record = Moving(first, token, os.getpid(), time.time())
         self._set(conn, {MOVING_KEY: record.text(), "vector_generation": _fresh()})
-        if vector_codes.coded_from(conn) is None:
+        if vector_codes.coded_from(conn) is None and self.index.coding(plan.total):
             vector_codes.set_coded_from(conn, first)  # the new lists are coded as they fill
         return _State(record, list_ids, centroids, gauge, plan.total)
 
@@ -460,9 +460,11 @@ class Training:
             last = left[-1][0]
             self._relocate(conn, state, left, {})
         conn.execute("DELETE FROM store_lists WHERE id != 0 AND id < ?", (state.record.first,))
-        # Every vector is in a new list now, and list 0 is empty: every list is coded.
+        # Every vector is in a new list now, and list 0 is empty: every list is coded when
+        # the new ones are (an index the exact scan serves has no codes, vectors.py).
         conn.execute("DELETE FROM store_codes WHERE id < ?", (state.record.first << _LIST_BITS,))
-        vector_codes.set_coded_from(conn, 0)
+        if vector_codes.coded_from(conn) is not None:
+            vector_codes.set_coded_from(conn, 0)
         index = self.index
         recall, probes = state.gauge.measure(state.centroids, state.list_ids, index.probes)
         fewer, fewer_recall = state.gauge.fewer(state.centroids, state.list_ids, index.probes)

@@ -304,8 +304,12 @@ class VectorIndex:
         conn.executemany(
             "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
         )
-        if vector_codes.coded_from(conn) is None and self._count(conn) == len(rows):
-            vector_codes.set_coded_from(conn, 0)  # an empty index of a file made before codes
+        if (
+            self.coding(len(rows))
+            and vector_codes.coded_from(conn) is None
+            and self._count(conn) == len(rows)
+        ):
+            vector_codes.set_coded_from(conn, 0)  # an empty index loaded beyond the exact scan
         vector_codes.add(conn, [(row[0], row[1], row[3]) for row in rows], self.dims)
         self.scan.written(before, after, rows, quantized)
         return [blob for _, _, blob in flat]
@@ -460,6 +464,14 @@ class VectorIndex:
         self.retrain(conn, total)
         return True
 
+    def coding(self, count: int) -> bool:
+        """Whether an index of `count` vectors keeps int8 codes of its lists in the file
+        (vector_codes.py): only beyond `exact_up_to`, where a search probes the lists. Up
+        to it the exact scan quantizes the float32 rows in memory, so codes in the file
+        would cost ~28% more bytes a vector and a chunk write per put for nothing; the
+        training that finds the index grown past it codes every list."""
+        return count > self.exact_up_to
+
     def retrain(self, conn: apsw.Connection, total: int | None = None) -> None:
         """Train the lists now, due or not, in the caller's write transaction (`compact`)."""
         _writing(conn)
@@ -490,8 +502,8 @@ class VectorIndex:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
-        if vector_codes.coded_from(conn) is None:
-            return total  # a file upgraded with vectors: a training codes them
+        if vector_codes.coded_from(conn) is None and self.coding(total):
+            return total  # grown beyond the exact scan, or upgraded: a training codes them
         if meta.generation and meta.metric == self.metric:
             grown = total >= GROWTH * meta.trained
             shrunk = total * GROWTH * GROWTH <= meta.trained

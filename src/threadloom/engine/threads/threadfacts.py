@@ -131,7 +131,7 @@ def row_bytes(
     total = 0
     listed: list[bytes] = []
     for body, blocks in conn.execute(f"SELECT body, blocks FROM {table} WHERE {where}", args):
-        if blocks:
+        if blocks > 0:
             listed += content.referenced(conn, bytes(body))
         else:
             total += len(body)
@@ -310,7 +310,7 @@ class _Reader:
             (self.thread, ids(refs)),
         )
         decoded = self.content.unpack_many(
-            self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows]
+            self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], self.thread
         )
         return {row[0]: data for row, data in zip(rows, decoded, strict=True)}
 

@@ -1,0 +1,157 @@
+"""The 4-bit planes of the exact scan in the C core (native/vectors_p.c): the same
+functions as `core.planes`, equal to them bit for bit, checked the same way.
+
+Layer: core. Imported only when the native backend is (`core.__init__`).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+
+from threadloom._native import ffi, lib
+from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
+from threadloom.core.planes import half, split
+from threadloom.core.similarity import PARAMS, Buffer, check_metric
+
+__all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
+
+
+def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
+    """Return (high, low, spread) of int8 codes (see core.planes.planes)."""
+    if dims < 1 or len(codes) % dims:
+        raise ValueError(f"codes do not hold whole vectors of {dims} codes")
+    count = len(codes) // dims
+    high, low = bytearray(count * half(dims)), bytearray(count * half(dims))
+    spread = array("d", bytes(8 * count))
+    rc = lib.tl_vector_planes(
+        ffi.from_buffer("int8_t[]", codes),
+        count,
+        dims,
+        ffi.from_buffer("uint8_t[]", high, require_writable=True),
+        ffi.from_buffer("uint8_t[]", low, require_writable=True),
+        ffi.from_buffer("double[]", spread, require_writable=True),
+    )
+    _check(rc, "tl_vector_planes")
+    return bytes(high), bytes(low), spread
+
+
+def above(values: Sequence[float], at_least: float, cap: int) -> tuple[list[int], int]:
+    """The first `cap` indices with values at least `at_least`, and how many there are
+    (see core.planes.above)."""
+    cap = max(cap, 0)
+    out = ffi.new("uint64_t[]", max(cap, 1))
+    count = len(values)
+    rc = lib.tl_vector_above(
+        ffi.from_buffer("double[]", _doubles(values)), count, at_least, out, cap
+    )
+    found = _check(rc, "tl_vector_above")
+    return ffi.unpack(out, min(found, cap)), found
+
+
+class NativePlanes:
+    """`coarse_bounds` and `refine` bound to a set of hardware paths (FEATURES or 0)."""
+
+    def __init__(self, features: int) -> None:
+        if features & ~FEATURES:
+            raise ValueError(f"features {features:#x} include hardware this CPU lacks")
+        self.features = features
+
+    def coarse_bounds(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        high: Buffer,
+        params: Sequence[float],
+        spread: Sequence[float],
+        dims: int,
+        metric: str,
+    ) -> tuple[array[float], array[int]]:
+        """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
+        code = _METRICS[check_metric(metric)]
+        count = _count(query_split, query_params, high, params, dims)
+        if len(spread) != count:
+            raise ValueError(f"{len(spread)} spreads for {count} vectors")
+        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
+        rc = lib.tl_vector_coarse_bounds(
+            ffi.from_buffer("int8_t[]", query_split),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            ffi.from_buffer("uint8_t[]", high),
+            ffi.from_buffer("double[]", _doubles(params)),
+            ffi.from_buffer("double[]", _doubles(spread)),
+            count,
+            dims,
+            code,
+            self.features,
+            ffi.from_buffer("double[]", out, require_writable=True),
+            ffi.from_buffer("int64_t[]", raw, require_writable=True),
+        )
+        _check(rc, "tl_vector_coarse_bounds")
+        return out, raw
+
+    def refine(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        raw: array[int] | memoryview,
+        low: Buffer,
+        params: Sequence[float],
+        dims: int,
+        metric: str,
+        at_least: float,
+        below: float,
+        coarse: Sequence[float],
+        bounds: array[float] | memoryview,
+        lows: array[float] | memoryview,
+    ) -> int:
+        """Refine the bounds of the vectors whose coarse bound is in [at_least, below);
+        return how many have a bound of at least `at_least` (see core.planes.refine)."""
+        code = _METRICS[check_metric(metric)]
+        count = _count(query_split, query_params, low, params, dims)
+        if len(raw) != count or len(coarse) != count or len(bounds) != count:
+            raise ValueError(
+                f"the low plane, raw, coarse bounds and bounds of {count} vectors differ"
+            )
+        if len(lows) != count:
+            raise ValueError(f"{len(lows)} lower bounds for {count} vectors")
+        rc = lib.tl_vector_refine(
+            ffi.from_buffer("int8_t[]", query_split),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            ffi.from_buffer("int64_t[]", raw),
+            ffi.from_buffer("uint8_t[]", low),
+            ffi.from_buffer("double[]", _doubles(params)),
+            count,
+            dims,
+            code,
+            self.features,
+            at_least,
+            below,
+            ffi.from_buffer("double[]", _doubles(coarse)),
+            ffi.from_buffer("double[]", bounds, require_writable=True),
+            ffi.from_buffer("double[]", lows, require_writable=True),
+        )
+        return _check(rc, "tl_vector_refine")
+
+
+def _count(
+    query_split: Buffer,
+    query_params: Sequence[float],
+    high: Buffer,
+    params: Sequence[float],
+    dims: int,
+) -> int:
+    width = half(dims) if dims > 0 else 1
+    count = len(high) // width
+    if dims < 1 or len(query_split) != 2 * width or len(high) != count * width:
+        raise ValueError(f"planes do not hold whole vectors of {dims} codes")
+    if len(params) != PARAMS * count:
+        raise ValueError(f"{len(params)} params for {count} vectors")
+    if len(query_params) != PARAMS:
+        raise ValueError(f"the query needs {PARAMS} params, not {len(query_params)}")
+    return count
+
+
+_ZERO, _NONE = array("d", [0.0]), array("q", [0])
+_DEFAULT = NativePlanes(FEATURES)
+coarse_bounds = _DEFAULT.coarse_bounds
+refine = _DEFAULT.refine

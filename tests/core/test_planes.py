@@ -1,0 +1,153 @@
+"""The 4-bit planes of the exact scan: C core and Python specification agree bit for bit.
+
+`vector_planes`, `vector_coarse_bounds` and `vector_refine` (core/planes.py,
+native/vectors_p.c) run through `python`, `native` and `native-portable`; every result
+must be equal, every coarse bound at least the int8 bound (`similarity.bounds`), every
+refined bound equal to it, and the exact score between the lower and the upper bound.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.core.conftest import require_native
+from tests.core.test_quantized import METRICS, cases
+from threadloom.core import planes as spec
+from threadloom.core import similarity
+
+Kernels = tuple[str, Callable[..., Any], Callable[..., Any], Callable[..., Any]]
+
+
+@pytest.fixture(scope="module")
+def kernels() -> list[Kernels]:
+    """(name, planes, coarse_bounds, refine) of python, native and native-portable."""
+    require_native()
+    from threadloom.core import _native, _native_planes
+
+    full = _native_planes.NativePlanes(_native.FEATURES)
+    portable = _native_planes.NativePlanes(0)
+    return [
+        ("python", spec.planes, spec.coarse_bounds, spec.refine),
+        ("native", _native_planes.planes, full.coarse_bounds, full.refine),
+        ("native-portable", _native_planes.planes, portable.coarse_bounds, portable.refine),
+    ]
+
+
+def _run(kernel: Kernels, rows: list[list[float]], query: list[float], dims: int, metric: str):  # type: ignore[no-untyped-def]
+    _, planes, coarse_bounds, refine = kernel
+    codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
+    high, low, spread = planes(codes, dims)
+    split = spec.split(query_codes, dims)
+    coarse, raw = coarse_bounds(split, query_params, high, params, spread, dims, metric)
+    bounds = array("d", coarse)
+    lows = array("d", [7.0] * len(rows))
+    refine(split, query_params, raw, low, params, dims, metric, -math.inf, math.inf,
+           coarse, bounds, lows)  # fmt: skip
+    int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
+    return (high, low, list(spread), list(coarse), list(raw), list(bounds), list(lows)), int8
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=cases(), metric=st.sampled_from(METRICS))
+def test_planes_bound_like_the_int8_codes_in_every_backend(
+    kernels: list[Kernels], case: tuple[int, list[list[float]], list[float]], metric: str
+) -> None:
+    """Coarse >= int8 bound == refined bound >= exact score >= lower bound, bit for bit
+    the same in every backend (zero, constant and spiky vectors, tiny and huge scales)."""
+    dims, rows, query = case
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    exact = similarity.vector_scores(similarity.pack(query), matrix, dims, metric)
+    results = []
+    for kernel in kernels:
+        found, int8 = _run(kernel, rows, query, dims, metric)
+        _, _, _, coarse, _, bounds, lows = found
+        assert bounds == list(int8), kernel[0]
+        for i, score in enumerate(exact):
+            assert coarse[i] >= bounds[i], (kernel[0], metric, i)
+            assert lows[i] <= score <= bounds[i], (kernel[0], metric, i, lows[i], score)
+        results.append(found)
+    for kernel, found in zip(kernels[1:], results[1:], strict=True):
+        assert found == results[0], f"{kernel[0]} disagrees with python"
+
+
+def test_the_planes_hold_the_codes() -> None:
+    """16 (h - 8) + l gives back every code; the unused nibble of an odd dims is 0."""
+    values = [[1.0, -1.0, 0.5, -0.25, 0.0], [0.0] * 5, [-3.0] * 5]
+    codes, _ = similarity.quantize(b"".join(similarity.pack(row) for row in values), 5)
+    high, low, spread = spec.planes(codes, 5)
+    for i in range(3):
+        for j in range(5):
+            shift = 4 * (j & 1)
+            h = high[3 * i + j // 2] >> shift & 15
+            lo = low[3 * i + j // 2] >> shift & 15
+            assert 16 * (h - 8) + lo == array("b", codes)[5 * i + j]
+        assert high[3 * i + 2] >> 4 == 0 and low[3 * i + 2] >> 4 == 0
+    assert spread[1] == 0.5 * math.sqrt(5 * 15**2)  # zero codes: l = 0 in every dim
+
+
+def test_refine_touches_only_its_range(kernels: list[Kernels]) -> None:
+    """Below `at_least` (not refined) and at or above `below` (refined by an earlier
+    call) nothing is written."""
+    rows = [[float((i * 7 + j) % 5 - 2) for j in range(9)] for i in range(6)]
+    query = [0.5] * 9
+    for _, planes, coarse_bounds, refine in kernels:
+        codes, params = similarity.quantize(b"".join(similarity.pack(r) for r in rows), 9)
+        query_codes, query_params = similarity.quantize(similarity.pack(query), 9)
+        high, low, spread = planes(codes, 9)
+        split = spec.split(query_codes, 9)
+        coarse, raw = coarse_bounds(split, query_params, high, params, spread, 9, "cosine")
+        ranked = sorted(coarse)
+        at_least, below = ranked[2], ranked[4]
+        bounds, lows = array("d", [9.0] * 6), array("d", [5.0] * 6)
+        refine(split, query_params, raw, low, params, 9, "cosine", at_least, below,
+               coarse, bounds, lows)  # fmt: skip
+        for i, bound in enumerate(coarse):
+            if bound >= below:
+                assert (bounds[i], lows[i]) == (9.0, 5.0)
+            elif bound >= at_least:
+                assert bounds[i] < 9.0 and lows[i] < 5.0
+            else:
+                assert (bounds[i], lows[i]) == (9.0, 5.0)
+
+
+def test_bad_buffers_are_refused(kernels: list[Kernels]) -> None:
+    """Ragged codes or planes, short params or spreads, an unknown metric: ValueError."""
+    codes, params = similarity.quantize(similarity.pack([1.0, 2.0, 3.0]), 3)
+    for _, planes, coarse_bounds, refine in kernels:
+        high, low, spread = planes(codes, 3)
+        split = spec.split(codes, 3)
+        with pytest.raises(ValueError):
+            planes(codes + b"\0", 3)
+        with pytest.raises(ValueError):
+            coarse_bounds(split, params, high + b"\0", params, spread, 3, "l2")
+        with pytest.raises(ValueError):
+            coarse_bounds(split, params, high, params, [], 3, "l2")
+        with pytest.raises(ValueError):
+            coarse_bounds(split, params, high, params, spread, 3, "dot")
+        with pytest.raises(ValueError):
+            refine(split, params, array("q", [0, 0]), low, params, 3, "l2", 0.0, 1.0,
+                   [0.0], array("d", [0.0]), array("d", [0.0]))  # fmt: skip
+
+
+def test_above_lists_the_indices_at_least_a_value() -> None:
+    """`above` gives the first `cap` indices at or over the value (NaN never) and the
+    count of all of them, the same in every backend."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    values = [0.5, float("nan"), 2.0, 0.5, -1.0, float("inf"), 0.25]
+    for above in (spec.above, _native_planes.above):
+        assert above(values, 0.5, 10) == ([0, 2, 3, 5], 4)
+        assert above(values, 0.5, 2) == ([0, 2], 4)
+        assert above(values, -math.inf, 0) == ([], 6)
+        assert above([], 0.0, 3) == ([], 0)
