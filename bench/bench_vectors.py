@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ from threadloom.core.lru import process_budget
 from threadloom.core.similarity import pack
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.items import vector_probe
+from threadloom.engine.items import vector_packing, vector_probe
 from threadloom.engine.items.vectors import VectorIndex
 
 DIMS = 384
@@ -134,6 +135,13 @@ def build(path: Path, mixture: Mixture, count: int, queries: Any) -> Any:
 
 def train_with_writer(file: File, index: VectorIndex, mixture: Mixture) -> dict[str, float]:
     """One forced training (`train`) while a writer puts an item every 5 ms."""
+    return with_writer(file, index, mixture, lambda: index.train(file, force=True))
+
+
+def with_writer(
+    file: File, index: VectorIndex, mixture: Mixture, action: Callable[[], object]
+) -> dict[str, float]:
+    """`action()` while a writer puts an item every 5 ms: its time and the puts' latency."""
     rng = np.random.default_rng(5)
     latencies: list[float] = []
     done = threading.Event()
@@ -160,7 +168,7 @@ def train_with_writer(file: File, index: VectorIndex, mixture: Mixture) -> dict[
     thread.start()
     before = time.perf_counter()
     try:
-        index.train(file, force=True)
+        action()
     finally:
         took = time.perf_counter() - before
         done.set()
@@ -197,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
         help="measure the kept file's index as it is (no training first)",
     )
     parser.add_argument(
+        "--pack",
+        action="store_true",
+        help="first pack the kept file's short code chunks (vector_packing.run, short steps)",
+    )
+    parser.add_argument(
         "--float-rows",
         action="store_true",
         help="also probe the lists reading float32 rows (the path before codes), interleaved",
@@ -220,6 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     file = File(path)
     try:
         trained = None if args.no_train else train_with_writer(file, index, mixture)
+        if args.pack:
+            packed: list[int] = []
+            run = with_writer(
+                file, index, mixture, lambda: packed.append(vector_packing.run(file, DIMS))
+            )
+            note(
+                f"packed {packed[0]} lists in {run['training_s']:.1f} s; a writer's "
+                f"{run['puts']:.0f} puts meanwhile: p50 {run['put_p50_ms']:.1f} ms, p99 "
+                f"{run['put_p99_ms']:.1f} ms, max {run['put_max_ms']:.1f} ms"
+            )
         file.checkpoint_wal()
         with file.read() as conn:
             lists = conn.execute("SELECT count(*) - 1 FROM store_lists").fetchall()[0][0]

@@ -290,6 +290,23 @@ int tl_vector_bounds(const int8_t *query_codes, const double *query_params, cons
                      unsigned features, double *bounds);
 
 /*
+ * tl_vector_bounds over code chunks as the Store keeps them (docs/FORMAT.md, store_codes):
+ * `chunks` holds chunk_count bodies back to back, body c of counts[c] vectors laid out as
+ * counts[c] vector ids (int64), then as many items (int64), 3 params (double) a vector,
+ * and dims int8 codes a vector, all little-endian (any alignment). For the j-th vector of
+ * all the chunks in order, items[j] = its item and bounds[j] = its bound, exactly
+ * tl_vector_bounds' value.
+ * Preconditions: dims >= 1; query as for tl_vector_bounds; chunks readable for size bytes,
+ * counts for chunk_count entries (each >= 1) whose bodies fill `size` exactly (checked
+ * first: TL_EINVAL); items and bounds writable for the sum of counts.
+ * Returns TL_OK or TL_EINVAL. Complexity: O(size), no allocation. Reentrant.
+ */
+int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params,
+                           const unsigned char *chunks, size_t size, const uint64_t *counts,
+                           size_t chunk_count, size_t dims, int metric, unsigned features,
+                           int64_t *items, double *bounds);
+
+/*
  * The int8 codes of tl_vector_quantize as two 4-bit planes (the Python spec:
  * planes.planes): with u = code + 128, high nibble u >> 4, low nibble u & 15; byte e of
  * a vector's plane holds dim 2e in its low nibble and dim 2e + 1 in its high one (0
@@ -323,9 +340,8 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
 /*
  * The indices i of values[i] >= at_least (NaN never is), ascending: the first `cap` of
  * them to out (the spec: planes.above). Preconditions: values readable for count doubles,
- * out writable for cap entries (NULL when cap is 0). Returns how many there are (all of
- * them, also past cap), or TL_EINVAL. Complexity: O(count), no allocation. Thread safety:
- * reentrant.
+ * out writable for cap entries (NULL when cap is 0). Returns how many there are (also
+ * past cap), or TL_EINVAL. Complexity: O(count), no allocation. Reentrant.
  */
 int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
                         size_t cap);

@@ -8,6 +8,8 @@ be at least the exact kernel's score (what makes the scan of engine/items/scan.p
 from __future__ import annotations
 
 import random
+import sys
+from array import array
 from collections.abc import Callable
 from typing import Any
 
@@ -106,3 +108,70 @@ def test_bad_buffers_are_refused(kernels: list[Kernels]) -> None:
             bounds(codes, params, codes, list(params)[:2], 2, "l2")
         with pytest.raises(ValueError):
             bounds(codes, params, codes, params, 2, "dot")
+
+
+def _chunk_body(quantize: Callable[..., Any], rows: list[list[float]], first: int) -> bytes:
+    """A `store_codes` body of `rows` (ids from `first`, items 1000 + id), as the Store
+    writes it (little-endian)."""
+    dims = len(rows[0])
+    codes, params = quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    ids = array("q", range(first, first + len(rows)))
+    items = array("q", (1000 + i for i in ids))
+    params = array("d", params)
+    if sys.byteorder == "big":  # pragma: no cover - no big-endian CI
+        for part in (ids, items, params):
+            part.byteswap()
+    return ids.tobytes() + items.tobytes() + params.tobytes() + codes
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    dims=st.sampled_from(DIMS),
+    counts=st.lists(st.integers(1, 9), min_size=0, max_size=5),
+    metric=st.sampled_from(METRICS),
+    seed=st.integers(0, 2**32),
+)
+def test_chunk_bounds_equal_the_bounds_of_each_chunk(
+    kernels: list[Kernels], dims: int, counts: list[int], metric: str, seed: int
+) -> None:
+    """Bounding chunk bodies back to back in one call gives each vector's item and the very
+    bound `vector_bounds` gives it chunk by chunk, in every backend."""
+    native = require_native()
+    rng = random.Random(seed)
+    chunk_bounds = [
+        _python.vector_chunk_bounds,
+        native.NativeCore(native.FEATURES).vector_chunk_bounds,
+        native.NativeCore(0).vector_chunk_bounds,
+    ]
+    query = [rng.gauss(0, 1) for _ in range(dims)]
+    query_codes, query_params = _python.vector_quantize(similarity.pack(query), dims)
+    bodies, items, expected = [], [], []
+    for at, count in enumerate(counts):
+        rows = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(count)]
+        bodies.append(_chunk_body(_python.vector_quantize, rows, 100 * at))
+        codes, params = _python.vector_quantize(b"".join(similarity.pack(r) for r in rows), dims)
+        expected += _python.vector_bounds(query_codes, query_params, codes, params, dims, metric)
+        items += [1000 + 100 * at + i for i in range(count)]
+    for kernel in chunk_bounds:
+        got_items, got = kernel(query_codes, query_params, b"".join(bodies), counts, dims, metric)
+        assert (list(got_items), list(got)) == (items, expected)
+
+
+def test_chunk_bounds_refuse_bodies_that_do_not_fill_the_buffer() -> None:
+    """A count that does not match the bytes, a zero count or an unknown metric raise
+    ValueError in every backend, and the C core reads nothing past the buffer."""
+    native = require_native()
+    body = _chunk_body(_python.vector_quantize, [[1.0, 2.0], [0.5, -1.0]], 0)
+    query_codes, query_params = _python.vector_quantize(similarity.pack([1.0, 0.0]), 2)
+    for kernel in (_python.vector_chunk_bounds, native.vector_chunk_bounds):
+        for chunks, counts, metric in [
+            (body, [3], "l2"),
+            (body[:-1], [2], "l2"),
+            (body + body, [2, 1], "l2"),
+            (body + body, [2, 2, 0], "l2"),
+            (body, [2], "dot"),
+        ]:
+            with pytest.raises(ValueError):
+                kernel(query_codes, query_params, chunks, counts, 2, metric)

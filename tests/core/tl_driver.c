@@ -294,6 +294,36 @@ static void run_vec(char **cursor)
     free(counts);
 }
 
+/* tl_vector_chunk_bounds over one chunk body of exactly its size (ids, items 1000 + i,
+ * params, codes; this driver runs on little-endian hosts): the same bounds as `expected`. */
+static int chunk_bounds_agree(const int8_t *qcodes, const double *qparams, const int8_t *codes,
+                              const double *params, size_t n, size_t dims, int metric,
+                              unsigned hw, const double *expected)
+{
+    size_t size = n * (40 + dims), i;
+    unsigned char *body = malloc(size);
+    int64_t *items = malloc(n * sizeof *items);
+    double *bounds = malloc(n * sizeof *bounds);
+    uint64_t count = n;
+    int ok;
+    for (i = 0; i < n; i++) {
+        int64_t id = (int64_t)i, item = 1000 + (int64_t)i;
+        memcpy(body + 8 * i, &id, 8);
+        memcpy(body + 8 * n + 8 * i, &item, 8);
+    }
+    memcpy(body + 16 * n, params, 24 * n);
+    memcpy(body + 40 * n, codes, n * dims);
+    ok = tl_vector_chunk_bounds(qcodes, qparams, body, size, &count, 1, dims, metric, hw, items,
+                                bounds) == TL_OK;
+    for (i = 0; ok && i < n; i++) {
+        ok = items[i] == 1000 + (int64_t)i && memcmp(&bounds[i], &expected[i], 8) == 0;
+    }
+    free(body);
+    free(items);
+    free(bounds);
+    return ok;
+}
+
 /* tl_vector_quantize of a query and a matrix, then tl_vector_bounds, buffers exact-sized:
  * prints the codes (hex), the params and the bounds (%.17g, comma-separated). */
 static void run_qnt(char **cursor)
@@ -316,6 +346,10 @@ static void run_qnt(char **cursor)
     }
     if (rc == TL_OK) {
         rc = tl_vector_bounds(qcodes, qparams, codes, params, n, dims, metric, hw, bounds);
+    }
+    if (rc == TL_OK && n > 0 && !chunk_bounds_agree(qcodes, qparams, codes, params, n, dims,
+                                                     metric, hw, bounds)) {
+        rc = -100; /* the chunk kernel disagrees with tl_vector_bounds */
     }
     if (rc != TL_OK) {
         printf("E%d", rc);

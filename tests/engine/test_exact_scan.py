@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 import pytest
@@ -18,7 +19,7 @@ from threadloom.core import backend, lru
 from threadloom.core.similarity import pack
 from threadloom.engine.checks import figures
 from threadloom.engine.file import File
-from threadloom.engine.items import scan
+from threadloom.engine.items import scan, vector_recall
 from threadloom.engine.items.scan import CODES_BUDGET, codes_budget
 from threadloom.engine.items.vectors import EXACT_CODE_BYTES, VectorIndex
 from threadloom.engine.sql import fetchall
@@ -244,13 +245,16 @@ def test_doctor_figures_show_the_recorded_recall(file: File) -> None:
     index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=1)
     _put(file, index, _uniform(rng, 1100))
     assert figures(file.path)["store_vector_recall"] is None
+    assert figures(file.path)["store_vector_fewer_probes"] is None
     with file.write() as conn:
         assert index.maintain(conn)
         recorded = _meta(conn, "vector_recall")
         probes = _meta(conn, "vector_probes")
+        fewer = _meta(conn, "vector_fewer_probes")
     found = figures(file.path)
     assert recorded is not None and found["store_vector_recall"] == round(recorded, 3)
     assert found["store_vector_probes"] == probes
+    assert fewer is not None and found["store_vector_fewer_probes"] == fewer
 
 
 def test_low_recorded_recall_makes_the_search_exact(file: File) -> None:
@@ -327,3 +331,55 @@ def test_the_scan_threads_setting_is_read_and_checked(monkeypatch: pytest.Monkey
         assert 1 <= scan.scan_threads() <= scan.MAX_SCAN_THREADS
     else:
         assert scan.scan_threads() == 1
+
+
+def test_fewer_probes_are_recorded_only_when_their_recall_holds_the_floor(file: File) -> None:
+    """A training records fewer probes than the default only when their held-out recall
+    holds the floor with 95% confidence, records that recall, and a default search then
+    probes that many lists first, finding what an explicit probe of that many finds."""
+    rng = random.Random(16)
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=16)
+    data = _clustered(rng, 1800)
+    _put(file, index, data)
+    with file.write() as conn:
+        assert index.maintain(conn)
+        fewer = _meta(conn, "vector_fewer_probes")
+        recall = _meta(conn, "vector_fewer_recall")
+    assert fewer is not None and 1 <= fewer < 16 and recall is not None and recall >= 0.95
+    queries = [[x + rng.gauss(0, 0.05) for x in data[1 + 97 * i]] for i in range(6)]
+    asked: list[int] = []
+    probe = index.probe
+
+    def spy(conn: apsw.Connection, blob: bytes, want: int, accept: None, probes: int) -> Any:
+        asked.append(probes)
+        return probe(conn, blob, want, accept, probes)
+
+    with file.read() as conn:
+        for query in queries:
+            probed = probe(conn, pack(query), 10, None, int(fewer))
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(index, "probe", spy)
+                assert index.search(conn, query, 10) == probed
+    assert asked == [int(fewer)] * len(queries)
+
+
+def test_the_confidence_bound_keeps_the_default_probes_on_a_lucky_sample() -> None:
+    """A halving whose recall is above the floor on few neighbours, or only just above it
+    on many, is not taken (95% lower bound); a clear margin on many neighbours is."""
+    assert vector_recall._lower(160, 160) > 0.95 > vector_recall._lower(157, 160)
+    assert vector_recall._lower(620, 640) > 0.95 > vector_recall._lower(615, 640)
+
+
+def test_low_recall_lists_ignore_a_recorded_fewer_probe(file: File) -> None:
+    """Lists whose default recall is short of the floor never probe fewer lists: the
+    search stays exact (unstructured data), whatever fewer count the file records."""
+    rng = random.Random(17)
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=0, probes=2)
+    _put(file, index, _uniform(rng, 1200))
+    with file.write() as conn:
+        assert index.maintain(conn)
+        assert (_meta(conn, "vector_recall") or 1.0) < 0.95
+        assert _meta(conn, "vector_fewer_probes") == 0.0
+        conn.execute("UPDATE meta SET value = 1 WHERE key = 'vector_fewer_probes'")
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(6)]
+    assert _recall(file, index, queries) == 1.0

@@ -9,19 +9,30 @@ and a search by the lists over the codes finds what the float32 rows would.
 from __future__ import annotations
 
 import random
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
 import apsw
 import pytest
 
+from threadloom import core
+from threadloom.core import similarity
 from threadloom.engine.checks.figures import figures
 from threadloom.engine.file import File
 from threadloom.engine.format import features
 from threadloom.engine.format.schema import CODES_FORMAT, FORMAT_VERSION
-from threadloom.engine.items import vector_codes, vector_probe, vectors
+from threadloom.engine.items import (
+    vector_codes,
+    vector_packing,
+    vector_probe,
+    vector_training,
+    vectors,
+)
+from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vectors import VectorIndex
 from threadloom.engine.sql import fetchall
+from threadloom.errors import CorruptionError
 
 DIMS = 8
 
@@ -168,7 +179,8 @@ def test_searches_over_codes_find_what_the_float_rows_find(file: File) -> None:
 
 
 def test_a_selective_filter_over_codes_gets_every_match(file: File) -> None:
-    """A filter that accepts few items still gets all of them, in exact order."""
+    """A filter that accepts few items still gets all of them, with their exact scores
+    (ranked by tiers: in exact order once the first tier probes every list)."""
     index = VectorIndex(DIMS, "inner_product", train_from=500, exact_up_to=0)
     items = _clustered(800, 10)
     _put(file, index, items)
@@ -179,7 +191,9 @@ def test_a_selective_filter_over_codes_gets_every_match(file: File) -> None:
         query = items[5]
         found = index.search(conn, query, 20, lambda batch: wanted & set(batch))
         exact = index.exact(conn, query, 20, sorted(wanted))
-    assert found == exact
+        lists = int(fetchall(conn, "SELECT count(*) FROM store_lists")[0][0])
+        every = index.search(conn, query, 20, lambda batch: wanted & set(batch), probes=lists)
+    assert sorted(found) == sorted(exact) and every == exact
 
 
 def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training(
@@ -224,3 +238,148 @@ def test_a_format_8_file_with_vectors_upgrades_and_is_coded_by_its_next_training
         assert int(str(figures(str(path))["store_vector_codes_bytes"])) > 0
     finally:
         file.close()
+
+
+def test_bounds_read_in_batches_equal_each_chunks_own_bounds(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading lists' chunks into the batch buffer and bounding them in one native call
+    gives every vector its item and the very bound `core.vector_bounds` gives its chunk
+    alone, whatever the batch size (a chunk above it is bounded on its own)."""
+    index = VectorIndex(DIMS, "l2", train_from=300, exact_up_to=0)
+    _put(file, index, _clustered(900, 14))
+    with file.write() as conn:
+        assert index.maintain(conn)
+    query = core.vector_quantize(similarity.pack(_clustered(1, 15)[1]), DIMS)
+    with file.read() as conn:
+        lists = [int(row[0]) for row in fetchall(conn, "SELECT id FROM store_lists WHERE id > 0")]
+        chosen = lists[::2]
+        expected_items, expected = array("q"), array("d")
+        for list_id in chosen:
+            for key, count, body in fetchall(
+                conn,
+                "SELECT id, count, body FROM store_codes WHERE id >> 32 = ? ORDER BY id",
+                (list_id,),
+            ):
+                chunk = vector_codes.unpack(key, count, body)
+                expected_items.extend(chunk.items)
+                expected.extend(core.vector_bounds(*query, chunk.codes, chunk.params, DIMS, "l2"))
+        size = 8 * 5 + DIMS
+        for batch in (vector_probe.BATCH, 3 * size * vector_codes.CHUNK, size):
+            monkeypatch.setattr(vector_probe, "BATCH", batch)
+            items, bounds = array("q"), array("d")
+            vector_probe._read_bounds(conn, chosen, query, DIMS, "l2", items, bounds)
+            assert (items, bounds) == (expected_items, expected), batch
+
+
+def test_a_search_over_a_damaged_code_chunk_says_what_to_run(file: File) -> None:
+    """A chunk whose body does not hold its count of vectors stops a search with a
+    CorruptionError naming verify and compact, not a wrong result."""
+    index = VectorIndex(DIMS, "cosine", train_from=100, exact_up_to=0, probes=1000)
+    _put(file, index, _clustered(300, 16))
+    with file.write() as conn:
+        assert index.maintain(conn)
+        conn.execute("UPDATE store_codes SET body = substr(body, 1, length(body) - 1)")
+    with file.read() as conn, pytest.raises(CorruptionError, match="threadloom compact"):
+        index.search(conn, _clustered(1, 17)[1], 10)
+
+
+def _loose_training(file: File, monkeypatch: pytest.MonkeyPatch, index: VectorIndex) -> None:
+    """Train in many small steps with packing at the end left out, as a format 9 training
+    did: every list ends with several short chunks."""
+    monkeypatch.setattr(vector_training, "BATCH", 40)
+    monkeypatch.setattr(vector_training, "BATCH_MAX", 40)
+    monkeypatch.setattr(vector_training, "PAUSE_MAX", 0.0)
+    with monkeypatch.context() as inner:
+        inner.setattr(vector_packing, "run", lambda file, dims, stop=None: 0)
+        assert index.train(file, force=True)
+    with file.write() as conn:  # as a file from before packing: no record of it
+        conn.execute("DELETE FROM meta WHERE key = ?", (vector_packing.PACKED_KEY,))
+
+
+def test_packing_keeps_results_and_codes_and_leaves_no_loose_list(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Packing a trained file's short chunks (in steps of one list each) rewrites them as
+    full chunks: verify finds nothing, every search gives what it gave before, and the
+    packing is recorded so it is not due again."""
+    index = VectorIndex(DIMS, "cosine", train_from=500, exact_up_to=0, probes=3)
+    _put(file, index, _clustered(2600, 18))
+    _loose_training(file, monkeypatch, index)
+    queries = list(_clustered(12, 19).values())
+    with file.read() as conn:
+        chunks = int(fetchall(conn, "SELECT count(*) FROM store_codes")[0][0])
+        loose = vector_codes.loose(conn)
+        assert loose and vector_packing.due(conn) and index.packing_due(conn)
+        before = [index.search(conn, query, 10) for query in queries]
+    monkeypatch.setattr(vector_packing, "HOLD", 0.0)  # one list per write transaction
+    assert vector_packing.run(file, DIMS) == len(loose)
+    _sound(file, index)
+    with file.read() as conn:
+        assert vector_codes.loose(conn) == []
+        assert not vector_packing.due(conn)
+        assert int(fetchall(conn, "SELECT count(*) FROM store_codes")[0][0]) < chunks
+        assert [index.search(conn, query, 10) for query in queries] == before
+    assert vector_packing.run(file, DIMS) == 0
+
+
+def test_a_training_packs_its_lists_in_steps_and_in_one_transaction(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`train` (steps) and `maintain` (one transaction) both end with every list packed."""
+    index = VectorIndex(DIMS, "l2", train_from=500, exact_up_to=0)
+    _put(file, index, _clustered(2600, 20))
+    monkeypatch.setattr(vector_training, "BATCH", 40)
+    monkeypatch.setattr(vector_training, "BATCH_MAX", 40)
+    monkeypatch.setattr(vector_training, "PAUSE_MAX", 0.0)
+    assert index.train(file, force=True)
+    _sound(file, index)
+    with file.read() as conn:
+        assert vector_codes.loose(conn) == [] and not vector_packing.due(conn)
+    _put(file, index, _clustered(3000, 21, first=5000))  # grown past GROWTH: due again
+    with file.write() as conn:
+        assert index.maintain(conn)
+        assert vector_codes.loose(conn) == [] and not vector_packing.due(conn)
+    _sound(file, index)
+
+
+def test_a_damaged_chunk_is_left_for_verify_by_packing(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A list holding a chunk that does not unpack is not rewritten (its damage stays
+    for verify to name); the other loose lists are."""
+    index = VectorIndex(DIMS, "cosine", train_from=500, exact_up_to=0)
+    _put(file, index, _clustered(2600, 22))
+    _loose_training(file, monkeypatch, index)
+    with file.write() as conn:
+        list_id = vector_codes.loose(conn)[0]
+        conn.execute(
+            "UPDATE store_codes SET body = substr(body, 1, 10) WHERE id = "
+            "(SELECT max(id) FROM store_codes WHERE id >> 32 = ?)",
+            (list_id,),
+        )
+        rows = "SELECT id, count, body FROM store_codes WHERE id >> 32 = ? ORDER BY id"
+        before = fetchall(conn, rows, (list_id,))
+        assert not vector_codes.repack(conn, list_id, DIMS)
+        assert fetchall(conn, rows, (list_id,)) == before
+        assert vector_packing.pack(conn, DIMS) > 0
+        assert vector_codes.loose(conn) == [list_id]
+
+
+def test_the_background_thread_packs_a_file_trained_before_packing(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose lists were trained without packing (no `vector_codes_packed`) says
+    packing is due, and the Store's background training thread packs it with no training
+    due."""
+    index = VectorIndex(DIMS, "cosine", train_from=500, exact_up_to=0)
+    _put(file, index, _clustered(2600, 23))
+    _loose_training(file, monkeypatch, index)
+    with file.read() as conn:
+        assert index.due(conn) is None and index.packing_due(conn)
+    training = BackgroundTraining(index, file)
+    assert training.start()
+    training.wait(60)
+    with file.read() as conn:
+        assert vector_codes.loose(conn) == [] and not index.packing_due(conn)
+    _sound(file, index)

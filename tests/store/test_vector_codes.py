@@ -56,6 +56,43 @@ def test_verify_names_a_damaged_code_chunk_and_compact_rebuilds_it(
         store.close()
 
 
+def test_a_put_on_a_file_trained_before_packing_packs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose lists were trained without packing them (no `vector_codes_packed`)
+    gets packed by the Store's background thread after the next put, verify still clean."""
+    monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)  # lists of 300 are coded
+    path = tmp_path / "store.db"
+    store = random_store(path)
+    try:
+        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
+    finally:
+        store.close()
+    assert main(["compact", str(path)]) == 0
+    file = File.open(path)
+    try:
+        with file.write() as conn:
+            conn.execute("DELETE FROM meta WHERE key = 'vector_codes_packed'")
+    finally:
+        file.close()
+    store = random_store(path)
+    try:
+        store.put(("docs",), "late", {"text": "one more"})
+        assert store.training is not None
+        store.training.wait(60)
+    finally:
+        store.close()
+    file = File.open(path)
+    try:
+        with file.read() as conn:
+            packed = fetchall(conn, "SELECT value FROM meta WHERE key = 'vector_codes_packed'")
+            generation = fetchall(conn, "SELECT value FROM meta WHERE key = 'vector_generation'")
+        assert packed and packed == generation
+    finally:
+        file.close()
+    assert main(["verify", str(path)]) == 0
+
+
 def test_an_index_the_exact_scan_serves_has_no_codes_until_it_outgrows_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -40,6 +40,7 @@ __all__ = [
     "value_blob_refs",
     "vector_above",
     "vector_bounds",
+    "vector_chunk_bounds",
     "vector_coarse_bounds",
     "vector_means",
     "vector_nearest",
@@ -95,6 +96,9 @@ vector_quantize: Callable[[Buffer, int], tuple[bytes, array[float]]] = _impl.vec
 vector_bounds: Callable[
     [Buffer, Sequence[float], Buffer, Sequence[float], int, str], array[float]
 ] = _impl.vector_bounds
+vector_chunk_bounds: Callable[
+    [Buffer, Sequence[float], Buffer, Sequence[int], int, str], tuple[array[int], array[float]]
+] = _impl.vector_chunk_bounds
 vector_means: Callable[[Buffer, Sequence[int], int, int, bool], tuple[bytes, list[int]]] = (
     _impl.vector_means
 )

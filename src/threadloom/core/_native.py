@@ -224,6 +224,46 @@ class NativeCore:
         """Return an upper bound of each vector's exact score (see core.similarity.bounds)."""
         return _vector_bounds(self.features, query_codes, query_params, codes, params, dims, metric)
 
+    def vector_chunk_bounds(
+        self,
+        query_codes: VectorBuffer,
+        query_params: Sequence[float],
+        chunks: VectorBuffer,
+        counts: Sequence[int],
+        dims: int,
+        metric: str,
+    ) -> tuple[array[int], array[float]]:
+        """Return (items, bounds) of every vector of code chunks (see
+        core.similarity.chunk_bounds; one C call for all of them)."""
+        code = _METRICS[check_metric(metric)]
+        if dims < 1 or len(query_codes) != dims or len(query_params) != PARAMS:
+            raise ValueError(f"the query needs {dims} codes and {PARAMS} params")
+        if any(count < 1 for count in counts):
+            raise ValueError(f"code chunks do not hold {sum(counts)} vectors of {dims} codes")
+        typed = counts if isinstance(counts, array) and counts.typecode == "Q" else None
+        sizes = typed if typed is not None else array("Q", counts)
+        total = sum(sizes)
+        items = array("q", bytes(8 * total))
+        bounds = array("d", bytes(8 * total))
+        data = ffi.from_buffer("unsigned char[]", chunks)
+        rc = lib.tl_vector_chunk_bounds(
+            ffi.from_buffer("int8_t[]", query_codes),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            data,
+            len(data),
+            ffi.from_buffer("uint64_t[]", sizes),
+            len(sizes),
+            dims,
+            code,
+            self.features,
+            ffi.from_buffer("int64_t[]", items, require_writable=True),
+            ffi.from_buffer("double[]", bounds, require_writable=True),
+        )
+        if rc == lib.TL_EINVAL:
+            raise ValueError(f"code chunks do not hold {total} vectors of {dims} codes")
+        _check(rc, "tl_vector_chunk_bounds")
+        return items, bounds
+
 
 _DEFAULT = NativeCore(FEATURES)
 sha256_hex = _DEFAULT.sha256_hex
@@ -234,6 +274,7 @@ value_blob_refs = _DEFAULT.value_blob_refs
 vector_scores = _DEFAULT.vector_scores
 vector_nearest = _DEFAULT.vector_nearest
 vector_bounds = _DEFAULT.vector_bounds
+vector_chunk_bounds = _DEFAULT.vector_chunk_bounds
 
 
 def vector_top(scores: Sequence[float], keys: Sequence[int] | None, k: int) -> list[int]:

@@ -18,6 +18,7 @@ import blake3
 from threadloom.core.cdc import cdc_cuts
 from threadloom.core.msgpack import array_spans
 from threadloom.core.similarity import bounds as vector_bounds
+from threadloom.core.similarity import chunk_bounds as vector_chunk_bounds
 from threadloom.core.similarity import means as vector_means
 from threadloom.core.similarity import nearest as vector_nearest
 from threadloom.core.similarity import quantize as vector_quantize
@@ -43,6 +44,7 @@ __all__ = [
     "sha256_hex",
     "value_blob_refs",
     "vector_bounds",
+    "vector_chunk_bounds",
     "vector_means",
     "vector_nearest",
     "vector_quantize",

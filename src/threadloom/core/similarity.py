@@ -30,6 +30,7 @@ __all__ = [
     "METRICS",
     "Metric",
     "check_metric",
+    "chunk_bounds",
     "floats",
     "means",
     "nearest",
@@ -282,6 +283,43 @@ def bounds(
         high = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high, qn, vn, tiny))
     return out
+
+
+def chunk_bounds(
+    query_codes: Buffer,
+    query_params: Sequence[float],
+    chunks: Buffer,
+    counts: Sequence[int],
+    dims: int,
+    metric: str,
+) -> tuple[array[int], array[float]]:
+    """Return (items, bounds) of every vector of code chunks laid out as the Store keeps
+    them (`store_codes`, docs/FORMAT.md): `chunks` holds the bodies back to back, body i of
+    `counts[i]` vectors as that many vector ids (int64), items (int64), PARAMS doubles a
+    vector and `dims` int8 codes a vector, all little-endian. Each bound is `bounds`'.
+
+    Raises:
+        ValueError: an unknown metric, a count below 1, or bodies that do not fill `chunks`.
+    """
+    check_metric(metric)
+    stride = 8 * (2 + PARAMS) + dims
+    view = memoryview(chunks).cast("B")
+    if dims < 1 or any(count < 1 for count in counts) or sum(counts) * stride != len(view):
+        raise ValueError(f"code chunks do not hold {sum(counts)} vectors of {dims} codes")
+    items, out = array("q"), array("d")
+    at = 0
+    for count in counts:
+        part, params = array("q"), array("d")
+        part.frombytes(view[at + 8 * count : at + 16 * count])
+        params.frombytes(view[at + 16 * count : at + 8 * (2 + PARAMS) * count])
+        if sys.byteorder == "big":
+            part.byteswap()
+            params.byteswap()
+        items.extend(part)
+        codes = view[at + 8 * (2 + PARAMS) * count : at + stride * count]
+        out.extend(bounds(query_codes, query_params, codes, params, dims, metric))
+        at += stride * count
+    return items, out
 
 
 def _bound(metric: Metric, high: float, qn: float, vn: float, tiny: float) -> float:

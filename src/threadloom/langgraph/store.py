@@ -145,7 +145,9 @@ class _StoreBase(Searching):
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
                 vectors = self.items.vectors
-                retrain = vectors is not None and vectors.due(conn) is not None
+                retrain = vectors is not None and (
+                    vectors.due(conn) is not None or vectors.packing_due(conn)
+                )
         if writing:
             self.items.committed()
         if refresh and not self.file.readonly:
@@ -184,7 +186,9 @@ class _StoreBase(Searching):
         with self.file.write() as conn:
             written = self.items.write(conn, prepared.writes, now_us())
             vectors = self.items.vectors
-            retrain = vectors is not None and vectors.due(conn) is not None
+            retrain = vectors is not None and (
+                vectors.due(conn) is not None or vectors.packing_due(conn)
+            )
         self.items.committed()
         self.items.after_write()
         if retrain:

@@ -84,12 +84,15 @@ def counts(conn: apsw.Connection, version: int) -> dict[str, object]:
             fetchall(
                 conn,
                 "SELECT key, value FROM meta "
-                "WHERE key IN ('vector_recall', 'vector_probes', 'vector_moving')",
+                "WHERE key IN ('vector_recall', 'vector_probes', 'vector_moving', "
+                "'vector_fewer_probes')",
             )
         )
         recall = recorded.get("vector_recall")
         out["store_vector_recall"] = None if recall is None else round(float(str(recall)), 3)
         out["store_vector_probes"] = recorded.get("vector_probes")
+        # Fewer probes whose held-out recall held the floor (vector_recall.Gauge.fewer).
+        out["store_vector_fewer_probes"] = recorded.get("vector_fewer_probes")
         # A training moving vectors to new lists (vector_training.py): started, not finished.
         out["store_vector_training"] = "vector_moving" in recorded
     if version >= CODES_FORMAT:

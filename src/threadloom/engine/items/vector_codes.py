@@ -2,9 +2,9 @@
 
 `store_codes` (FORMAT_9, format/schema.py) holds the codes (`core.vector_quantize`:
 `dims` int8 and PARAMS doubles a vector) of every vector of a coded list, in chunks of up
-to CHUNK vectors: a search probing a list reads its few chunk rows and bounds every
-vector's score from them with one C call per chunk (vector_probe.py), instead of reading
-one float32 row per vector scattered in the file.
+to CHUNK vectors: a search probing lists reads their few chunk rows and bounds every
+vector's score from them with one C call per buffer of chunks (vector_probe.py),
+instead of reading one float32 row per vector scattered in the file.
 
 Writes, each in the caller's write transaction beside the vector rows it follows:
 - `add`: vectors inserted with ids above every id of their list (puts, a training's
@@ -36,12 +36,12 @@ from typing import Any, Final, NamedTuple
 import apsw
 
 from threadloom import core
-from threadloom.core.similarity import PARAMS, Metric
+from threadloom.core.similarity import PARAMS
 from threadloom.engine.sql import fetchall, ids
-from threadloom.errors import CorruptionError
 
 __all__ = [
     "CHUNK",
+    "FIXED",
     "FROM_KEY",
     "RUN",
     "Chunk",
@@ -51,8 +51,9 @@ __all__ = [
     "coded_from",
     "drop",
     "drop_items",
+    "loose",
     "problems",
-    "read_bounds",
+    "repack",
     "set_coded_from",
 ]
 
@@ -65,7 +66,7 @@ FROM_KEY: Final = "vector_codes_from"
 #: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
 _LIST_BITS: Final = 32
 #: Bytes per vector besides its codes: id, item (int64) and params (float64).
-_FIXED: Final = 8 * (2 + PARAMS)
+FIXED: Final = 8 * (2 + PARAMS)
 _LITTLE: Final = sys.byteorder == "little"
 #: Problems of one kind listed before they are only counted (vector_checks.MOST).
 _MOST: Final = 20
@@ -97,9 +98,9 @@ class _Damaged(Exception):
 
 
 def _dims_of(count: int, body: bytes) -> int:
-    if count < 1 or len(body) <= _FIXED * count or (len(body) - _FIXED * count) % count:
+    if count < 1 or len(body) <= FIXED * count or (len(body) - FIXED * count) % count:
         raise _Damaged
-    return (len(body) - _FIXED * count) // count
+    return (len(body) - FIXED * count) // count
 
 
 def unpack(key: int, count: int, body: bytes) -> Chunk:
@@ -107,11 +108,11 @@ def unpack(key: int, count: int, body: bytes) -> Chunk:
     dims = _dims_of(count, body)
     view = memoryview(body)
     parts: list[Any] = [array("q"), array("q"), array("d")]
-    for part, start, end in zip(parts, (0, 8, 16), (8, 16, _FIXED), strict=True):
+    for part, start, end in zip(parts, (0, 8, 16), (8, 16, FIXED), strict=True):
         part.frombytes(view[start * count : end * count])
         if not _LITTLE:
             part.byteswap()
-    return Chunk(key, parts[0], parts[1], parts[2], bytes(view[_FIXED * count :][: dims * count]))
+    return Chunk(key, parts[0], parts[1], parts[2], bytes(view[FIXED * count :][: dims * count]))
 
 
 # -- which lists are coded ---------------------------------------------------------------
@@ -298,6 +299,46 @@ def _insert(conn: apsw.Connection, chunks: list[Chunk]) -> None:
     )
 
 
+def repack(conn: apsw.Connection, list_id: int, dims: int) -> bool:
+    """Rewrite the chunks of list `list_id` as full chunks (the last one the rest), in the
+    caller's write transaction; False when they are already as few as can be, or one does
+    not unpack (left as it is for `verify` to name and `compact` to rebuild)."""
+    low, high = _range(list_id)
+    counts = fetchall(
+        conn, "SELECT id, count FROM store_codes WHERE id >= ? AND id < ? ORDER BY id", (low, high)
+    )
+    total = sum(int(row[1]) for row in counts)
+    if len(counts) <= -(-total // CHUNK):
+        return False
+    chunks = [
+        _unpacked(row)
+        for row in fetchall(
+            conn,
+            "SELECT id, count, body FROM store_codes WHERE id >= ? AND id < ? ORDER BY id",
+            (low, high),
+        )
+    ]
+    whole = _joined([chunk for chunk in chunks if chunk is not None], dims)
+    if whole is None or None in chunks or len(whole.codes) != dims * len(whole.ids):
+        return False
+    conn.execute("DELETE FROM store_codes WHERE id >= ? AND id < ?", (low, high))
+    _insert(conn, _split(whole._replace(key=int(counts[0][0])), dims))
+    return True
+
+
+def loose(conn: apsw.Connection) -> list[int]:
+    """The lists whose codes would fit in fewer chunks (`repack` them), in id order."""
+    return [
+        int(row[0])
+        for row in fetchall(
+            conn,
+            "SELECT id >> 32 FROM store_codes GROUP BY id >> 32 "
+            "HAVING count(*) > (sum(count) + ? - 1) / ? ORDER BY 1",
+            (CHUNK, CHUNK),
+        )
+    ]
+
+
 def drop(conn: apsw.Connection, vector_ids: Sequence[int]) -> None:
     """Take the vectors `vector_ids` (about to be deleted) out of their chunks."""
     first = coded_from(conn)
@@ -361,44 +402,6 @@ def clear(conn: apsw.Connection) -> None:
     first load beyond the exact scan, or the training that finds it there, codes it)."""
     conn.execute("DELETE FROM store_codes")
     conn.execute("DELETE FROM meta WHERE key = ?", (FROM_KEY,))
-
-
-# -- reads -------------------------------------------------------------------------------
-
-
-def read_bounds(
-    conn: apsw.Connection,
-    list_id: int,
-    query: tuple[bytes, array[float]],
-    dims: int,
-    metric: Metric,
-    items: array[int],
-    bounds: array[float],
-) -> None:
-    """Append to `items` and `bounds` the item and score bound (`core.vector_bounds`) of
-    every vector of the coded list `list_id` against `query` (its codes and params)."""
-    low, high = _range(list_id)
-    size = _FIXED + dims
-    for count, body in conn.execute(
-        "SELECT count, body FROM store_codes WHERE id >= ? AND id < ?", (low, high)
-    ):
-        if len(body) != size * count:
-            raise CorruptionError(
-                f"vector list {list_id} has a code chunk that does not hold {count} vectors of "
-                f"{dims} codes; run `threadloom verify`, then `threadloom compact` to rebuild it"
-            )
-        view = memoryview(body)
-        part = array("q")
-        part.frombytes(view[8 * count : 16 * count])
-        params = array("d")
-        params.frombytes(view[16 * count : _FIXED * count])
-        if not _LITTLE:
-            part.byteswap()
-            params.byteswap()
-        items.extend(part)
-        bounds.extend(
-            core.vector_bounds(query[0], query[1], view[_FIXED * count :], params, dims, metric)
-        )
 
 
 # -- checks ------------------------------------------------------------------------------

@@ -9,13 +9,21 @@ vectors is in their top 10), so `Gauge.measure` counts those. The figure, kept i
 (`vector_recall`), is what a search by the lists should be expected to find; below FLOOR
 the probes are doubled until it is reached (`vector_probes`), and when no probe count up to
 half of the lists reaches it the search is the exact scan instead.
+
+Fewer probes (`Gauge.fewer`): the default probes halved while the recall of the halving,
+on the same held-out queries, is at least FLOOR with 95% confidence (the lower Wilson
+bound of hits out of neighbours, so QUERIES x AT neighbours must all but hold it: a
+sample's luck does not lower the probes). Kept as `vector_fewer_probes` and the recall
+measured at that count, `vector_fewer_recall`; a search uses it only while the default's
+recall holds the floor too.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 import apsw
@@ -28,8 +36,11 @@ __all__ = ["AT", "FLOOR", "QUERIES", "Gauge", "choose", "held_out", "queries"]
 
 #: The recall the lists must reach on held-out queries, or be probed wider.
 FLOOR: Final = 0.95
-#: Held-out queries per training.
-QUERIES: Final = 16
+#: Held-out queries per training (enough neighbours that a recall of 0.98 holds FLOOR
+#: with 95% confidence: `fewer`).
+QUERIES: Final = 64
+#: The normal quantile of the confidence `fewer` asks of a recall (95%, one-sided 97.5%).
+_Z: Final = 1.96
 #: The recall is recall@AT.
 AT: Final = 10
 #: Best vectors kept per query while gathering (enough for AT items, a few fields each).
@@ -97,6 +108,35 @@ class Gauge:
     def measure(self, centroids: bytes, list_ids: list[int], probes: int) -> tuple[float, int]:
         """(recall@AT of `probes` lists, the probes reaching FLOOR: 0 when `probes` do or
         when no doubling up to half of the lists does). 1.0 without queries."""
+        recall = self._recall(centroids, list_ids)
+        first = recall(probes)[0]
+        if first >= FLOOR:
+            return first, 0
+        wider = 2 * probes
+        while 2 * wider <= len(list_ids):
+            if recall(wider)[0] >= FLOOR:
+                return first, wider
+            wider *= 2
+        return first, 0
+
+    def fewer(self, centroids: bytes, list_ids: list[int], probes: int) -> tuple[int, float]:
+        """(the fewest of `probes` halved whose recall@AT holds FLOOR with 95% confidence,
+        that recall), or (0, 0.0) when `probes` halved once does not (or no queries)."""
+        recall = self._recall(centroids, list_ids)
+        found = (0, 0.0)
+        fewer = probes // 2
+        while fewer >= 1:
+            figure, hits, total = recall(fewer)
+            if not total or _lower(hits, total) < FLOOR:
+                break
+            found = (fewer, figure)
+            fewer //= 2
+        return found
+
+    def _recall(
+        self, centroids: bytes, list_ids: list[int]
+    ) -> Callable[[int], tuple[float, int, int]]:
+        """A function of the probes: (recall@AT, hits, neighbours) over the queries."""
         ranks = []  # per query: the probe rank of each true neighbour's list
         for (own, query), (scores, items, vector_ids) in zip(self.queries, self._best, strict=True):
             closeness = core.vector_scores(query, centroids, self.dims, self.metric)
@@ -113,16 +153,16 @@ class Gauge:
             ranks.append(list(found.values()))
         total = sum(map(len, ranks))
 
-        def recall(probed: int) -> float:
+        def recall(probed: int) -> tuple[float, int, int]:
             hits = sum(1 for each in ranks for position in each if position < probed)
-            return hits / total if total else 1.0
+            return (hits / total if total else 1.0), hits, total
 
-        first = recall(probes)
-        if first >= FLOOR:
-            return first, 0
-        wider = 2 * probes
-        while 2 * wider <= len(list_ids):
-            if recall(wider) >= FLOOR:
-                return first, wider
-            wider *= 2
-        return first, 0
+        return recall
+
+
+def _lower(hits: int, total: int) -> float:
+    """The lower Wilson score bound of a proportion `hits / total` at confidence _Z."""
+    p, z2 = hits / total, _Z * _Z
+    centre = p + z2 / (2 * total)
+    spread = _Z * math.sqrt(p * (1 - p) / total + z2 / (4 * total * total))
+    return (centre - spread) / (1 + z2 / total)

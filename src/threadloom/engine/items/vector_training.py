@@ -23,7 +23,8 @@ one write transaction instead.
    longer.
 4. finish (a short write): rows still in old lists (written there by a process that does
    not know the training) move, the old lists go, the count, generation, recall and
-   probes are recorded, the key goes.
+   probes (wider or fewer: vector_recall.py) are recorded, the key goes; then the lists'
+   short code chunks are packed (vector_packing.py).
 
 Vectors keep their contents when they move, so the exact scan's codes stay valid (the
 scan re-ranks by item, not by vector id). A training whose owner stopped (closed,
@@ -47,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Final
 import apsw
 
 from threadloom import core
-from threadloom.engine.items import vector_codes
+from threadloom.engine.items import vector_codes, vector_packing
 from threadloom.engine.items.kmeans import kmeans
 from threadloom.engine.items.vector_recall import Gauge, choose, held_out, queries
 from threadloom.engine.sql import Transactions, fetchall, ids
@@ -198,7 +199,8 @@ class Training:
         assert state is not None
         while rows := self._read(conn, state):
             self._move(conn, state, rows, self._assigned(state, rows))
-        self._finish(conn, state)
+        if self._finish(conn, state):
+            vector_packing.pack(conn, self.dims)
 
     def run(
         self, file: Transactions, stop: Callable[[], bool] = lambda: False, *, force: bool = False
@@ -234,7 +236,10 @@ class Training:
                     rows = self._read(conn, state)
                 if not rows:
                     with file.write() as conn:
-                        return self._finish(conn, state)
+                        finished = self._finish(conn, state)
+                    if finished:  # then its lists' short chunks, in steps of their own
+                        vector_packing.run(file, self.dims, stop)
+                    return finished
                 targets = self._assigned(state, rows)
                 with file.write() as conn:
                     before = time.monotonic()  # the lock is held from here to the commit
@@ -462,6 +467,7 @@ class Training:
             vector_codes.set_coded_from(conn, 0)
         index = self.index
         recall, probes = state.gauge.measure(state.centroids, state.list_ids, index.probes)
+        fewer, fewer_recall = state.gauge.fewer(state.centroids, state.list_ids, index.probes)
         self._set(
             conn,
             {
@@ -471,6 +477,8 @@ class Training:
                 "vector_generation": _fresh(),
                 "vector_recall": recall,
                 "vector_probes": probes,
+                "vector_fewer_probes": fewer,
+                "vector_fewer_recall": fewer_recall,
             },
         )
         conn.execute("DELETE FROM meta WHERE key = ?", (MOVING_KEY,))
@@ -526,6 +534,8 @@ class BackgroundTraining:
     def _run(self) -> None:
         try:
             Training(self.index).run(self.file, self._stop.is_set)
+            # Lists trained before their chunks were packed at a training's end (once).
+            vector_packing.run(self.file, self.index.dims, self._stop.is_set)
         except ThreadloomError:
             # The writes that made it due are committed: report, retry at the next one.
             log.exception("%s: retraining the vector index failed", self.file.path)

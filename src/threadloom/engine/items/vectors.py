@@ -36,7 +36,13 @@ import apsw
 
 from threadloom import core
 from threadloom.core.similarity import Metric, check_metric
-from threadloom.engine.items import vector_checks, vector_codes, vector_probe, vector_values
+from threadloom.engine.items import (
+    vector_checks,
+    vector_codes,
+    vector_packing,
+    vector_probe,
+    vector_values,
+)
 from threadloom.engine.items.candidates import Candidates
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
@@ -98,6 +104,8 @@ class _Meta:
     #: recall@10 of the default probes at the last training; the probes reaching the floor.
     recall: float | None = None
     probes: int = 0
+    #: Fewer probes than the default whose held-out recall held the floor (0: none).
+    fewer: int = 0
     #: While a training moves vectors: its first new list (puts go to the new lists).
     moving: int | None = None
 
@@ -184,6 +192,7 @@ class VectorIndex:
             generation=int(rows.get("vector_generation", 0)),
             recall=None if rows.get("vector_recall") is None else float(rows["vector_recall"]),
             probes=int(rows.get("vector_probes", 0)),
+            fewer=int(rows.get("vector_fewer_probes", 0)),
             moving=_first_new_list(rows.get("vector_moving")),
         )
 
@@ -208,7 +217,8 @@ class VectorIndex:
         vector_codes.clear(conn)
         conn.execute(
             "DELETE FROM meta WHERE key IN ('vector_trained', 'vector_generation', "
-            "'vector_recall', 'vector_probes', 'vector_moving')"
+            "'vector_recall', 'vector_probes', 'vector_moving', 'vector_fewer_probes', "
+            "'vector_fewer_recall')"
         )
         self._set_meta(conn, {"vector_dims": self.dims})
 
@@ -350,7 +360,9 @@ class VectorIndex:
 
         With `probes` None, up to `exact_up_to` vectors (or when the lists' recorded recall
         cannot reach RECALL_FLOOR) the search is the exact scan while it fits the memory
-        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them.
+        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them,
+        and lists whose recall held the floor at fewer probes than the default (95%
+        confidence, held-out queries: vector_recall.py) are probed that many first.
 
         Raises:
             ValueError: a query of the wrong length or with a non-finite value.
@@ -359,14 +371,23 @@ class VectorIndex:
         if want <= 0:
             return []
         if probes is None:
-            meta, count = self._meta(conn), self._count(conn)
+            meta = self._meta(conn)
             low = meta.recall is not None and meta.recall < RECALL_FLOOR
-            if count <= self.exact_up_to or (low and not meta.probes):
+            # Counting reads every list's row (0.6 ms at 1M): skipped when the count at the
+            # last training is too large for the count to be at most exact_up_to now (it
+            # shrinking that far makes a training due: `due`).
+            small = meta.trained <= GROWTH * GROWTH * self.exact_up_to
+            count = self._count(conn) if small or (low and not meta.probes) else None
+            if count is not None and (count <= self.exact_up_to or (low and not meta.probes)):
                 codes = self.scan.codes(conn, count)  # None: over the memory budget
                 if codes is not None:
                     return self.scan.search(conn, codes, blob, want, accept)
-            # Lists short of the floor: the probes that reached it, or half of the lists.
-            probes = (meta.probes or len(self._lists(conn).ids) // 2) if low else None
+            # Lists short of the floor: the probes that reached it, or half of the lists;
+            # at or above it, fewer probes when their held-out recall held it too.
+            if low:
+                probes = meta.probes or len(self._lists(conn).ids) // 2
+            elif meta.recall is not None and 0 < meta.fewer < self.probes:
+                probes = meta.fewer
         return self.probe(conn, blob, want, accept, probes or self.probes)
 
     def probe(
@@ -489,6 +510,11 @@ class VectorIndex:
             if not (grown or shrunk):
                 return None
         return total
+
+    def packing_due(self, conn: apsw.Connection) -> bool:
+        """Whether the lists' code chunks are due to be packed (a file trained before
+        trainings packed them: vector_packing.py); `train`'s background thread packs."""
+        return vector_packing.due(conn)
 
     def _matrix(self, blobs: Iterable[bytes]) -> bytes:
         matrix = b"".join(parts := list(blobs))
