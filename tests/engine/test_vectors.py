@@ -287,7 +287,10 @@ def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
         assert found[0] == (5, pytest.approx(1.0))
         assert not {6, 7, 8, 9} & {item for item, _ in found}
         assert len(found) == 79 - 4
-        assert index.search(conn, [0, 0, 1, 0], 100) == found
+        searched = index.search(conn, [0, 0, 1, 0], 100)
+        # Every other item ties at 0.0: the lists rank ties tier by tier (fewer probes
+        # than lists, the recorded recall allowing), the exact scan by id.
+        assert searched[0] == found[0] and sorted(searched) == sorted(found)
 
 
 def test_maintain_trains_when_the_count_doubles(file: File) -> None:

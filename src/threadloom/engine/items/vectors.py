@@ -147,7 +147,9 @@ class VectorIndex:
         self.probes = probes
         self.train_from = train_from
         # The pure-Python core scans ~100x slower: there, only as far as list 0 is scanned.
-        default = EXACT_CODE_BYTES // dims if core.backend() == "native" else train_from
+        default = EXACT_CODE_BYTES // dims
+        if core.backend() != "native":
+            default = min(default, train_from)
         self.exact_up_to = default if exact_up_to is None else exact_up_to
         self.scan = ExactScan(dims, self.metric)
         # Lists are partitions of space: for inner product they are trained and assigned by
@@ -466,11 +468,12 @@ class VectorIndex:
 
     def coding(self, count: int) -> bool:
         """Whether an index of `count` vectors keeps int8 codes of its lists in the file
-        (vector_codes.py): only beyond `exact_up_to`, where a search probes the lists. Up
-        to it the exact scan quantizes the float32 rows in memory, so codes in the file
-        would cost ~28% more bytes a vector and a chunk write per put for nothing; the
-        training that finds the index grown past it codes every list."""
-        return count > self.exact_up_to
+        (vector_codes.py): from `exact_up_to` on, where a search is about to probe the
+        lists. Below it the exact scan quantizes the float32 rows in memory, so codes in
+        the file would cost ~28% more bytes a vector and a chunk write per put for
+        nothing; the training that finds the index grown past it codes every list (the
+        pure-Python core's exact scan stops at the first training, which codes)."""
+        return count >= self.exact_up_to
 
     def retrain(self, conn: apsw.Connection, total: int | None = None) -> None:
         """Train the lists now, due or not, in the caller's write transaction (`compact`)."""
