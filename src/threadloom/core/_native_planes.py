@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from threadloom._native import ffi, lib
 from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
-from threadloom.core.planes import half, split
-from threadloom.core.similarity import PARAMS, Buffer, check_metric
+from threadloom.core.planes import half, split, vectors_in
+from threadloom.core.similarity import Buffer, check_metric
 
 __all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
 
@@ -69,7 +69,7 @@ class NativePlanes:
     ) -> tuple[array[float], array[int]]:
         """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
         code = _METRICS[check_metric(metric)]
-        count = _count(query_split, query_params, high, params, dims)
+        count = vectors_in(query_split, query_params, high, params, dims)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
         out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
@@ -107,7 +107,7 @@ class NativePlanes:
         """Refine the bounds of the vectors whose coarse bound is in [at_least, below);
         return how many have a bound of at least `at_least` (see core.planes.refine)."""
         code = _METRICS[check_metric(metric)]
-        count = _count(query_split, query_params, low, params, dims)
+        count = vectors_in(query_split, query_params, low, params, dims)
         if len(raw) != count or len(coarse) != count or len(bounds) != count:
             raise ValueError(
                 f"the low plane, raw, coarse bounds and bounds of {count} vectors differ"
@@ -131,24 +131,6 @@ class NativePlanes:
             ffi.from_buffer("double[]", lows, require_writable=True),
         )
         return _check(rc, "tl_vector_refine")
-
-
-def _count(
-    query_split: Buffer,
-    query_params: Sequence[float],
-    high: Buffer,
-    params: Sequence[float],
-    dims: int,
-) -> int:
-    width = half(dims) if dims > 0 else 1
-    count = len(high) // width
-    if dims < 1 or len(query_split) != 2 * width or len(high) != count * width:
-        raise ValueError(f"planes do not hold whole vectors of {dims} codes")
-    if len(params) != PARAMS * count:
-        raise ValueError(f"{len(params)} params for {count} vectors")
-    if len(query_params) != PARAMS:
-        raise ValueError(f"the query needs {PARAMS} params, not {len(query_params)}")
-    return count
 
 
 _ZERO, _NONE = array("d", [0.0]), array("q", [0])

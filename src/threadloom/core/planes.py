@@ -35,7 +35,7 @@ from threadloom.core.similarity import (
     check_metric,
 )
 
-__all__ = ["UP", "above", "coarse_bounds", "half", "planes", "refine", "split"]
+__all__ = ["UP", "above", "coarse_bounds", "half", "planes", "refine", "split", "vectors_in"]
 
 #: 1 + 2**-40: the coarse dot's Cauchy-Schwarz term is rounded up by it (it covers the
 #: rounding of the two square roots and their product, so the bound stays sound).
@@ -95,7 +95,7 @@ def coarse_bounds(
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    count = _count(query_split, query_params, high, params, dims)
+    count = vectors_in(query_split, query_params, high, params, dims)
     if len(spread) != count:
         raise ValueError(f"{len(spread)} spreads for {count} vectors")
     even, odd, total, norm = _query(query_split, dims)
@@ -139,7 +139,7 @@ def refine(
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    count = _count(query_split, query_params, low, params, dims)
+    count = vectors_in(query_split, query_params, low, params, dims)
     if len(raw) != count or len(coarse) != count or len(bounds) != count:
         raise ValueError(f"the low plane, raw, coarse bounds and bounds of {count} vectors differ")
     if len(lows) != count:
@@ -183,13 +183,15 @@ def _low(metric: Metric, low: float, qn: float, vn: float, tiny: float) -> float
     return -math.sqrt(max(squared, 0.0)) - (BOUND_SLACK * (qn + vn) + math.sqrt(tiny))
 
 
-def _count(
+def vectors_in(
     query_split: Buffer,
     query_params: Sequence[float],
     high: Buffer,
     params: Sequence[float],
     dims: int,
 ) -> int:
+    """How many vectors a plane holds, its arguments checked as every backend checks them
+    (ValueError: planes, params or a query that do not fit `dims`)."""
     width = half(dims) if dims > 0 else 1
     count = len(high) // width
     if dims < 1 or len(query_split) != 2 * width or len(high) != count * width:
