@@ -155,7 +155,11 @@ def test_vectors_under_sanitizers(driver: Path) -> None:
         assert line == expected, command[:200]
 
 
-def _vector_cases() -> Iterator[tuple[str, int, int, int, list[list[float]], list[list[float]]]]:
+#: A vector case: hw, metric code, dims, k, query + matrix rows, centroids.
+_Case = tuple[str, int, int, int, list[list[float]], list[list[float]]]
+
+
+def _vector_cases() -> Iterator[_Case]:
     """(hw, metric code, dims, k, query + matrix rows, centroids): lanes' edges, zeros."""
     rng = random.Random(20261201)
     for dims in (1, 3, 7, 8, 9, 31, 32, 33, 100, 384):
@@ -218,16 +222,7 @@ def test_quantized_scan_under_sanitizers(driver: Path) -> None:
 
     names = ("cosine", "l2", "inner_product")
     cases = list(_vector_cases())
-    commands = []
-    for hw, metric, dims, _, rows, _ in cases:
-        matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
-        commands.append(f"qnt {hw} {metric} {dims} {similarity.pack(rows[0]).hex()} {matrix}")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
-    stdin = "\n".join(commands) + "\n"
-    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
-    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(cases)
+    lines = _run_vector_cases(driver, "qnt", cases)
     for (_, metric, dims, _, rows, _), line in zip(cases, lines, strict=True):
         matrix = b"".join(similarity.pack(row) for row in rows[1:])
         codes, params = similarity.quantize(matrix, dims)
@@ -248,16 +243,7 @@ def test_planes_scan_under_sanitizers(driver: Path) -> None:
 
     names = ("cosine", "l2", "inner_product")
     cases = list(_vector_cases())
-    commands = []
-    for hw, metric, dims, _, rows, _ in cases:
-        matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
-        commands.append(f"pln {hw} {metric} {dims} {similarity.pack(rows[0]).hex()} {matrix}")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
-    stdin = "\n".join(commands) + "\n"
-    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
-    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(cases)
+    lines = _run_vector_cases(driver, "pln", cases)
     for (_, metric, dims, _, rows, _), line in zip(cases, lines, strict=True):
         codes, params = similarity.quantize(b"".join(similarity.pack(r) for r in rows[1:]), dims)
         query_codes, query_params = similarity.quantize(similarity.pack(rows[0]), dims)
@@ -320,3 +306,22 @@ def test_extension_exports_only_its_init() -> None:
     exported = {line.split()[-1] for line in result.stdout.splitlines()}
     assert "PyInit__native" in exported
     assert not [name for name in exported if name.startswith("tl_")]
+
+
+def _run_vector_cases(driver: Path, command: str, cases: list[_Case]) -> list[str]:
+    """Run the driver's `command` (qnt, pln) on each vector case, the query its first row
+    and the matrix the rest; its output lines, one a case, after a run with no report."""
+    from threadloom.core import similarity
+
+    commands = []
+    for hw, metric, dims, _, rows, _ in cases:
+        matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
+        query = similarity.pack(rows[0]).hex()
+        commands.append(f"{command} {hw} {metric} {dims} {query} {matrix}")
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    stdin = "\n".join(commands) + "\n"
+    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
+    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(cases)
+    return lines
