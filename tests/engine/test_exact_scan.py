@@ -107,6 +107,38 @@ def test_exact_scan_sees_every_write(file: File) -> None:
         assert found == [item for item, _ in index.exact(conn, query, 400)]
 
 
+def test_held_codes_spare_the_count_until_the_index_outgrows_the_scan(file: File) -> None:
+    """Codes held at the file's version answer without summing the lists' sizes; once
+    they hold more than exact_up_to entries the count decides (and the lists answer)."""
+    rng = random.Random(21)
+    index = VectorIndex(DIMS, "cosine", exact_up_to=300)
+    _put(file, index, _uniform(rng, 300))
+    query = [0.25] * DIMS
+    statements: list[str] = []
+
+    def trace(_cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
+        statements.append(sql)
+        return True
+
+    def searched() -> None:
+        statements.clear()
+        with file.read() as conn:
+            conn.exec_trace = trace
+            try:
+                found = index.search(conn, query, 10)
+            finally:
+                conn.exec_trace = None
+            assert found == index.exact(conn, query, 10)
+
+    searched()  # loads the codes: counts once
+    searched()
+    assert index.scan.held() is not None
+    assert not [sql for sql in statements if "store_lists" in sql]
+    _put(file, index, _uniform(rng, 1, first=1000))  # 301 vectors: past the exact scan
+    searched()
+    assert [sql for sql in statements if "store_lists" in sql]
+
+
 def test_a_rolled_back_put_leaves_no_phantom(file: File) -> None:
     """A put whose transaction rolls back is never found, though it updated the codes."""
     rng = random.Random(10)

@@ -147,6 +147,11 @@ class ExactScan:
         """The codes in memory, if any (whatever their version)."""
         return self._held.get("codes")
 
+    def current(self, conn: apsw.Connection) -> Codes | None:
+        """The codes in memory when they hold the file's version as `conn` sees it."""
+        held = self.held()
+        return held if held is not None and held.version == read_version(conn) else None
+
     # -- reading -----------------------------------------------------------------------------
 
     def codes(self, conn: apsw.Connection, count: int) -> Codes | None:

@@ -379,6 +379,11 @@ class VectorIndex:
             # last training is too large for the count to be at most exact_up_to now (it
             # shrinking that far makes a training due: `due`).
             small = meta.trained <= GROWTH * GROWTH * self.exact_up_to
+            # Codes held at the file's version have an entry for every vector it holds:
+            # no more entries than exact_up_to means no more vectors (no count to read).
+            held = self.scan.current(conn) if small and not low else None
+            if held is not None and len(held.ids) <= self.exact_up_to:
+                return self.scan.search(conn, held, blob, want, accept)
             count = self._count(conn) if small or (low and not meta.probes) else None
             if count is not None and (count <= self.exact_up_to or (low and not meta.probes)):
                 codes = self.scan.codes(conn, count)  # None: over the memory budget
