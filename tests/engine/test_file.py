@@ -427,7 +427,7 @@ def test_a_reader_that_may_not_write_leaves_nothing_and_sees_a_writer_appear(
     with Saver.from_conn_string(str(path)) as saver:
         put(saver, "t", 1)
     with monkeypatch.context() as patched:
-        patched.setattr(engine_file, "_writable", lambda _: False)
+        patched.setattr(engine_file, "writable", lambda _: False)
         reader = Saver(str(path))
     try:
         assert reader.readonly and reader.checkpoints.scope.thread_ids() == ["t"]
@@ -456,7 +456,7 @@ def test_a_writable_open_of_a_file_this_process_may_not_write_is_refused_at_once
     with Saver.from_conn_string(str(path)) as saver:
         put(saver, "t", 1)
     before = hashlib.sha256(path.read_bytes()).hexdigest()
-    monkeypatch.setattr(engine_file, "_writable", lambda _: False)
+    monkeypatch.setattr(engine_file, "writable", lambda _: False)
     with pytest.raises(ReadOnlyError, match="cannot be written") as raised:
         File(path, readonly=False)
     assert "readonly=True" not in str(raised.value) and "permission" in str(raised.value)
@@ -475,7 +475,7 @@ def test_the_change_watcher_of_an_unwritable_file_sees_a_writer_appear(
     with Saver.from_conn_string(str(path)) as saver:
         put(saver, "t", 1)
     with monkeypatch.context() as patched:
-        patched.setattr(engine_file, "_writable", lambda _: False)
+        patched.setattr(engine_file, "writable", lambda _: False)
         reader = File(path)
     changes = Changes(reader)
     try:

@@ -35,7 +35,7 @@ import apsw
 from threadloom.engine import lock_wait
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import features, functions
-from threadloom.engine.format.recognize import Kind, recognize, uri
+from threadloom.engine.format.recognize import Kind, readable, recognize, uri, writable
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
 from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
@@ -120,7 +120,7 @@ class File:
         kind = recognize(self.path)
         #: The process may not write the file or its folder: connections are opened
         #: read-only (SQLite then reads the WAL without changing anything on disk).
-        self.locked = not _writable(self.path)
+        self.locked = not writable(self.path)
         if readonly is None:
             readonly = self.locked
         if readonly and kind is Kind.NEW:
@@ -187,7 +187,7 @@ class File:
             opened._users = 1
             return opened
         if readonly is None:
-            readonly = not _writable(str(path)) if os.path.exists(path) else False
+            readonly = not writable(str(path)) if os.path.exists(path) else False
         key = (os.path.realpath(path), bool(readonly))
         with _registry_lock:
             found = _registry.get(key)
@@ -248,23 +248,10 @@ class File:
         return conn
 
     def _readable(self, conn: apsw.Connection, flags: int) -> apsw.Connection:
-        """A connection to a file this process may not write that leaves nothing on disk.
-
-        A read-only SQLite connection to a WAL file creates the `-wal` and its index
-        (`-shm`) when they are missing, and cannot remove them on close (nor can it create
-        them in a read-only folder). Without a `-wal` no process has the file open and the
-        file holds every committed page, so it is opened immutable: no lock, no side file.
-        Limit: a writer (of another user) starting meanwhile is seen by the next
-        connection, which reads its WAL (`_acquire` retires immutable ones once a `-wal`
-        exists); a read under way while that writer folds its WAL into the file may fail
-        as damaged, and succeeds when run again.
-        """
-        if os.path.exists(self.path + "-wal"):
-            conn.execute("PRAGMA schema_version").fetchall()
-            return conn
-        conn.close()
-        found = apsw.Connection(uri(self.path, readonly=True, immutable=True), flags=flags)
-        self._immutable.add(id(found))
+        """`recognize.readable`: immutable connections are retired once a writer appears."""
+        found = readable(conn, self.path, flags)
+        if found is not conn:
+            self._immutable.add(id(found))
         return found
 
     def _set_wal(self, conn: apsw.Connection) -> None:
@@ -574,13 +561,6 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         if isinstance(exc, (apsw.CorruptError, apsw.NotADBError, UnicodeDecodeError)):
             # SQLite found a damaged page, or a damaged row holds text that is not UTF-8.
             raise self._file.damaged(exc) from exc
-
-
-def _writable(path: str) -> bool:
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.exists(path) and not os.access(path, os.W_OK):
-        return False
-    return os.access(folder, os.W_OK)
 
 
 @atexit.register

@@ -52,6 +52,34 @@ def uri(path: str, *, readonly: bool, immutable: bool = False) -> str:
     return f"file:{quoted}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
 
 
+def writable(path: str) -> bool:
+    """Whether this process may write the file at `path` (if it exists) and its folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        return False
+    return os.access(folder, os.W_OK)
+
+
+def readable(conn: apsw.Connection, path: str, flags: int) -> apsw.Connection:
+    """A connection to a file this process may not write that leaves nothing on disk:
+    `conn` (read-only, at `path`), or an immutable one in its place (`conn` closed).
+
+    A read-only SQLite connection to a WAL file creates the `-wal` and its index
+    (`-shm`) when they are missing, and cannot remove them on close (nor can it create
+    them in a read-only folder). Without a `-wal` no process has the file open and the
+    file holds every committed page, so it is opened immutable: no lock, no side file.
+    Limit: a writer (of another user) starting meanwhile is seen by the next
+    connection, which reads its WAL (the file's pool retires immutable ones once a
+    `-wal` exists); a read under way while that writer folds its WAL into the file may
+    fail as damaged, and succeeds when run again.
+    """
+    if os.path.exists(path + "-wal"):
+        conn.execute("PRAGMA schema_version").fetchall()
+        return conn
+    conn.close()
+    return apsw.Connection(uri(path, readonly=True, immutable=True), flags=flags)
+
+
 def look(path: str) -> apsw.Connection:
     """A read-only connection that changes nothing on disk, not even a side file.
 
