@@ -49,6 +49,7 @@ log = logging.getLogger("threadloom.engine")
 #: Bytes the WAL is truncated to after each checkpoint (`journal_size_limit`).
 WAL_LIMIT = 4 * 1024 * 1024
 _SYNCHRONOUS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+_PAGE_SIZES = frozenset(1 << bits for bits in range(9, 17))
 #: The path of a private in-memory database (as `sqlite3` and LangGraph's savers take it).
 MEMORY = ":memory:"
 
@@ -78,6 +79,8 @@ class File:
         synchronous: SQLite `synchronous` level (`NORMAL` is durable across
             process crashes in WAL mode; `FULL` also across power loss).
         pool_size: most idle connections kept open.
+        page_size: bytes per page of a file this open creates (a power of two from 512
+            to 65536; None: SQLite's 4096); an existing file keeps its own.
 
     Raises:
         NotOurFileError: the path holds something threadloom did not write (untouched).
@@ -92,7 +95,12 @@ class File:
         readonly: bool | None = None,
         synchronous: str = "NORMAL",
         pool_size: int = 8,
+        page_size: int | None = None,
     ) -> None:
+        if page_size is not None and page_size not in _PAGE_SIZES:
+            raise EngineError(
+                f"page_size must be a power of two from 512 to 65536, not {page_size!r}"
+            )
         if synchronous.upper() not in _SYNCHRONOUS:
             raise EngineError(
                 f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}"
@@ -134,6 +142,8 @@ class File:
                 "its folder; give this process write permission on both (or work on a copy)"
             )
         self.readonly = readonly
+        #: The page size the connection that creates the file sets (None: SQLite's).
+        self._new_page_size = page_size if kind is Kind.NEW else None
         #: A read-only open that found a WAL with content leaves it as found: its
         #: connections never fold it into the file on close (another process's writes,
         #: or a crashed writer's, stay for their writer or the next writable open).
@@ -160,6 +170,7 @@ class File:
                 self._check_format()
             else:
                 self.migrate()
+            self._new_page_size = None  # made now: later connections find it
             #: Blocks and dictionaries of the file (the physical layer under every body).
             self.content = ContentStore(self, self.body_tables)
         except BaseException:
@@ -174,16 +185,18 @@ class File:
         *,
         readonly: bool | None = None,
         synchronous: str = "NORMAL",
+        page_size: int | None = None,
     ) -> File:
         """Return this process's `File` for `path`, opening it on first use.
 
         Every `open` is matched by one `close`; the last close closes the file. A
         read-only and a writable open of one path are two objects (the first never
         writes). A second writable open must ask for the same `synchronous` level.
+        `page_size` applies only when this open creates the file.
         """
         if str(path) == MEMORY:
             # Private: every open of ":memory:" is a database of its own.
-            opened = cls(path, readonly=readonly, synchronous=synchronous)
+            opened = cls(path, readonly=readonly, synchronous=synchronous, page_size=page_size)
             opened._users = 1
             return opened
         if readonly is None:
@@ -199,7 +212,7 @@ class File:
                     )
                 found._users += 1
                 return found
-            opened = cls(path, readonly=readonly, synchronous=synchronous)
+            opened = cls(path, readonly=readonly, synchronous=synchronous, page_size=page_size)
             opened._users = 1
             opened._key = key
             _registry[key] = opened
@@ -235,6 +248,9 @@ class File:
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DML, 0)
         conn.config(apsw.SQLITE_DBCONFIG_DQS_DDL, 0)
         self._absent.attach(conn)
+        if self._new_page_size is not None:
+            # Before the switch to WAL, which fixes the page size of an empty file.
+            conn.execute(f"PRAGMA page_size={self._new_page_size}")
         if not self.readonly:
             if not self._wal_checked:
                 self._set_wal(conn)

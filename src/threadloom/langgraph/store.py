@@ -38,6 +38,7 @@ from threadloom.engine.items import (
     Recall,
     VectorIndex,
     now_us,
+    page_size_for,
     time_us,
 )
 from threadloom.errors import (
@@ -72,7 +73,11 @@ class _StoreBase(Searching):
         readonly: bool | None,
         text: bool | None = None,
     ) -> None:
-        self.file = File.open(path, readonly=readonly)
+        dims = index.get("dims") if isinstance(index, dict) else None
+        # A new file's pages sized for its vector rows (a bad `dims` is refused below).
+        sized = isinstance(dims, int) and not isinstance(dims, bool) and dims > 0
+        page_size = page_size_for(dims) if sized and dims is not None else None
+        self.file = File.open(path, readonly=readonly, page_size=page_size)
         try:
             vectors = self._configure(index, ttl, text)
         except BaseException:

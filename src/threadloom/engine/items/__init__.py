@@ -14,6 +14,7 @@ from threadloom.engine.items.records import MINUTE, Stored, Write, now_us, time_
 from threadloom.engine.items.reindex import Entry, Reindex
 from threadloom.engine.items.rows import Items
 from threadloom.engine.items.vector_training import BackgroundTraining
+from threadloom.engine.items.vector_values import page_size_for
 from threadloom.engine.items.vectors import VectorIndex
 
 __all__ = [
@@ -32,5 +33,6 @@ __all__ = [
     "check_text",
     "embedding_key",
     "now_us",
+    "page_size_for",
     "time_us",
 ]
