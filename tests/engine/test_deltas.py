@@ -19,7 +19,6 @@ from threadloom.engine.content import deltas
 from threadloom.engine.format.codec import delta, delta_base, digest, frame
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.tables import VALS
-from threadloom.errors import CorruptionError
 from threadloom.langgraph.retention import RetentionPolicy
 from threadloom.protocol import ITEMS
 
@@ -318,68 +317,3 @@ def test_documents_imported_one_by_one_store_chunk_versions_as_deltas(
     finally:
         target.close()
     assert again == [d for d in documents if not (d[0] == ITEMS and d[1]["ref"] == base)]
-
-
-def _value_reads(conn: apsw.Connection, read: Any) -> tuple[Any, int]:
-    """`read()`'s result and how many statements it ran that read `vals`."""
-    seen: list[str] = []
-
-    def trace(_cursor: apsw.Cursor, sql: str, _bindings: Any) -> bool:
-        seen.append(sql)
-        return True
-
-    conn.exec_trace = trace
-    try:
-        result = read()
-    finally:
-        conn.exec_trace = None
-    return result, sum(" vals " in sql for sql in seen)
-
-
-def test_a_delta_and_its_base_are_read_in_one_statement(tmp_path: Path) -> None:
-    """Reading delta chunks from the file (caches emptied) fetches their bases with them:
-    one statement, and the values equal those the writer stored."""
-    path = tmp_path / "one.db"
-    saver = _fresh(path)
-    scope = saver.checkpoints.scope
-    try:
-        _grow(saver, "t", 20)
-        pairs = _deltas(path)
-        refs = [ref for ref, _ in pairs]
-        assert {base for _, base in pairs}.isdisjoint(refs)
-        scope.release()
-        with saver.file.read() as conn:
-            thread = _row(conn, "t")
-            found, reads = _value_reads(conn, lambda: Values(scope).values(conn, thread, refs))
-            assert reads == 1
-            for ref in refs:
-                raw = ormsgpack.packb(found[ref])
-                stored = conn.execute(
-                    f"SELECT {VALS.unsealed('x')} FROM vals x JOIN threads t ON t.id = x.thread "
-                    "JOIN scopes s ON s.id = t.scope WHERE x.thread = ? AND x.ref = ?",
-                    (thread, ref),
-                ).fetchall()[0][0]
-                assert digest(raw) == stored
-    finally:
-        saver.close()
-
-
-def test_a_delta_whose_base_is_itself_a_delta_is_refused_on_read(tmp_path: Path) -> None:
-    """A base read with its delta is still checked: one stored as a delta (a chain of two,
-    which no writer makes) raises CorruptionError naming it instead of decoding."""
-    path = tmp_path / "chain.db"
-    saver = _fresh(path)
-    scope = saver.checkpoints.scope
-    try:
-        _grow(saver, "t", 20)
-        ref, base = _deltas(path)[-1]
-        with saver.file.write() as conn:
-            conn.execute(
-                "UPDATE vals SET blocks = ? WHERE ref = ? AND thread = ?",
-                (deltas.DELTA_ROW, base, _row(conn, "t")),
-            )
-        scope.release()
-        with saver.file.read() as conn, pytest.raises(CorruptionError, match=base):
-            Values(scope).values(conn, _row(conn, "t"), [ref])
-    finally:
-        saver.close()

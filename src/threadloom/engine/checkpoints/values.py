@@ -13,7 +13,6 @@ from typing import Any
 import apsw
 
 from threadloom.engine.checkpoints.scope import Scope
-from threadloom.engine.content.deltas import BASE_COLUMNS, BASE_JOIN
 from threadloom.engine.format.tables import OWNERS, VALS, CheckpointRow
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import MissingDocumentsError
@@ -38,20 +37,14 @@ class Values:
         missing = [ref for ref in wanted if ref not in found]
         if not missing:
             return found
-        # A delta chunk's base comes in the same statement (`deltas.BASE_JOIN`).
         rows = fetchall(
             conn,
-            f"SELECT x.ref, x.body, {VALS.unsealed('x')}, {BASE_COLUMNS} FROM vals x{OWNERS}"
-            f"{BASE_JOIN} WHERE x.thread = ? AND x.ref IN carray(?)",
+            f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
+            "WHERE x.thread = ? AND x.ref IN carray(?)",
             (thread, ids(missing)),
         )
-        bases = {
-            (thread, str(r[3])): (bytes(r[4]), bytes(r[5]), int(r[6]))
-            for r in rows
-            if r[3] is not None
-        }
         decoded = self.scope.content.unpack_many(
-            conn, [(r[1], r[2], f"value {r[0]}") for r in rows], thread, bases
+            conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], thread
         )
         loaded = [(row[0], data) for row, data in zip(rows, decoded, strict=True)]
         cache.put_many(thread, loaded)

@@ -465,23 +465,20 @@ class BlockStore:
         conn: apsw.Connection,
         items: Sequence[tuple[bytes, bytes, str]],
         threads: int | Sequence[int] | None = None,
-        bases: deltas.Given | None = None,
     ) -> list[Any]:
         """Decode stored bodies; the blocks of all of them come in one query."""
-        return [ormsgpack.unpackb(raw) for raw in self.raw_many(conn, items, threads, bases)]
+        return [ormsgpack.unpackb(raw) for raw in self.raw_many(conn, items, threads)]
 
     def raw_many(
         self,
         conn: apsw.Connection,
         items: Sequence[tuple[bytes, bytes, str]],
         threads: int | Sequence[int] | None = None,
-        bases: deltas.Given | None = None,
     ) -> list[bytes]:
         """Return the msgpack of stored bodies, checked against their digests.
 
         `threads`: for value rows, the thread row id of them all or of each item; a
-        delta body (`deltas.py`) is read with its base, a row of the same thread, unless
-        `bases` holds that row already (read with the delta, `deltas.BASE_JOIN`).
+        delta body (`deltas.py`) is read with its base, a row of the same thread.
         """
         wanted: set[bytes] = set()
         lists: dict[int, list[bytes]] = {}
@@ -506,7 +503,7 @@ class BlockStore:
             wanted.update(lists[i])
         blocks = self._blocks(conn, wanted, {k: items[i][2] for i, ks in lists.items() for k in ks})
         undone: dict[int, bytes] = {}
-        deltas.decode_all(conn, self.raw_many, items, threads, undone, bases)
+        deltas.decode_all(conn, self.raw_many, items, threads, undone)
         out: list[bytes] = []
         for i, (body, expected, name) in enumerate(items):
             if i in lists:

@@ -17,12 +17,12 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Final
 
 import apsw
 
-from threadloom.engine.format.codec import DELTA, KEY_SIZE, delta_base, frame, undelta
+from threadloom.engine.format.codec import DELTA, delta_base, frame, undelta
 from threadloom.engine.format.tables import OWNERS, VALS
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
@@ -32,18 +32,6 @@ DELTA_ROW: Final = -1
 #: A delta is kept only when it takes at most this share of the body stored whole: past
 #: it the chunk has grown enough since its base that the next base pays.
 DELTA_SHARE: Final = 0.5
-
-#: Joined to value rows `x` (with their owners `t`, `s`): each delta row's base `b`, so a
-#: read of a delta fetches its base in the same statement instead of one more; NULL
-#: columns for a row that is no delta. Read as `BASE_COLUMNS`, handed on as `Given`.
-BASE_JOIN: Final = (
-    f" LEFT JOIN vals b ON x.blocks = {DELTA_ROW} AND b.thread = x.thread"
-    f" AND b.ref = 'c-' || lower(hex(substr(x.body, 2, {KEY_SIZE})))"
-)
-#: The base's ref, body, unsealed digest and `blocks` column (`BASE_JOIN`).
-BASE_COLUMNS: Final = f"b.ref, b.body, {VALS.unsealed('b')}, b.blocks"
-#: Base rows already read (`BASE_COLUMNS`): (thread row id, ref) -> (body, digest, blocks).
-Given = Mapping[tuple[int, str], tuple[bytes, bytes, int]]
 
 #: `raw(conn, items, threads)`: the checked msgpack of stored bodies (`BlockStore.raw_many`).
 RawMany = Callable[
@@ -61,10 +49,8 @@ def bases(
     conn: apsw.Connection,
     raw: RawMany,
     wanted: dict[int, set[str]],
-    given: Given | None = None,
 ) -> dict[tuple[int, str], bytes]:
     """The msgpack of the base chunks `wanted` names (thread row id -> refs), checked.
-    Only those `given` does not hold are read.
 
     Raises:
         CorruptionError: a base is missing or is a delta itself (a broken chain).
@@ -72,17 +58,13 @@ def bases(
     items: list[tuple[bytes, bytes, str]] = []
     keys: list[tuple[int, str]] = []
     for thread, refs in wanted.items():
-        found: dict[str, tuple[object, bytes, bytes, int]] = {}
-        if given:
-            found = {ref: (ref, *given[thread, ref]) for ref in refs if (thread, ref) in given}
-        if len(found) < len(refs):
-            rows = fetchall(
-                conn,
-                f"SELECT x.ref, x.body, {VALS.unsealed('x')}, x.blocks FROM vals x{OWNERS} "
-                "WHERE x.thread = ? AND x.ref IN carray(?)",
-                (thread, ids(refs - found.keys())),
-            )
-            found.update((str(r[0]), r) for r in rows)
+        rows = fetchall(
+            conn,
+            f"SELECT x.ref, x.body, {VALS.unsealed('x')}, x.blocks FROM vals x{OWNERS} "
+            "WHERE x.thread = ? AND x.ref IN carray(?)",
+            (thread, ids(refs)),
+        )
+        found = {str(r[0]): r for r in rows}
         for ref in refs:
             row = found.get(ref)
             if row is None or row[3] == DELTA_ROW or bytes(row[1][:1]) == bytes((DELTA,)):
@@ -102,10 +84,9 @@ def decode_all(
     items: Sequence[tuple[bytes, bytes, str]],
     threads: int | Sequence[int] | None,
     out: dict[int, bytes],
-    given: Given | None = None,
 ) -> None:
     """Fill `out[i]` with the msgpack of every DELTA body of `items` (unchecked: the
-    caller checks each against its own digest). Bases `given` are not read again."""
+    caller checks each against its own digest)."""
     wanted: dict[int, set[str]] = {}
     at: dict[int, tuple[int, str]] = {}
     for i, (body, _, name) in enumerate(items):
@@ -122,7 +103,7 @@ def decode_all(
         at[i] = (thread, ref)
     if not at:
         return
-    found = bases(conn, raw, wanted, given)
+    found = bases(conn, raw, wanted)
     for i, key in at.items():
         out[i] = undelta(items[i][0], found[key], items[i][2])
 
