@@ -212,6 +212,27 @@ def test_the_light_commands_do_not_load_langgraph(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
 
 
+def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
+    """A process that only checkpoints (a Saver's put and get) never imports the Store's
+    engine room, `engine/items`: its code would be held for nothing (peak RSS,
+    bench/README.md); an erasure loads it when it runs."""
+    path = tmp_path / "memory.db"
+    code = (
+        "import sys, threadloom\n"
+        "from langgraph.checkpoint.base import empty_checkpoint\n"
+        f"saver = threadloom.Saver({str(path)!r})\n"
+        "config = {'configurable': {'thread_id': 't', 'checkpoint_ns': ''}}\n"
+        "config = saver.put(config, empty_checkpoint(), {}, {})\n"
+        "assert saver.get_tuple(config) is not None\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('threadloom.engine.items'))\n"
+        "assert not loaded, loaded\n"
+        "saver.erase(owner='nobody', apply=False)\n"
+        "assert 'threadloom.engine.items' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_package_shows_its_savers_and_types() -> None:
     """`dir(threadloom)` lists Saver and AsyncSaver, their help shows the arguments, and the
     package ships `py.typed`."""

@@ -12,6 +12,10 @@ the filter index's paths no item uses any more are deleted (`paths.sweep`: objec
 are user text), so after `threadloom compact` no byte of the owner's rows remains in the
 file; the embedding cache's rows of the erased items (their texts' hashes) go with the
 items (a trigger, engine/items/embedded.py). `Erased.digest` is a receipt of what went (`_receipt`).
+
+The Store's room (`engine.items`, 22 modules) is imported by the functions that use it:
+a process that only checkpoints never erases, and would hold its code for nothing
+(bench/README.md, "Peak RSS").
 """
 
 from __future__ import annotations
@@ -26,10 +30,6 @@ from threadloom.engine.checkpoints.maintenance import Maintenance
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.conversations.leases import Leases
 from threadloom.engine.format import seal
-from threadloom.engine.items import paths
-from threadloom.engine.items.records import now_us, prefix_clause
-from threadloom.engine.items.rows import Items
-from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol.labels import encode_label
@@ -92,6 +92,11 @@ def erase(
             label a namespace cannot hold.
         ThreadBusyError: a thread of the owner is leased by a live run (and not `force`).
     """
+    from threadloom.engine.items import paths
+    from threadloom.engine.items.records import now_us
+    from threadloom.engine.items.rows import Items
+    from threadloom.engine.items.vectors import stored_index
+
     if not isinstance(owner, str) or not owner:
         raise InvalidArgumentError("owner must be a non-empty str")
     checked = [_prefix(p) for p in prefixes]
@@ -212,6 +217,8 @@ def _receipt(
     thread, each checkpoint (thread id, namespace, checkpoint id) and each Store item
     (namespace, key). The same rows give the same receipt, in a dry run and applied, and
     the receipt holds nothing of them that can be read back."""
+    from threadloom.engine.items.records import prefix_clause
+
     found = [
         seal.identity("thread", str(name))
         for (name,) in fetchall(
@@ -242,6 +249,8 @@ def _receipt(
 
 
 def _items_under(conn: apsw.Connection, prefix: Sequence[str]) -> list[int]:
+    from threadloom.engine.items.records import prefix_clause
+
     clause, args = prefix_clause(prefix)
     rows = fetchall(
         conn,
