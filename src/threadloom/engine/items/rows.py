@@ -212,7 +212,7 @@ class Items:
         raws = [encode_value(w.value, checked=w.checked) for w in puts if w.value is not None]
         packs = [content.pack_raw(raw) for raw in raws]
         content.prepare(packs, conn)
-        if len(puts) < len(last):
+        if any(w.value is None for w in last.values()):
             known.clear()  # a delete below may remove a namespace (its last item)
         for w in last.values():
             if w.value is None:
