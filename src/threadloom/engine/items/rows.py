@@ -74,6 +74,8 @@ _PRESENT: Final = (
 _OLD_NAMED: Final = _OLD.replace("?1", "n.name") + " FROM store_items x" + _NAMED
 #: The features the Store's statements read (no schema check once seen: `features.Copies`).
 READS: Final = features.needed(features.STORE)
+#: `json.loads` of a str without its argument checks (the decoder it uses).
+_json: Final = json.JSONDecoder().decode
 #: The content store's and the field paths' epochs, read once by a write.
 _EPOCHS: Final = "SELECT key, value FROM meta WHERE key IN ('gc_epoch', ?)"
 #: How many identity digests `Items` keeps (about 100 bytes each).
@@ -551,7 +553,7 @@ class Items:
             raws = content.raw_many(conn, checks)
         out = []
         for row, raw in zip(rows, raws, strict=True):
-            value = json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
+            value = _json(bytes(raw).decode("utf-8", "surrogatepass"))
             out.append(
                 Stored(
                     int(row[_ID]),
