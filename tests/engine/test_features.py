@@ -18,6 +18,7 @@ from threadloom.engine.file import File
 from threadloom.engine.format import features, functions
 from threadloom.engine.format.recognize import Found, identify
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.items import READS, Items, Write, now_us
 from threadloom.errors import ThreadBusyError
 
 KiB = 1024
@@ -261,3 +262,33 @@ def test_another_connections_feature_is_seen_by_cached_statements(tmp_path: Path
     finally:
         other.close()
         maker.close()
+
+
+def test_a_store_read_sees_a_store_made_since_then_skips_the_schema_check(
+    tmp_path: Path,
+) -> None:
+    """A Store get on a connection that read the Store's empty copies finds an item another
+    File (as another process) stored since; once the connection saw the Store's tables in
+    the file, a get is one statement, without the schema check (`Copies.current`)."""
+    path = tmp_path / "two.db"
+    reader, writer = File(str(path)), File(str(path))
+    items = Items(reader)
+    try:
+        with reader.connection(READS) as conn:
+            assert items.get(conn, ("a",), "k", None) is None  # the copy, cached
+        stored = Items(writer)
+        with writer.write() as conn:
+            stored.write(conn, [Write(("a",), "k", {"v": 1})], now_us())
+        stored.committed()
+        seen: list[str] = []
+        with reader.connection(READS) as conn:
+            found = items.get(conn, ("a",), "k", None)
+            assert found is not None and found.value == {"v": 1}
+            conn.exec_trace = lambda _cursor, sql, _bindings: not seen.append(sql)
+        with reader.connection(READS) as conn:
+            assert items.get(conn, ("a",), "k", None) is not None
+            conn.exec_trace = None
+        assert len(seen) == 1 and "store_items" in seen[0], seen
+    finally:
+        writer.close()
+        reader.close()

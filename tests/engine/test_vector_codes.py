@@ -126,7 +126,7 @@ def test_a_put_that_forgets_its_code_is_found(file: File, monkeypatch: pytest.Mo
     _put(file, index, _clustered(150, 5))
     with file.write() as conn:
         assert index.maintain(conn)
-    monkeypatch.setattr(vector_codes, "add", lambda conn, rows, dims: None)
+    monkeypatch.setattr(vector_codes, "add", lambda conn, rows, dims, settings=None: None)
     _put(file, index, _clustered(3, 6, first=500))
     with file.read() as conn:
         found = index.problems(conn)

@@ -351,3 +351,16 @@ def test_word_search_without_a_text_index_is_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError, match="text=False"):
             store.search_text(("n",), "tea")
         assert [i.key for i in store.search(("n",), query="coffee")] == ["a"]
+
+
+def test_a_batch_that_empties_a_namespace_and_puts_into_it_keeps_the_new_item(
+    store: Store,
+) -> None:
+    """A batch that deletes a namespace's only item and puts another key in it stores the
+    new item (the namespace, dropped with its last item, is made again)."""
+    store.put(("solo",), "old", {"v": 1})
+    store.batch([PutOp(("solo",), "old", None), PutOp(("solo",), "new", {"v": 2})])
+    assert store.get(("solo",), "old") is None
+    item = store.get(("solo",), "new")
+    assert item is not None and item.value == {"v": 2}
+    assert store.list_namespaces() == [("solo",)]

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -290,7 +290,7 @@ class File:
             self._forked()
             return self._write_lock
 
-    def _acquire(self, refresh: bool = True) -> apsw.Connection:
+    def _acquire(self, refresh: bool = True, needs: Collection[str] = ()) -> apsw.Connection:
         with self._lock:
             if self._closed:
                 raise EngineError("the file is closed; open a new Saver")
@@ -308,7 +308,7 @@ class File:
         if found is None:
             return self._open()
         if refresh:  # a write refreshes inside its transaction instead (`write`)
-            self._absent.refresh(found)
+            self._absent.refresh(found, needs)
         return found
 
     def own_connection(self) -> apsw.Connection:
@@ -344,9 +344,10 @@ class File:
         """True once the last user closed the file."""
         return self._closed
 
-    def connection(self) -> contextlib.AbstractContextManager[apsw.Connection]:
-        """Borrow a connection (this thread's current one, if it already holds one)."""
-        return _Borrowed(self)
+    def connection(self, needs: Collection[str] = ()) -> _Borrowed:
+        """Borrow a connection (this thread's current one, if it already holds one);
+        `needs`: the features its statements read (`features.Copies.current`)."""
+        return _Borrowed(self, needs=needs)
 
     def damaged(self, exc: BaseException) -> CorruptionError:
         """The error a read raises when SQLite's own structures are damaged."""
@@ -356,8 +357,9 @@ class File:
         )
 
     @contextlib.contextmanager
-    def write(self) -> Iterator[apsw.Connection]:
-        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error.
+    def write(self, needs: Collection[str] = ()) -> Iterator[apsw.Connection]:
+        """A `BEGIN IMMEDIATE` transaction: committed on success, rolled back on any error
+        (`needs`: as `connection` takes it).
 
         Writers of this process queue on a lock first: SQLite's busy handler sleeps
         in steps of milliseconds, a lock hands over as soon as the writer before is done.
@@ -389,7 +391,7 @@ class File:
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 # Another connection may have made a feature since this one looked.
-                self._absent.refresh(conn)
+                self._absent.refresh(conn, needs)
             except apsw.BusyError:
                 raise BusyError(
                     f"another process held {self.path!r} for writing for "
@@ -412,9 +414,9 @@ class File:
                 self._local.undo = None
 
     @contextlib.contextmanager
-    def read(self) -> Iterator[apsw.Connection]:
+    def read(self, needs: Collection[str] = ()) -> Iterator[apsw.Connection]:
         """A read transaction, so several queries see one snapshot (nested reads share it)."""
-        with self.connection() as conn:
+        with self.connection(needs) as conn:
             if conn.in_transaction:
                 yield conn
                 return
@@ -543,11 +545,10 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
     """`File.connection()`: a plain class, not a generator (a get is a few microseconds,
     and this is on every one of them)."""
 
-    __slots__ = ("_conn", "_file", "_refresh")
+    __slots__ = ("_conn", "_file", "_needs", "_refresh")
 
-    def __init__(self, file: File, refresh: bool = True) -> None:
-        self._file = file
-        self._refresh = refresh
+    def __init__(self, file: File, refresh: bool = True, needs: Collection[str] = ()) -> None:
+        self._file, self._refresh, self._needs = file, refresh, needs
         self._conn: apsw.Connection | None = None
 
     def __enter__(self) -> apsw.Connection:
@@ -557,7 +558,7 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         pid = os.getpid()
         if held is not None and getattr(local, "pid", None) == pid:
             return held
-        conn = self._conn = file._acquire(self._refresh)
+        conn = self._conn = file._acquire(self._refresh, self._needs)
         local.held, local.pid = conn, pid
         return conn
 

@@ -137,7 +137,7 @@ class _StoreBase(Searching):
         results: list[Result] = []
         writing = bool(prepared.writes)
         retrain = False
-        transaction = self.file.write() if writing else self.file.read()
+        transaction = self.file.write(self.items.reads) if writing else self.file.read()
         with transaction as conn:
             for op in prepared.ops:
                 if isinstance(op, PutOp):
@@ -150,9 +150,7 @@ class _StoreBase(Searching):
                     refresh = []
                 self.items.write(conn, prepared.writes, now)
                 vectors = self.items.vectors
-                retrain = vectors is not None and (
-                    vectors.due(conn) is not None or vectors.packing_due(conn)
-                )
+                retrain = vectors is not None and vectors.work_due(conn)
         if writing:
             self.items.committed()
         if refresh and not self.file.readonly:
@@ -191,9 +189,7 @@ class _StoreBase(Searching):
         with self.file.write() as conn:
             written = self.items.write(conn, prepared.writes, now_us())
             vectors = self.items.vectors
-            retrain = vectors is not None and (
-                vectors.due(conn) is not None or vectors.packing_due(conn)
-            )
+            retrain = vectors is not None and vectors.work_due(conn)
         self.items.committed()
         self.items.after_write()
         if retrain:
@@ -205,7 +201,7 @@ class _StoreBase(Searching):
         live_at = None
         if self.ttl_config and self.ttl_config.get("omit_expired"):
             live_at = now_us()
-        with self.file.connection() as conn:
+        with self.file.connection(self.items.reads) as conn:
             stored = self.items.get(conn, op.namespace, op.key, live_at)
         if stored is None:
             return None

@@ -31,7 +31,7 @@ import blake3
 from langgraph.store.base.embed import EmbeddingsLambda
 
 from threadloom.engine import File
-from threadloom.engine.items import cached_vectors, embedding_key
+from threadloom.engine.items import READS, cached_vectors, embedding_key
 from threadloom.errors import InvalidArgumentError
 
 #: Settings of an embedder left out of its identity: they name credentials, not models.
@@ -112,7 +112,8 @@ class Embedder:
         if self.identity is None:
             return None, {}, list(dict.fromkeys(texts))
         keys = [embedding_key(self.identity, text) for text in texts]
-        with file.read() as conn:
+        # One statement, a snapshot by itself: no BEGIN and COMMIT around it.
+        with file.connection(READS) as conn:
             known: dict[Any, list[float]] = dict(cached_vectors(conn, keys))
         missing = [t for k, t in zip(keys, texts, strict=True) if k not in known]
         return keys, known, list(dict.fromkeys(missing))

@@ -24,7 +24,7 @@ written beside `store_items` rows, whose copy refuses.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Final, NamedTuple
 
 import apsw
@@ -185,6 +185,11 @@ def _closure(features: Iterable[str]) -> list[str]:
     return ordered
 
 
+def needed(feature: str) -> frozenset[str]:
+    """`feature` and the features it needs: the tables its statements may read."""
+    return frozenset(_closure([feature]))
+
+
 def present(conn: apsw.Connection) -> set[str]:
     """The features whose tables the file (`main`) holds."""
     tables = {
@@ -271,6 +276,9 @@ class Copies:
     def __init__(self, version: int) -> None:
         self._version = version
         self._attached: dict[int, int] = {}
+        #: The features `main` held when each connection's copies were attached or last
+        #: refreshed: its statements on their tables read `main`'s, whatever comes later.
+        self._seen: dict[int, frozenset[str]] = {}
         #: Features the file was seen to hold (tables are never dropped).
         self._made: set[str] = set()
 
@@ -298,20 +306,26 @@ class Copies:
         version = _int(conn, "PRAGMA main.schema_version")
         if attach_absent(conn):
             self._attached[id(conn)] = version
+            self._seen[id(conn)] = frozenset(present(conn))
 
-    def current(self, conn: apsw.Connection) -> bool:
-        """False if `main`'s schema changed since `conn`'s copies were attached."""
+    def current(self, conn: apsw.Connection, needs: Collection[str] = ()) -> bool:
+        """False if `main`'s schema changed since `conn`'s copies were attached, unless
+        `main` held every feature of `needs` then: `main`'s tables are never dropped, so
+        statements reading only those (a Store's get, say) need no check of the schema."""
         attached = self._attached.get(id(conn))
-        return attached is None or attached == _int(conn, "PRAGMA main.schema_version")
+        if attached is None or (needs and self._seen.get(id(conn), frozenset()).issuperset(needs)):
+            return True
+        return attached == _int(conn, "PRAGMA main.schema_version")
 
-    def refresh(self, conn: apsw.Connection) -> None:
+    def refresh(self, conn: apsw.Connection, needs: Collection[str] = ()) -> None:
         """Make `conn` see the tables `main` gained since it looked (inside a transaction
         or not). Two things keep a connection on the copies: its cached schema of `main`,
         which SQLite reloads only when a statement reads `main`; and its prepared
         statements, which SQLite prepares again only when the schema of a database they
         read changes. So read a table of `main` (the schema reloads), then change the
-        `absent` database's schema (every prepared statement expires)."""
-        if self.current(conn):
+        `absent` database's schema (every prepared statement expires). `needs`: as
+        `current` takes it."""
+        if self.current(conn, needs):
             return
         version = _int(conn, "PRAGMA main.schema_version")
         fetchall(conn, "SELECT count(*) FROM main.meta")
@@ -324,10 +338,12 @@ class Copies:
             if quiet:
                 conn.execute("PRAGMA query_only=1")
         self._attached[id(conn)] = version
+        self._seen[id(conn)] = frozenset(present(conn))
 
     def forget(self, conn: apsw.Connection) -> None:
         """Drop what is noted of a connection about to close (its id may be reused)."""
         self._attached.pop(id(conn), None)
+        self._seen.pop(id(conn), None)
 
 
 def _int(conn: apsw.Connection, sql: str) -> int:

@@ -12,7 +12,7 @@ from threadloom.engine.items.jsontext import MAX_NESTING, check_json, check_text
 from threadloom.engine.items.recall import Recall
 from threadloom.engine.items.records import MINUTE, Stored, Write, now_us, time_us
 from threadloom.engine.items.reindex import Entry, Reindex
-from threadloom.engine.items.rows import Items
+from threadloom.engine.items.rows import READS, Items
 from threadloom.engine.items.vector_training import BackgroundTraining
 from threadloom.engine.items.vector_values import page_size_for
 from threadloom.engine.items.vectors import VectorIndex
@@ -21,6 +21,7 @@ __all__ = [
     "MAX_NESTING",
     "BackgroundTraining",
     "MINUTE",
+    "READS",
     "Entry",
     "Items",
     "Recall",

@@ -68,25 +68,25 @@ def unchanged(
         return set()
     items = ids(list(asked))
     held: dict[int, set[tuple[str, bytes]]] = {}
+    # With each row, how many vectors its item has (an item without a cache row has no
+    # row here, and is not unchanged anyway): one statement.
     rows = fetchall(
         conn,
-        "SELECT e.item, e.field, e.key, e.vector_digest, v.vector FROM store_embedded e "
+        "SELECT e.item, e.field, e.key, e.vector_digest, v.vector, "
+        "(SELECT count(*) FROM store_vectors c WHERE c.item = e.item) FROM store_embedded e "
         "JOIN store_vectors v ON v.item = e.item AND v.field = e.field "
         "WHERE e.item IN carray(?)",
         (items,),
     )
-    for item, field, cached, digest, blob in rows:
+    counts: dict[int, int] = {}
+    for item, field, cached, digest, blob, count in rows:
+        counts[int(item)] = int(count)
         if blake3.blake3(bytes(blob)).digest(length=DIGEST_BYTES) == bytes(digest):
             held.setdefault(int(item), set()).add((str(field), bytes(cached)))
-    counts = fetchall(
-        conn,
-        "SELECT item, count(*) FROM store_vectors WHERE item IN carray(?) GROUP BY item",
-        (items,),
-    )
     return {
-        int(item)
-        for item, count in counts
-        if held.get(int(item)) == asked[int(item)] and int(count) == len(asked[int(item)])
+        item
+        for item, count in counts.items()
+        if held.get(item) == asked[item] and count == len(asked[item])
     }
 
 

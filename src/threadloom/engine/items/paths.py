@@ -73,7 +73,15 @@ class FieldPaths:
 
     def _check_epoch(self, conn: apsw.Connection) -> None:
         rows = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (EPOCH_KEY,))
-        epoch = int(rows[0][0]) if rows else 0
+        self._saw(int(rows[0][0]) if rows else 0)
+
+    def saw_epoch(self, epoch: int) -> None:
+        """The file's paths epoch, as the write transaction `begin` started read it (so
+        `numbers` need not read it again)."""
+        self._saw(epoch)
+        self._local.checked = getattr(self._local, "fresh", None) is not None
+
+    def _saw(self, epoch: int) -> None:
         if epoch != self._epoch:
             self._ids.clear()
             self._epoch = epoch

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any, Final, NamedTuple
 
@@ -118,11 +118,16 @@ def unpack(key: int, count: int, body: bytes) -> Chunk:
 # -- which lists are coded ---------------------------------------------------------------
 
 
-def coded_from(conn: apsw.Connection) -> int | None:
-    """The lowest coded list (`meta.vector_codes_from`); None: no list is coded."""
-    found = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (FROM_KEY,))
+def coded_from(conn: apsw.Connection, settings: Mapping[str, Any] | None = None) -> int | None:
+    """The lowest coded list (`meta.vector_codes_from`); None: no list is coded.
+    `settings`: the `vector_*` meta rows as this transaction read them (no query)."""
+    if settings is None:
+        found = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (FROM_KEY,))
+        recorded = found[0][0] if found else None
+    else:
+        recorded = settings.get(FROM_KEY)
     try:
-        return None if not found else int(str(found[0][0]))
+        return None if recorded is None else int(str(recorded))
     except ValueError:
         return None  # unreadable: read the float32 rows until a training codes them
 
@@ -149,10 +154,16 @@ def _range(list_id: int) -> tuple[int, int]:
 # -- writes ------------------------------------------------------------------------------
 
 
-def add(conn: apsw.Connection, rows: Sequence[tuple[int, int, bytes]], dims: int) -> None:
+def add(
+    conn: apsw.Connection,
+    rows: Sequence[tuple[int, int, bytes]],
+    dims: int,
+    settings: Mapping[str, Any] | None = None,
+) -> None:
     """Code `rows` (vector id, item, float32 vector) just inserted into coded lists, each
-    id above every other of its list (rows of lists not coded are left out)."""
-    first = coded_from(conn)
+    id above every other of its list (rows of lists not coded are left out); `settings`
+    as `coded_from` takes them."""
+    first = coded_from(conn, settings)
     mine = sorted((row for row in rows if coded(first, row[0] >> _LIST_BITS)), key=_first)
     if not mine:
         return

@@ -17,7 +17,7 @@ about HOLD each (vector_training's rule), pausing as long as each held it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import apsw
@@ -39,11 +39,11 @@ PAUSE_MAX: Final = 0.1
 FOLD_EVERY: Final = 4
 
 
-def due(conn: apsw.Connection) -> bool:
+def due(conn: apsw.Connection, settings: Mapping[str, Any] | None = None) -> bool:
     """Whether the lists were trained (or the file upgraded) since their chunks were last
     packed, and no training is under way (meta reads only: cheap in a writer's
-    transaction)."""
-    rows: dict[str, Any] = dict(
+    transaction; none with `settings`, the `vector_*` meta rows as it read them)."""
+    rows: Mapping[str, Any] = settings or dict(
         fetchall(
             conn,
             "SELECT key, value FROM meta WHERE key IN ('vector_generation', 'vector_moving', ?, ?)",

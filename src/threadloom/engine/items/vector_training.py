@@ -41,7 +41,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -115,13 +115,18 @@ class Moving:
         return f"{self.first} {self.token} {self.pid} {self.beat:.3f}"
 
 
-def moving(conn: apsw.Connection) -> Moving | None:
-    """The training in progress recorded in the file, if any."""
-    found = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (MOVING_KEY,))
-    if not found:
+def moving(conn: apsw.Connection, settings: Mapping[str, Any] | None = None) -> Moving | None:
+    """The training in progress recorded in the file, if any (`settings`: the `vector_*`
+    meta rows as this transaction read them, so no query)."""
+    if settings is None:
+        found = fetchall(conn, "SELECT value FROM meta WHERE key = ?", (MOVING_KEY,))
+        recorded = found[0][0] if found else None
+    else:
+        recorded = settings.get(MOVING_KEY)
+    if recorded is None:
         return None
     try:
-        first, token, pid, beat = str(found[0][0]).split()
+        first, token, pid, beat = str(recorded).split()
         return Moving(int(first), token, int(pid), float(beat))
     except ValueError:
         return Moving(0, "", 0, 0.0)  # unreadable: anyone may take it over

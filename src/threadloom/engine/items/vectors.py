@@ -44,7 +44,7 @@ from threadloom.engine.items import (
     vector_values,
 )
 from threadloom.engine.items.candidates import Candidates
-from threadloom.engine.items.scan import VERSION_KEY, ExactScan, read_version
+from threadloom.engine.items.scan import VERSION_KEY, ExactScan
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
 from threadloom.engine.items.vector_training import Training, moving, resumable
 from threadloom.engine.sql import Transactions, fetchall, ids
@@ -182,10 +182,15 @@ class VectorIndex:
                 "re-embed every item (`threadloom reembed FILE --all`)"
             )
 
-    def _meta(self, conn: apsw.Connection) -> _Meta:
-        rows: dict[str, Any] = dict(
+    def settings(self, conn: apsw.Connection) -> dict[str, Any]:
+        """The index's `meta` rows (`vector_*`), read in one query for the helpers that
+        take them (`_meta`, `moving`, `coded_from`, the scan's version, packing)."""
+        return dict(
             fetchall(conn, "SELECT key, value FROM meta WHERE key LIKE 'vector@_%' ESCAPE '@'")
         )
+
+    def _meta(self, conn: apsw.Connection, rows: dict[str, Any] | None = None) -> _Meta:
+        rows = self.settings(conn) if rows is None else rows
         dims = rows.get("vector_dims")
         return _Meta(
             dims=None if dims is None else int(dims),
@@ -208,11 +213,11 @@ class VectorIndex:
             list(values.items()),
         )
 
-    def _claim(self, conn: apsw.Connection) -> None:
-        """Record this index's dims in a file; an empty index of other dims starts over."""
-        held = self._meta(conn).dims
-        if held == self.dims:
-            return
+    def _claim(self, conn: apsw.Connection, settings: dict[str, Any]) -> dict[str, Any]:
+        """Record this index's dims in a file; an empty index of other dims starts over.
+        Return the index's settings as they are then (`settings`: as read before)."""
+        if self._meta(conn, settings).dims == self.dims:
+            return settings
         self.check_config(conn)
         conn.execute("DELETE FROM store_vectors")  # rows of other dims can only be damage here
         conn.execute("DELETE FROM store_lists WHERE id != 0")
@@ -223,6 +228,7 @@ class VectorIndex:
             "'vector_fewer_recall')"
         )
         self._set_meta(conn, {"vector_dims": self.dims})
+        return self.settings(conn)
 
     # -- values ----------------------------------------------------------------------------
 
@@ -285,11 +291,13 @@ class VectorIndex:
         flat, matrix, quantized = vector_values.pack_many(entries, self.dims)
         if not entries:
             return []
-        self._claim(conn)
+        # One read of the index's settings serves the whole write (none of the steps
+        # below changes them but `set_coded_from`, noted where it runs).
+        settings = self._claim(conn, self.settings(conn))
         vector_codes.drop_items(conn, [item for item, _ in entries if item not in fresh])
         if not flat:
             return []
-        meta = self._meta(conn)
+        meta = self._meta(conn, settings)
         lists = self._lists(conn, meta)
         if meta.moving is not None:  # a training moves vectors: its new lists take puts
             lists = lists.since(meta.moving)
@@ -300,7 +308,8 @@ class VectorIndex:
             vector_id = following.get(list_id) or self._next_id(conn, list_id)
             following[list_id] = vector_id + 1
             rows.append((vector_id, item, field, blob))
-        before = read_version(conn)
+        before = settings.get(VERSION_KEY)
+        before = None if before is None else str(before)
         after = str(random.SystemRandom().randrange(1, 2**62))
         self._set_meta(conn, {VERSION_KEY: after})
         conn.executemany(
@@ -308,11 +317,12 @@ class VectorIndex:
         )
         if (
             self.coding(len(rows))
-            and vector_codes.coded_from(conn) is None
+            and vector_codes.coded_from(conn, settings) is None
             and self._count(conn) == len(rows)
         ):
             vector_codes.set_coded_from(conn, 0)  # an empty index loaded beyond the exact scan
-        vector_codes.add(conn, [(row[0], row[1], row[3]) for row in rows], self.dims)
+            settings[vector_codes.FROM_KEY] = 0
+        vector_codes.add(conn, [(row[0], row[1], row[3]) for row in rows], self.dims, settings)
         self.scan.written(before, after, rows, quantized)
         return [blob for _, _, blob in flat]
 
@@ -500,17 +510,20 @@ class VectorIndex:
         A training in progress is due again only once it may be taken over (its owner is
         gone; `training`: the caller is this process's one training of the file).
         """
-        meta = self._meta(conn)
+        return self._due(conn, self.settings(conn), training)
+
+    def _due(self, conn: apsw.Connection, settings: dict[str, Any], training: bool) -> int | None:
+        meta = self._meta(conn, settings)
         if meta.dims is not None and meta.dims != self.dims:
             self.check_config(conn)
             return None
         total = self._count(conn)
-        found = moving(conn)
+        found = moving(conn, settings)
         if found is not None:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
-        if vector_codes.coded_from(conn) is None and self.coding(total):
+        if vector_codes.coded_from(conn, settings) is None and self.coding(total):
             return total  # grown beyond the exact scan, or upgraded: a training codes them
         if meta.generation and meta.metric == self.metric:
             grown = total >= GROWTH * meta.trained
@@ -523,6 +536,12 @@ class VectorIndex:
         """Whether the lists' code chunks are due to be packed (a file trained before
         trainings packed them: vector_packing.py); `train`'s background thread packs."""
         return vector_packing.due(conn)
+
+    def work_due(self, conn: apsw.Connection) -> bool:
+        """Whether a training (`due`) or a packing (`packing_due`) is due: what a writer
+        asks after its batch, with one read of the settings for both."""
+        settings = self.settings(conn)
+        return self._due(conn, settings, False) is not None or vector_packing.due(conn, settings)
 
     def _matrix(self, blobs: Iterable[bytes]) -> bytes:
         matrix = b"".join(parts := list(blobs))
