@@ -52,6 +52,14 @@ def uri(path: str, *, readonly: bool, immutable: bool = False) -> str:
     return f"file:{quoted}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
 
 
+def has_content(path: str) -> bool:
+    """True when the file at `path` exists and is not empty (a `-wal` with frames)."""
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
 def look(path: str) -> apsw.Connection:
     """A read-only connection that changes nothing on disk, not even a side file.
 
