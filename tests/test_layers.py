@@ -40,6 +40,7 @@ SQL_HOMES = ("threadloom.engine",)
 ROOMS = [
     "sql",
     "lock_wait",
+    "wal_fold",
     "format",
     "foreign",
     "content",

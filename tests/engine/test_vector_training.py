@@ -135,6 +135,26 @@ def test_a_put_during_a_training_is_found_by_the_next_search(file: File) -> None
         assert _every_list(file, index, vector) == _exact(file, index, vector)
 
 
+def test_a_training_leaves_the_wal_checkpoints_to_their_own_thread(file: File) -> None:
+    """While a training moves vectors, a writer's commit does not checkpoint the WAL
+    (engine/wal_fold.py: the checkpoints run outside the write lock); once it ends, commits
+    checkpoint as SQLite does again."""
+    index = _index()
+    _trained(file, index)
+    seen: list[int] = []
+
+    def put(step: int) -> bool:
+        with file.write() as conn:
+            seen.append(int(fetchall(conn, "PRAGMA wal_autocheckpoint")[0][0]))
+        return False
+
+    assert index.train(file, _steps(file, put))
+    assert seen and set(seen) == {0}
+    assert not file.folding.active
+    with file.write() as conn:
+        assert fetchall(conn, "PRAGMA wal_autocheckpoint")[0][0] == 1000
+
+
 def test_a_stopped_training_leaves_a_sound_index_and_the_next_one_finishes_it(
     file: File,
 ) -> None:

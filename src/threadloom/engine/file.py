@@ -9,7 +9,7 @@ for writes, and a fork check before a connection is reused.
 Invariants:
 - nothing is changed before the path is recognised as ours or new (`recognize.py`);
 - a read-only file is never written: no journal-mode change, no migration;
-- the WAL is kept to `WAL_LIMIT` bytes while running and folded in on the last close;
+- the WAL is kept to `WAL_LIMIT` (32 MiB in a training: wal_fold.py), folded in on the last close;
 - `":memory:"` is a private database of one `File`: a file of its own in a new temporary
   folder (so every pooled connection shares it, with the same WAL discipline as any
   file), removed with its folder when the File closes.
@@ -35,11 +35,12 @@ import apsw
 from threadloom.engine import lock_wait
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import features, functions
-from threadloom.engine.format.recognize import Kind, readable, recognize, uri, writable
+from threadloom.engine.format.recognize import Kind, has_content, readable, recognize, uri, writable
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
 from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
+from threadloom.engine.wal_fold import Folding
 from threadloom.errors import BusyError, CorruptionError, EngineError, FormatError, ReadOnlyError
 
 __all__ = ["BUSY_TIMEOUT_MS", "MEMORY", "WAL_LIMIT", "File"]
@@ -147,7 +148,7 @@ class File:
         #: A read-only open that found a WAL with content leaves it as found: its
         #: connections never fold it into the file on close (another process's writes,
         #: or a crashed writer's, stay for their writer or the next writable open).
-        self._keep_wal = readonly and _has_content(self.path + "-wal")
+        self._keep_wal = readonly and has_content(self.path + "-wal")
         self.synchronous = synchronous.upper()
         self.pool_size = pool_size
         self._local = threading.local()
@@ -165,6 +166,8 @@ class File:
         self._absent = features.Copies(FORMAT_VERSION)
         self._users = 0
         self._key: tuple[str, bool] | None = None
+        #: The WAL's checkpoints, moved off the commits while a long job writes.
+        self.folding = Folding(self.own_connection, self.retire, self._writer_lock, WAL_LIMIT)
         try:
             if readonly:
                 self._check_format()
@@ -392,6 +395,7 @@ class File:
                 conn.execute("BEGIN IMMEDIATE")
                 # Another connection may have made a feature since this one looked.
                 self._absent.refresh(conn, needs)
+                self.folding.prepare(conn)
             except apsw.BusyError:
                 raise BusyError(
                     f"another process held {self.path!r} for writing for "
@@ -493,6 +497,10 @@ class File:
         """Make `feature`'s tables (features.py) in the caller's write transaction."""
         self._absent.ensure(conn, feature, self.if_rolled_back)
 
+    def checkpoints_aside(self) -> contextlib.AbstractContextManager[None]:
+        """While held, commits leave the WAL's checkpoints to a thread (wal_fold.py)."""
+        return self.folding.aside()
+
     # -- closing ---------------------------------------------------------------------------
 
     def checkpoint_wal(self) -> None:
@@ -586,11 +594,3 @@ def _close_all() -> None:
     for opened in list(_open_files):
         with contextlib.suppress(Exception):
             opened._close()
-
-
-def _has_content(path: str) -> bool:
-    """True when the file at `path` exists and is not empty."""
-    try:
-        return os.path.getsize(path) > 0
-    except OSError:
-        return False

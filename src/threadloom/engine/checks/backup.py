@@ -33,7 +33,7 @@ import apsw
 
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.file import File
-from threadloom.engine.format.recognize import Kind, recognize
+from threadloom.engine.format.recognize import Kind, has_content, recognize
 from threadloom.engine.sql import fetchall
 from threadloom.errors import CorruptionError, EngineError, InvalidArgumentError, ThreadloomError
 
@@ -207,18 +207,11 @@ def _replaceable(target: str) -> None:
             f"{target!r} exists and is not a threadloom backup; it was left untouched: "
             "give a new path, a folder, or move that file away first"
         )
-    if _has_content(f"{target}-wal"):
+    if has_content(f"{target}-wal"):
         raise EngineError(
             f"{target!r} is in use (it has a -wal with content); close what has it open, "
             "or back up to another path"
         )
-
-
-def _has_content(path: str) -> bool:
-    try:
-        return os.path.getsize(path) > 0
-    except OSError:
-        return False
 
 
 def _copy(file: File, partial: str, method: str, report: BackupReport) -> None:

@@ -52,6 +52,14 @@ def uri(path: str, *, readonly: bool, immutable: bool = False) -> str:
     return f"file:{quoted}" + (f"?{urllib.parse.urlencode(query)}" if query else "")
 
 
+def has_content(path: str) -> bool:
+    """True when the file at `path` exists and is not empty (a `-wal` with frames)."""
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
 def writable(path: str) -> bool:
     """Whether this process may write the file at `path` (if it exists) and its folder."""
     folder = os.path.dirname(os.path.abspath(path))

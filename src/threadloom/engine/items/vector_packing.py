@@ -29,14 +29,11 @@ __all__ = ["PACKED_KEY", "due", "pack", "run"]
 
 #: The `meta` key holding the lists' generation whose chunks were last packed.
 PACKED_KEY: Final = "vector_codes_packed"
-#: The write lock a step aims to hold, in seconds (vector_training.HOLD).
+#: The write lock a step aims to hold, in seconds (whole lists: vector_training.HOLD is
+#: 10 ms, a list's rewrite can take more).
 HOLD: Final = 0.02
 #: The longest pause after a step (vector_training.PAUSE_MAX).
 PAUSE_MAX: Final = 0.1
-#: Steps between two checkpoints run by the packing itself (vector_training.FOLD_EVERY):
-#: each step rewrites ~100 KiB of chunks a list, so the WAL's frames are copied here,
-#: outside the write lock, and not by the commit of the next writer.
-FOLD_EVERY: Final = 4
 
 
 def due(conn: apsw.Connection, settings: Mapping[str, Any] | None = None) -> bool:
@@ -72,24 +69,23 @@ def run(file: Transactions, dims: int, stop: Callable[[], bool] = lambda: False)
             return 0
         pending = vector_codes.loose(conn)
         generation = _generation(conn)
-    done = steps = 0
-    while not stop():
-        steps += 1
-        if steps % FOLD_EVERY == 0:
-            with file.connection() as conn:
-                conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        with file.write() as conn:
-            before = time.monotonic()  # the lock is held from here to the commit
-            if _generation(conn) != generation or not due(conn):
-                return done  # a training began or ended meanwhile: its end packs
-            while pending:  # one list at least, more while under HOLD
-                done += vector_codes.repack(conn, pending.pop(0), dims)
-                if time.monotonic() - before >= HOLD:
-                    break
-            if not pending:
-                _record(conn)
-                return done
-        time.sleep(min(time.monotonic() - before, PAUSE_MAX))
+    done = 0
+    # Each step rewrites ~100 KiB of chunks a list: the WAL's checkpoints run on a thread
+    # of their own (wal_fold.py), not in the commits that hold the write lock.
+    with file.checkpoints_aside():
+        while not stop():
+            with file.write() as conn:
+                before = time.monotonic()  # the lock is held from here to the commit
+                if _generation(conn) != generation or not due(conn):
+                    return done  # a training began or ended meanwhile: its end packs
+                while pending:  # one list at least, more while under HOLD
+                    done += vector_codes.repack(conn, pending.pop(0), dims)
+                    if time.monotonic() - before >= HOLD:
+                        break
+                if not pending:
+                    _record(conn)
+                    return done
+            time.sleep(min(time.monotonic() - before, PAUSE_MAX))
     return done
 
 

@@ -77,11 +77,9 @@ MOVING_KEY: Final = "vector_moving"
 BATCH: Final = 128
 BATCH_MIN: Final = 8
 BATCH_MAX: Final = 1024
-#: The write lock a step aims to hold, in seconds.
-HOLD: Final = 0.02
-#: Moves between two checkpoints run by the training itself (`_fold`): about 600 pages of
-#: WAL, below SQLite's automatic checkpoint (1,000 pages), which a writer's commit would run.
-FOLD_EVERY: Final = 4
+#: The write lock a step aims to hold, in seconds: 10 ms, as a loaded machine stretches a
+#: hold several times over (bench/README.md, the stall round).
+HOLD: Final = 0.01
 #: The longest pause after a step (the pause is as long as the step's write, up to this).
 PAUSE_MAX: Final = 0.1
 #: Seconds without a heartbeat after which another process may take a training over.
@@ -221,47 +219,50 @@ class Training:
             _active.add(path)
         self._mine = True
         try:
-            with file.read() as conn:
-                total = self.index.due(conn, training=True)
-                if force and total is None and moving(conn) is None:
-                    total = self.index._count(conn) or None
-                plan = None if total is None else self._plan(conn, total)
-            if plan is None:
-                return False
-            centroids = self._centroids(plan, stop)
-            if stop():
-                return False
-            with file.write() as conn:
-                state = self._begin(conn, plan, centroids, take_over=False)
-            if state is None:
-                return False
-            moves = 0
-            while not stop():
-                with file.read() as conn:
-                    rows = self._read(conn, state)
-                if not rows:
-                    with file.write() as conn:
-                        finished = self._finish(conn, state)
-                    if finished:  # then its lists' short chunks, in steps of their own
-                        vector_packing.run(file, self.dims, stop)
-                    return finished
-                targets = self._assigned(state, rows)
-                with file.write() as conn:
-                    before = time.monotonic()  # the lock is held from here to the commit
-                    if not self._move(conn, state, rows, targets):
-                        return False
-                held = time.monotonic() - before
-                state.adapt(held)
-                # Leave the lock free at least as long as the step held it: writers that
-                # queue behind the training get at least half of the time.
-                time.sleep(min(held, PAUSE_MAX))
-                moves += 1
-                if moves % FOLD_EVERY == 0:
-                    _fold(file)
-            return False
+            # Checkpoints on a thread of their own, not in the commits of the steps or of
+            # the writers meanwhile (which would hold the write lock while they sync).
+            with file.checkpoints_aside():
+                return self._steps(file, stop, force=force)
         finally:
             with _active_lock:
                 _active.discard(path)
+
+    def _steps(self, file: Transactions, stop: Callable[[], bool], *, force: bool) -> bool:
+        """The phases after the checks of `run` (see the module docstring)."""
+        with file.read() as conn:
+            total = self.index.due(conn, training=True)
+            if force and total is None and moving(conn) is None:
+                total = self.index._count(conn) or None
+            plan = None if total is None else self._plan(conn, total)
+        if plan is None:
+            return False
+        centroids = self._centroids(plan, stop)
+        if stop():
+            return False
+        with file.write() as conn:
+            state = self._begin(conn, plan, centroids, take_over=False)
+        if state is None:
+            return False
+        while not stop():
+            with file.read() as conn:
+                rows = self._read(conn, state)
+            if not rows:
+                with file.write() as conn:
+                    finished = self._finish(conn, state)
+                if finished:  # then its lists' short chunks, in steps of their own
+                    vector_packing.run(file, self.dims, stop)
+                return finished
+            targets = self._assigned(state, rows)
+            with file.write() as conn:
+                before = time.monotonic()  # the lock is held from here to the commit
+                if not self._move(conn, state, rows, targets):
+                    return False
+            held = time.monotonic() - before
+            state.adapt(held)
+            # Leave the lock free at least as long as the step held it: writers that
+            # queue behind the training get at least half of the time.
+            time.sleep(min(held, PAUSE_MAX))
+        return False
 
     # -- phases ------------------------------------------------------------------------------
 
@@ -546,14 +547,6 @@ class BackgroundTraining:
             log.exception("%s: retraining the vector index failed", self.file.path)
         except Exception:  # e.g. the file closed under it at exit: a thread has no caller
             log.exception("%s: the vector index's training stopped", self.file.path)
-
-
-def _fold(file: Transactions) -> None:
-    """Copy the WAL's frames into the database (PASSIVE: it waits for no reader or writer
-    and blocks none), so the checkpoints the training's writes call for run here, outside
-    the write lock, and not in the commit of the next writer."""
-    with file.connection() as conn:
-        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
 
 def _beat(state: _State) -> Moving:
