@@ -217,6 +217,29 @@ def test_the_checkpointer_uses_the_servers_serializer_and_ttl(
     assert not (tmp_path / "other.db").exists()
 
 
+def test_the_checkpointer_makes_the_file_with_the_pages_the_store_index_wants(
+    server_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The checkpointer usually opens THREADLOOM_DB first: with a 384-dim store index
+    configured it creates the file with the store's 8 KiB pages (docs/FORMAT.md)."""
+    import apsw
+
+    from threadloom.langgraph_server import checkpointer
+
+    monkeypatch.setattr(server_config, "STORE_CONFIG", {"index": {"dims": 384}})
+
+    async def opened() -> None:
+        async with checkpointer():
+            pass
+
+    asyncio.run(opened())
+    conn = apsw.Connection(str(tmp_path / "memory.db"))
+    try:
+        assert conn.execute("PRAGMA page_size").fetchall()[0][0] == 8192
+    finally:
+        conn.close()
+
+
 def test_the_store_takes_the_servers_index_and_ttl(
     server_config: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:

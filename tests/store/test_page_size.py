@@ -6,14 +6,16 @@ itself stores the rows in both page sizes, so a wrong sum shows as a wrong choic
 
 from __future__ import annotations
 
+import asyncio
 import random
 import struct
 from pathlib import Path
+from typing import Any
 
 import apsw
 import pytest
 
-from threadloom import Saver, Store
+from threadloom import AsyncStore, Saver, Store
 from threadloom.engine.file import File
 from threadloom.engine.items import page_size_for
 from threadloom.errors import EngineError
@@ -44,23 +46,45 @@ def _stored_bytes(folder: Path, dims: int, page: int, rows: int = 240) -> int:
                 "INSERT INTO v(id, item, field, vector) VALUES (?, ?, ?, ?)",
                 ((7 << 32) + i, 50_000 + i, "$.text", vector),
             )
-    used = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'v'").fetchall()[0][0]
-    conn.close()
-    return int(used)
+    try:
+        used = conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'v'").fetchall()
+    except apsw.SQLError:  # an SQLite built without dbstat (apsw's own build has it)
+        pytest.skip("this SQLite has no dbstat table to measure pages with")
+    finally:
+        conn.close()
+    return int(used[0][0])
 
 
-@pytest.mark.parametrize("dims", [64, 256, 384, 512, 768, 1024, 1536])
+@pytest.mark.parametrize("dims", [64, 256, 300, 384, 512, 600, 768, 1024, 1536])
 def test_the_chosen_page_size_stores_vector_rows_in_fewer_bytes(tmp_path: Path, dims: int) -> None:
-    """8 KiB is chosen exactly where SQLite stores the rows in at least 10% fewer bytes."""
+    """8 KiB pages are chosen only where SQLite stores the rows in clearly fewer bytes
+    (at least 10% measured), and never where they would save 20% or more."""
     small, large = _stored_bytes(tmp_path, dims, 4096), _stored_bytes(tmp_path, dims, 8192)
-    expected = 8192 if large <= 0.9 * small else 4096  # none of these dims is near 0.9
-    assert page_size_for(dims) == expected, (dims, small, large)
+    if page_size_for(dims) == 8192:
+        assert large <= 0.9 * small, (dims, small, large)
+    else:
+        assert large > 0.8 * small, (dims, small, large)
+
+
+def test_the_usual_sizes_choose_as_documented() -> None:
+    assert [page_size_for(dims) for dims in (256, 384, 512, 768, 1024, 1536, 3072)] == [
+        4096,
+        8192,
+        8192,
+        4096,
+        4096,
+        4096,
+        4096,
+    ]
+
+
+def _index(dims: int) -> Any:
+    return {"dims": dims, "embed": lambda texts: [[1.0] * dims for _ in texts]}
 
 
 def test_a_store_with_384_dim_vectors_makes_its_file_with_8_kib_pages(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
-    index = {"dims": 384, "embed": lambda texts: [[1.0] * 384 for _ in texts]}
-    with Store.from_conn_string(str(path), index=index) as store:  # type: ignore[arg-type]
+    with Store.from_conn_string(str(path), index=_index(384)) as store:
         store.put(("a",), "k", {"text": "hello"})
         assert store.search(("a",), query="hello")[0].key == "k"
     assert _page_size(path) == 8192
@@ -68,13 +92,21 @@ def test_a_store_with_384_dim_vectors_makes_its_file_with_8_kib_pages(tmp_path: 
         assert store.get(("a",), "k") is not None
 
 
-@pytest.mark.parametrize("index", [None, {"dims": 768}, {"dims": 64}])
-def test_other_stores_and_savers_keep_4_kib_pages(tmp_path: Path, index: object) -> None:
+def test_an_async_store_makes_its_file_with_8_kib_pages_too(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
-    if index is not None:
-        dims = index["dims"]  # type: ignore[index]
-        index = {"dims": dims, "embed": lambda texts: [[1.0] * dims for _ in texts]}
-    with Store.from_conn_string(str(path), index=index) as store:  # type: ignore[arg-type]
+
+    async def used() -> None:
+        async with AsyncStore.from_conn_string(str(path), index=_index(512)) as store:
+            await store.aput(("a",), "k", {"text": "hello"})
+
+    asyncio.run(used())
+    assert _page_size(path) == 8192
+
+
+@pytest.mark.parametrize("dims", [None, 768, 256, 64])
+def test_other_stores_and_savers_keep_4_kib_pages(tmp_path: Path, dims: int | None) -> None:
+    path = tmp_path / "memory.db"
+    with Store.from_conn_string(str(path), index=None if dims is None else _index(dims)) as store:
         store.put(("a",), "k", {"text": "hello"})
     assert _page_size(path) == 4096
     saved = tmp_path / "saver.db"
@@ -89,8 +121,7 @@ def test_an_existing_file_keeps_its_page_size(tmp_path: Path) -> None:
     with Saver.from_conn_string(str(path)):
         pass
     before = path.read_bytes()[:100]
-    index = {"dims": 384, "embed": lambda texts: [[0.5] * 384 for _ in texts]}
-    with Store.from_conn_string(str(path), index=index) as store:  # type: ignore[arg-type]
+    with Store.from_conn_string(str(path), index=_index(384)) as store:
         store.put(("a",), "k", {"text": "hello"})
     assert _page_size(path) == 4096
     assert path.read_bytes()[16:18] == before[16:18]  # the header's page size field

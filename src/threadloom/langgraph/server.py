@@ -26,11 +26,12 @@ from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
 
+from threadloom.engine import File
 from threadloom.errors import ThreadloomError
 from threadloom.langgraph import server_registry
 from threadloom.langgraph.retention import RetentionPolicy
 from threadloom.langgraph.saver import AsyncSaver
-from threadloom.langgraph.store import AsyncStore
+from threadloom.langgraph.store import AsyncStore, page_size_of
 
 __all__ = [
     "DB_ENV",
@@ -301,7 +302,13 @@ async def checkpointer() -> AsyncIterator[ServerSaver]:
     if ttl is not None and ttl[0] == "delete":
         _refuse_delete_outside_the_runtime()
     serde = _server_serde()
-    saver = await asyncio.to_thread(lambda: ServerSaver(path, serde=serde))
+    # The file is made with the pages the store's vectors want, whichever opens first.
+    index = (_server_config().STORE_CONFIG or {}).get("index")
+    made = await asyncio.to_thread(File.open, path, page_size=page_size_of(index))
+    try:
+        saver = await asyncio.to_thread(lambda: ServerSaver(path, serde=serde))
+    finally:
+        made.close()
     registry = await asyncio.to_thread(server_registry.attach, saver)
     keeps_registry = registry is not None and registry.saver is saver
     sweeper: asyncio.Task[None] | None = None

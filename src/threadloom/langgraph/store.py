@@ -60,6 +60,16 @@ from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
 log = logging.getLogger(__name__)
 
 
+def page_size_of(index: IndexConfig | None) -> int | None:
+    """The page size of a file a Store with `index` creates: sized for its vector rows
+    (`page_size_for`); None (SQLite's) without an index, or with a `dims` the Store's
+    configuration refuses."""
+    dims = index.get("dims") if isinstance(index, dict) else None
+    if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
+        return None
+    return page_size_for(dims)
+
+
 class _StoreBase(Searching):
     """The engine side shared by Store and AsyncStore."""
 
@@ -73,11 +83,7 @@ class _StoreBase(Searching):
         readonly: bool | None,
         text: bool | None = None,
     ) -> None:
-        dims = index.get("dims") if isinstance(index, dict) else None
-        # A new file's pages sized for its vector rows (a bad `dims` is refused below).
-        sized = isinstance(dims, int) and not isinstance(dims, bool) and dims > 0
-        page_size = page_size_for(dims) if sized and dims is not None else None
-        self.file = File.open(path, readonly=readonly, page_size=page_size)
+        self.file = File.open(path, readonly=readonly, page_size=page_size_of(index))
         try:
             vectors = self._configure(index, ttl, text)
         except BaseException:
@@ -454,7 +460,9 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         # (":memory:" is private to each open, and new: nothing to migrate.)
         file = None
         if str(path) != MEMORY:
-            file = await asyncio.to_thread(File.open, path, readonly=readonly)
+            file = await asyncio.to_thread(
+                File.open, path, readonly=readonly, page_size=page_size_of(index)
+            )
         try:
             store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
         finally:

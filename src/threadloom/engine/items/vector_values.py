@@ -113,20 +113,21 @@ def _named(field: str) -> str:
 #: SQLite's default page size, and the larger one a Store's new file may take instead.
 _SMALL_PAGE, _LARGE_PAGE = 4096, 8192
 #: The share of a vector row's bytes larger pages must save to be chosen.
-_WORTH: Final = 0.9
+_WORTH: Final = 0.85
 #: Bytes of a `store_vectors` row besides the vector (its record header, item and field).
 _ROW_EXTRA: Final = 17
 
 
 def page_size_for(dims: int) -> int:
     """The page size a new file of a Store with `dims`-dim vectors is made with: 8 KiB
-    when it stores a `store_vectors` row in at least 10% fewer bytes than 4 KiB does.
+    when, by SQLite's cell rules, it stores a `store_vectors` row in at least 15% fewer
+    bytes than 4 KiB does (335 to 402 and 505 to 675 dims; the estimate's row overhead
+    is typical, so a dim or two at each edge may fall either way).
 
     Vector rows are most of such a file, and SQLite packs whole rows into a page: at 384
     dims (1.5 KiB rows) a 4 KiB page holds two and leaves a quarter empty, an 8 KiB one
-    holds five (256 to 512 dims gain alike). At 768 or 1,536 dims both waste alike, and
-    small vectors gain little: there 4 KiB keeps the small tables' pages and each
-    write's log small.
+    holds five; at 512, one against three. At 256, 768 or 1,536 dims the gain is small
+    or none, and 4 KiB keeps the small tables' pages and each write's log small.
     """
     payload = 4 * dims + _ROW_EXTRA
     large = _row_bytes(payload, _LARGE_PAGE) <= _WORTH * _row_bytes(payload, _SMALL_PAGE)
