@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests._fresh import run_fresh
 from threadloom.cli import COMMANDS, main
 
 
@@ -135,8 +134,7 @@ def test_building_the_parser_imports_no_heavy_module() -> None:
         "m.startswith(('threadloom.engine', 'threadloom.langgraph', 'threadloom.nats', "
         "'threadloom.viewer')))\nassert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
 
 
 def test_migrate_offers_every_registered_source_kind() -> None:

@@ -19,6 +19,7 @@ from langchain_core.messages import HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.types import Command
 
+from tests._fresh import run_fresh
 from tests.engine.test_graphs import (
     LONG,
     Inner,
@@ -644,8 +645,7 @@ def test_the_commands_load_no_langgraph(written: Written) -> None:
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'langgraph', 'langchain_core', 'langchain'})\nassert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
 
 
 def test_resumed_thread_shows_its_new_head(

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from pathlib import Path
+
+from tests._fresh import run_fresh
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -209,8 +209,7 @@ def test_the_light_commands_do_not_load_langgraph(tmp_path: Path) -> None:
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'langgraph', 'langchain_core'})\nassert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
 
 
 def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
@@ -230,8 +229,7 @@ def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
         "saver.erase(owner='nobody', apply=False)\n"
         "assert 'threadloom.engine.items' in sys.modules\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
 
 
 def test_the_package_shows_its_savers_and_types() -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from tests._fresh import run_fresh
 from tests.test_layers import SRC, imported, modules
 from tests.viewer.conftest import Served
 
@@ -177,13 +178,11 @@ def test_a_viewer_process_never_loads_langgraph_and_light_commands_never_load_st
         "{'langgraph', 'langchain_core', 'langchain'})\n"
         "assert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
     code = (
         "import sys\nfrom threadloom.cli import main\n"
         f"assert main(['doctor', '--db', {str(memory['path'])!r}]) == 0\n"
         "loaded = sorted(m for m in sys.modules if m.split('.')[0] in "
         "{'starlette', 'uvicorn', 'jinja2', 'playwright'})\nassert not loaded, loaded\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run_fresh(code)
