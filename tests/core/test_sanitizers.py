@@ -142,15 +142,22 @@ def _cases() -> Iterator[tuple[str, str]]:
         yield f"spans {_hex(payload)}", expected
 
 
-def test_vectors_under_sanitizers(driver: Path) -> None:
-    """The ASan+UBSan build gives the Python spec's answer on every vector, with no report."""
-    cases = list(_cases())
-    stdin = "\n".join(command for command, _ in cases) + "\n"
+def _drive(driver: Path, commands: list[str]) -> list[str]:
+    """The ASan+UBSan driver's output lines for `commands`, one each, after a run with
+    no report (leaks included)."""
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
+    stdin = "\n".join(commands) + "\n"
     result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
     assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
     lines = result.stdout.splitlines()
-    assert len(lines) == len(cases)
+    assert len(lines) == len(commands)
+    return lines
+
+
+def test_vectors_under_sanitizers(driver: Path) -> None:
+    """The ASan+UBSan build gives the Python spec's answer on every vector, with no report."""
+    cases = list(_cases())
+    lines = _drive(driver, [command for command, _ in cases])
     for (command, expected), line in zip(cases, lines, strict=True):
         assert line == expected, command[:200]
 
@@ -189,12 +196,7 @@ def test_vector_kernels_under_sanitizers(driver: Path) -> None:
             for part in ([rows[0]], rows[1:], cents)
         ]
         commands.append(f"vec {hw} {metric} {dims} {k} {' '.join(packed)}")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
-    stdin = "\n".join(commands) + "\n"
-    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
-    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(cases)
+    lines = _drive(driver, commands)
     for (_, metric, dims, k, rows, cents), line in zip(cases, lines, strict=True):
         name = names[metric]
         scores_text, nearest_text, top_text, means_hex = line.split(" ")
@@ -318,10 +320,4 @@ def _run_vector_cases(driver: Path, command: str, cases: list[_Case]) -> list[st
         matrix = b"".join(similarity.pack(row) for row in rows[1:]).hex() or "-"
         query = similarity.pack(rows[0]).hex()
         commands.append(f"{command} {hw} {metric} {dims} {query} {matrix}")
-    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:halt_on_error=1"}
-    stdin = "\n".join(commands) + "\n"
-    result = subprocess.run([str(driver)], input=stdin, capture_output=True, text=True, env=env)
-    assert result.returncode == 0 and not result.stderr, result.stderr[-4000:]
-    lines = result.stdout.splitlines()
-    assert len(lines) == len(cases)
-    return lines
+    return _drive(driver, commands)

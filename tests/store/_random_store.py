@@ -6,6 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from langgraph.store.base import PutOp
+
 from threadloom import Store
 
 #: The vectors' dimensions.
@@ -22,3 +24,12 @@ def random_store(path: Path) -> Store:
 
     index = {"dims": DIMS, "embed": embed, "fields": ["text"]}
     return Store(path, index=index)  # type: ignore[arg-type]
+
+
+def stored_docs(path: Path, count: int = 300) -> None:
+    """Put `count` documents ("d0", "doc 0", ...) into a `random_store` at `path`, closed."""
+    store = random_store(path)
+    try:
+        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(count)])
+    finally:
+        store.close()

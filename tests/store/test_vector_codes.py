@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from langgraph.store.base import PutOp
 
-from tests.store._random_store import DIMS, random_store
+from tests.store._random_store import DIMS, random_store, stored_docs
 from threadloom.cli import main
 from threadloom.engine.file import File
 from threadloom.engine.items import vectors
@@ -63,11 +63,7 @@ def test_a_put_on_a_file_trained_before_packing_packs_it(
     gets packed by the Store's background thread after the next put, verify still clean."""
     monkeypatch.setattr(vectors, "EXACT_CODE_BYTES", 100 * DIMS)  # lists of 300 are coded
     path = tmp_path / "store.db"
-    store = random_store(path)
-    try:
-        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
-    finally:
-        store.close()
+    stored_docs(path)
     assert main(["compact", str(path)]) == 0
     file = File.open(path)
     try:
@@ -99,11 +95,7 @@ def test_an_index_the_exact_scan_serves_has_no_codes_until_it_outgrows_it(
     """Up to the exact scan's size the file holds no codes (a search never reads them);
     the training that finds the index beyond it codes every list (tests/engine: due)."""
     path = tmp_path / "store.db"
-    store = random_store(path)
-    try:
-        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
-    finally:
-        store.close()
+    stored_docs(path)
     assert main(["compact", str(path)]) == 0  # trains the lists
     figures = _doctor(path)
     assert figures["store_vector_codes_bytes"] == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from langgraph.store.base import PutOp
 
-from tests.store._random_store import random_store
+from tests.store._random_store import random_store, stored_docs
 from threadloom.engine.checks import compact, figures
 from threadloom.engine.file import File
 from threadloom.engine.sql import fetchall
@@ -61,11 +61,7 @@ def test_compact_trains_the_lists_again_and_doctor_shows_it(tmp_path: Path) -> N
     """`compact` trains the lists over every vector (a new generation of lists, the recall
     recorded); the doctor figures show the recall and no training in progress."""
     path = tmp_path / "store.db"
-    store = random_store(path)
-    try:
-        store.batch([PutOp(("docs",), f"d{n}", {"text": f"doc {n}"}) for n in range(300)])
-    finally:
-        store.close()
+    stored_docs(path)
     assert "vector_generation" not in _meta(path)  # 300 vectors: not trained yet
     file = File.open(path)
     try:
