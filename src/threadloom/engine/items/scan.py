@@ -147,10 +147,11 @@ class ExactScan:
         """The codes in memory, if any (whatever their version)."""
         return self._held.get("codes")
 
-    def current(self, conn: apsw.Connection) -> Codes | None:
-        """The codes in memory when they hold the file's version as `conn` sees it."""
+    def current(self, version: str | None) -> Codes | None:
+        """The codes in memory when they hold `version` (the file's `vector_version` as
+        the caller's transaction sees it)."""
         held = self.held()
-        return held if held is not None and held.version == read_version(conn) else None
+        return held if held is not None and held.version == version else None
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -383,7 +383,8 @@ class VectorIndex:
         if want <= 0:
             return []
         if probes is None:
-            meta = self._meta(conn)
+            settings = self.settings(conn)
+            meta = self._meta(conn, settings)
             low = meta.recall is not None and meta.recall < RECALL_FLOOR
             # Counting reads every list's row (0.6 ms at 1M): skipped when the count at the
             # last training is too large for the count to be at most exact_up_to now (it
@@ -391,7 +392,9 @@ class VectorIndex:
             small = meta.trained <= GROWTH * GROWTH * self.exact_up_to
             # Codes held at the file's version have an entry for every vector it holds:
             # no more entries than exact_up_to means no more vectors (no count to read).
-            held = self.scan.current(conn) if small and not low else None
+            version = settings.get(VERSION_KEY)  # read with the settings: no query more
+            current = self.scan.current(None if version is None else str(version))
+            held = current if small and not low else None
             if held is not None and len(held.ids) <= self.exact_up_to:
                 return self.scan.search(conn, held, blob, want, accept)
             count = self._count(conn) if small or (low and not meta.probes) else None
