@@ -9,6 +9,8 @@ from typing import Any, Protocol, TypeVar, cast
 
 import apsw
 
+from threadloom.errors import EngineError
+
 #: One result row. apsw's stubs type every column as a union of all SQLite values;
 #: the columns of our own tables are known (and checked) where a row is used.
 Row = tuple[Any, ...]
@@ -43,6 +45,21 @@ def ids(values: Iterable[Any]) -> Any:
     if items and isinstance(items[0], int):
         return apsw.carray(array("q", items))
     return apsw.carray(items if items else ("",))
+
+
+def vacuum(conn: apsw.Connection, path: str) -> None:
+    """Run VACUUM on `conn` (the file rewritten without free pages, its b-trees dense).
+
+    Raises:
+        EngineError: another connection kept the file busy (VACUUM needs it to itself).
+    """
+    try:
+        conn.execute("VACUUM")
+    except apsw.BusyError as exc:
+        raise EngineError(
+            f"cannot VACUUM {path!r} while another connection uses it ({exc}); "
+            "stop the other processes and run compact again"
+        ) from exc
 
 
 class Transactions(Protocol):

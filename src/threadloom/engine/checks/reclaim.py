@@ -34,6 +34,7 @@ from threadloom.engine.content.drops import Drops
 from threadloom.engine.file import File
 from threadloom.engine.items.vectors import stored_index
 from threadloom.engine.sql import fetchall
+from threadloom.engine.sql import vacuum as vacuum_on
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -82,6 +83,23 @@ class Compacted:
 def file_bytes(path: str) -> int:
     """The bytes of the database and its WAL."""
     return sum(os.path.getsize(p) for p in (path, f"{path}-wal") if os.path.exists(p))
+
+
+def vacuum(file: File) -> tuple[int, int]:
+    """VACUUM the file and fold its WAL in; return its bytes before and after.
+
+    Only step 4's last part: nothing is collected, retrained or re-encoded. For a file
+    just written in bulk (`migrate` into a new file), whose b-trees were filled in key
+    order by many transactions and so left pages part empty.
+
+    Raises:
+        EngineError: another connection kept the file busy.
+    """
+    before = file_bytes(file.path)
+    with file.connection() as conn:
+        vacuum_on(conn, file.path)
+    file.checkpoint_wal()
+    return before, file_bytes(file.path)
 
 
 def _pages(file: File) -> tuple[int, int, int]:

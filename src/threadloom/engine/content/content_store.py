@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import time
 
-import apsw
-
 from threadloom.engine.content.blocks import CHUNK_FROM, BlockStore, Packed
 from threadloom.engine.content.inspection import Inspection, Stats
 from threadloom.engine.content.training import Training
-from threadloom.errors import EngineError
+from threadloom.engine.sql import vacuum
 
 __all__ = ["CHUNK_FROM", "BlockStore", "ContentStore", "Packed", "Stats"]
 
@@ -54,11 +52,5 @@ class ContentStore(Training, Inspection):
         with self.file.write() as conn:
             rewritten = self._repack(conn, time.time())
         with self.file.connection() as conn:
-            try:
-                conn.execute("VACUUM")
-            except apsw.BusyError as exc:
-                raise EngineError(
-                    f"cannot VACUUM {self.file.path!r} while another connection uses it ({exc}); "
-                    "stop the other processes and run compact again"
-                ) from exc
+            vacuum(conn, self.file.path)
         return swept, rewritten
