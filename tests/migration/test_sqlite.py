@@ -22,7 +22,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from tests.migration import _graphs
+from tests.migration._chat import write_chats
 from threadloom import Saver, migrate
+from threadloom.engine.checks import verify
 from threadloom.protocol import WRITES
 
 
@@ -284,3 +286,34 @@ def test_a_file_from_before_task_paths_migrates(
     with Saver.from_conn_string(str(tmp_path / "memory.db")) as saver:
         paths = {d["task_path"] for _, _, d in saver.documents("fanout") if "task_path" in d}
     assert paths <= {""}
+
+
+def test_a_migration_into_a_new_file_ends_dense(tmp_path: Path) -> None:
+    """A run that creates the target ends with VACUUM: the same documents in fewer pages,
+    none free. `vacuum=False` leaves the file as written; a file that existed before the
+    run (a rerun here) is never rewritten."""
+    source = tmp_path / "chats.sqlite"
+    write_chats(source, 12, 24)
+    dense, loose = tmp_path / "dense.db", tmp_path / "loose.db"
+    report = migrate(str(source), str(dense), apply=True).as_dict()
+    kept = migrate(str(source), str(loose), apply=True, vacuum=False).as_dict()
+    assert "vacuumed" not in kept
+    before, after = report["vacuumed"]["bytes_before"], report["vacuumed"]["bytes_after"]
+    assert after == dense.stat().st_size < before
+    assert not Path(f"{dense}-wal").exists() or Path(f"{dense}-wal").stat().st_size == 0
+
+    def pages(path: Path) -> tuple[int, int]:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            count = conn.execute("PRAGMA page_count").fetchone()[0]
+            return int(count), int(conn.execute("PRAGMA freelist_count").fetchone()[0])
+        finally:
+            conn.close()
+
+    assert pages(dense)[1] == 0
+    assert pages(dense)[0] < pages(loose)[0]
+    with Saver.from_conn_string(str(dense)) as a, Saver.from_conn_string(str(loose)) as b:
+        assert a.documents() == b.documents()
+        assert verify(a.file).sound
+    again = migrate(str(source), str(dense), apply=True).as_dict()
+    assert again["copied"] == 0 and "vacuumed" not in again

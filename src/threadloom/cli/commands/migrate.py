@@ -109,6 +109,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PATH|URL",
         help="where the Store is (default: the source)",
     )
+    parser.add_argument(
+        "--no-vacuum",
+        action="store_true",
+        help="leave a new target as written (by default a migration that creates the file "
+        "ends with VACUUM: no free pages, dense b-trees)",
+    )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--token", help=f"--from nats: a service token (or set {TOKEN_ENV})")
     parser.add_argument(
@@ -199,6 +205,7 @@ def _migrate(args: argparse.Namespace, source: str | None, kind: str, progress: 
         store_source=args.store_source,
         progress=progress,
         refuse_unknown=True,
+        vacuum=not args.no_vacuum,
     )
     return report.as_dict()
 
@@ -331,5 +338,11 @@ def _print(found: dict[str, Any]) -> None:
                 f"them once embedded (threadloom reembed {target} --embed MODULE:NAME "
                 "--dims N --apply)"
             )
+    vacuumed = found.get("vacuumed")
+    if vacuumed:
+        print(
+            f"vacuumed: {vacuumed['bytes_before']} -> {vacuumed['bytes_after']} bytes "
+            "(the new file rewritten without free pages)"
+        )
     if found["mode"] == "dry-run" and (found["missing"] or (store and store["missing"])):
         print("nothing was written: rerun with --apply to copy what is missing")

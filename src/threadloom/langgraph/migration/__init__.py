@@ -176,6 +176,7 @@ def migrate(
     progress: Progress | None = None,
     refuse_unknown: bool = False,
     to: str | None = None,
+    vacuum: bool = True,
 ) -> MigrationReport:
     """Copy threads from a LangGraph saver or a naas document file into a threadloom file,
     or (`to="postgres"`) from a threadloom file into LangGraph's PostgresSaver tables.
@@ -206,8 +207,11 @@ def migrate(
         refuse_unknown: a thread of `threads` that the source lacks is an error, raised
             before anything is written (the command line's `--thread`); otherwise it is
             listed in the report's `not_found`.
-
         to: None (into a threadloom file) or "postgres" (out of one, see above).
+        vacuum: when this run created the target file and wrote to it, end by
+            rewriting it without free pages, its b-trees dense (VACUUM; the report's
+            `vacuumed`). A file that existed before is never rewritten: `threadloom
+            compact` does that when its users are stopped.
 
     Raises:
         MigrationError: the source is missing, unreadable, of another kind, or failed
@@ -236,11 +240,13 @@ def migrate(
             _refuse_unknown(opened, names)
         if target is None:
             raise InvalidArgumentError("give the target: the threadloom file to migrate into")
+        created = False
         if isinstance(target, Saver):
             saver, path = target, target.file.path
         else:
             path = os.fspath(target)
             _not_the_source(path, source)
+            created = apply and not os.path.exists(path)
             if apply:
                 saver = Saver(path, namespace=namespace, agent_id=agent_id, serde=serde)
                 owned = True
@@ -280,11 +286,25 @@ def migrate(
         finally:
             if owned and saver is not None:
                 saver.close()
+        if created and vacuum:
+            report.vacuumed = _vacuum(str(path))
     finally:
         if items is not None:
             items.close()
         opened.close()
     return report
+
+
+def _vacuum(path: str) -> tuple[int, int]:
+    """VACUUM the file this migration created; its bytes before and after."""
+    from threadloom.engine import File
+    from threadloom.engine.checks import vacuum
+
+    file = File.open(path)
+    try:
+        return vacuum(file)
+    finally:
+        file.close()
 
 
 #: Thread ids a refusal of unknown threads lists of what the source holds.

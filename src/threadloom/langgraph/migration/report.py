@@ -80,7 +80,8 @@ class MigrationReport:
     copied, present, missing, diverged`, `diverged_omitted` when more than 200 diverged)
     plus `writes_copied`, `skipped` (diverged threads left alone), `conflicts` (a
     checkpoint id the target holds with other content), `not_found` (threads asked for
-    that the source lacks) and, with the Store, `store`.
+    that the source lacks), with the Store `store`, and `vacuumed` (the bytes before and
+    after the VACUUM that ends a migration into a new file).
     """
 
     mode: str
@@ -98,6 +99,8 @@ class MigrationReport:
     conflicts: Capped = field(default_factory=Capped)
     not_found: Capped = field(default_factory=Capped)
     store: StoreReport | None = None
+    #: The target's bytes before and after the closing VACUUM (`migrate(vacuum=True)`).
+    vacuumed: tuple[int, int] | None = None
 
     @property
     def applied(self) -> bool:
@@ -144,4 +147,6 @@ class MigrationReport:
                 out[f"{name}_omitted"] = capped.omitted
         if self.store is not None:
             out["store"] = self.store.as_dict()
+        if self.vacuumed is not None:
+            out["vacuumed"] = {"bytes_before": self.vacuumed[0], "bytes_after": self.vacuumed[1]}
         return out
