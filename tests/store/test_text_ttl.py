@@ -267,3 +267,53 @@ def test_the_async_sweeper_is_a_task(tmp_path: Path) -> None:
             assert task.done()
 
     asyncio.run(main())
+
+
+def _embed(texts: list[str]) -> list[list[float]]:
+    return [[1.0, 0.0, 0.0] for _ in texts]
+
+
+REFUSED: list[dict[str, object]] = [
+    {"ttl": {"default_ttl": "30"}},
+    {"ttl": {"default_ttl": 0}},
+    {"ttl": {"default_tll": 30}},  # misspelt: dropped without a word before
+    {"ttl": {"sweep_interval_minutes": -1}},
+    {"ttl": {"refresh_on_read": "no"}},
+    {"ttl": "30m"},
+    {"text": "yes"},
+    {"index": {"dims": 3}},
+    {"index": {"dims": -3, "embed": _embed}},
+    {"index": {"dims": 3, "embed": _embed, "distance_type": "hamming"}},
+    {"index": {"dims": 3, "embed": _embed, "search_mode": "fuzzy"}},
+]
+
+
+@pytest.mark.parametrize("settings", REFUSED, ids=[str(i) for i in range(len(REFUSED))])
+def test_refused_settings_say_why_and_create_no_file(
+    tmp_path: Path, settings: dict[str, object]
+) -> None:
+    """A setting the Store cannot honour is refused with a message naming it, before the
+    file is made (a rejected configuration used to leave a new empty file behind)."""
+    path = tmp_path / "refused.db"
+    with pytest.raises((TypeError, ValueError)) as raised:
+        Store(path, **settings)  # type: ignore[arg-type]
+    assert str(raised.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+    async def open_async() -> None:
+        async with AsyncStore.from_conn_string(path, **settings):  # type: ignore[arg-type]
+            pass
+
+    with pytest.raises((TypeError, ValueError)):
+        asyncio.run(open_async())
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_item_ttl_that_is_not_minutes_is_refused(store: Store) -> None:
+    """A put's `ttl` is minutes or None: a string or a bool was taken as "no TTL" before."""
+    for bad in ("5", True, math.nan, math.inf):
+        with pytest.raises(TypeError, match="ttl"):
+            store.put(("u",), "k", {"v": 1}, ttl=bad)  # type: ignore[arg-type]
+    assert store.get(("u",), "k") is None
+    store.put(("u",), "k", {"v": 1}, ttl=2.5)
+    assert store.get(("u",), "k") is not None

@@ -51,6 +51,7 @@ from threadloom.langgraph.store_ops import (
     as_item,
     as_search_item,
     check_labels,
+    check_ttl_config,
     namespace_matches,
     validate,
 )
@@ -58,6 +59,18 @@ from threadloom.langgraph.store_search import Searching
 from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
 
 log = logging.getLogger(__name__)
+
+
+def checked_settings(
+    index: IndexConfig | None, ttl: TTLConfig | None, text: bool | None
+) -> Indexing:
+    """A Store's settings checked before any file is touched; its `Indexing`.
+
+    Raises:
+        InvalidArgumentError: a setting the Store would refuse or could not honour.
+    """
+    check_ttl_config(ttl)
+    return Indexing(index, text)
 
 
 def page_size_of(index: IndexConfig | None) -> int | None:
@@ -83,9 +96,11 @@ class _StoreBase(Searching):
         readonly: bool | None,
         text: bool | None = None,
     ) -> None:
+        # The settings are checked before the file is opened: refused ones create nothing.
+        indexing = checked_settings(index, ttl, text)
         self.file = File.open(path, readonly=readonly, page_size=page_size_of(index))
         try:
-            vectors = self._configure(index, ttl, text)
+            vectors = self._configure(indexing, ttl)
         except BaseException:
             self.file.close()  # a Store that does not open holds no share of the file
             raise
@@ -103,11 +118,10 @@ class _StoreBase(Searching):
         if filled:
             log.info("%s: gave %d store items their text entry", self.file.path, filled)
 
-    def _configure(
-        self, index: IndexConfig | None, ttl: TTLConfig | None, text: bool | None
-    ) -> VectorIndex | None:
-        """Check the settings (and the file's index against them); the vector index."""
-        self.indexing = Indexing(index, text)
+    def _configure(self, indexing: Indexing, ttl: TTLConfig | None) -> VectorIndex | None:
+        """Take the checked settings (and check the file's index against them); the vector
+        index."""
+        self.indexing = indexing
         #: Items' indexed text goes to the full-text index (default: yes).
         self.text = self.indexing.text
         self.ttl_config = ttl
@@ -459,6 +473,7 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         # A file is opened (and migrated) on a worker thread; the store then shares it.
         # (":memory:" is private to each open, and new: nothing to migrate.)
         file = None
+        checked_settings(index, ttl, text)  # refused settings create no file
         if str(path) != MEMORY:
             file = await asyncio.to_thread(
                 File.open, path, readonly=readonly, page_size=page_size_of(index)

@@ -45,12 +45,14 @@ class Indexing:
 
     Raises:
         InvalidArgumentError: `index` lacks `dims` or `embed`, or names an unknown metric
-            or search mode.
+            or search mode; `text` is not a bool.
     """
 
     def __init__(self, index: IndexConfig | None, text: bool | None) -> None:
+        if text is not None and not isinstance(text, bool):
+            raise InvalidArgumentError(f"text is True, False or None, not {text!r}")
         #: Items' indexed text goes to the full-text index.
-        self.text = True if text is None else bool(text)
+        self.text = True if text is None else text
         self.config = dict(index) if index else None
         self.embeddings: Any = None
         #: The embedder through the file's embedding cache (None without `index`).
@@ -113,7 +115,7 @@ class Indexing:
             if op.value is None:
                 writes.append(Write(op.namespace, op.key, None))
                 continue
-            ttl = op.ttl if isinstance(op.ttl, (int, float)) else None
+            ttl = op.ttl  # `validate` checked it: minutes or None
             texts, fields = (None, []) if op.index is False else self.texts(op.value, op.index)
             if self.embeddings is not None and op.index is not False:
                 for path, text in fields:

@@ -3,7 +3,8 @@ the conversion of engine items to LangGraph's (adapter layer, beside `store.py`)
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Final
@@ -119,6 +120,53 @@ def check_key(key: object) -> None:
         check_text(key, f"the item key {key!r}")
 
 
+#: The keys of a Store's `ttl` (LangGraph's `TTLConfig`, plus threadloom's `omit_expired`).
+TTL_KEYS: Final = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired")
+
+
+def check_minutes(minutes: object, what: str, *, positive: bool = False) -> None:
+    """`minutes` is None or a finite number (more than 0 when `positive`)."""
+    if minutes is None:
+        return
+    if (
+        isinstance(minutes, bool)
+        or not isinstance(minutes, (int, float))
+        or not math.isfinite(minutes)
+        or (positive and minutes <= 0)
+    ):
+        more = " more than 0" if positive else ""
+        raise InvalidArgumentError(
+            f"{what} is a number of minutes{more} (or None), not {minutes!r}"
+        )
+
+
+def check_ttl_config(ttl: object) -> None:
+    """A Store's `ttl`: None or a `TTLConfig` whose every setting is understood.
+
+    Raises:
+        InvalidArgumentError: not a mapping, an unknown key (a misspelt setting would
+            otherwise be dropped without a word), or a value of the wrong kind.
+    """
+    if ttl is None:
+        return
+    if not isinstance(ttl, Mapping):
+        raise InvalidArgumentError(
+            f"ttl is LangGraph's TTLConfig, a dict of {', '.join(TTL_KEYS)}; "
+            f"not {type(ttl).__name__}"
+        )
+    unknown = sorted(str(key) for key in ttl if key not in TTL_KEYS)
+    if unknown:
+        raise InvalidArgumentError(
+            f"ttl has unknown settings {', '.join(map(repr, unknown))}; "
+            f"the settings are {', '.join(TTL_KEYS)}"
+        )
+    check_minutes(ttl.get("default_ttl"), "ttl default_ttl", positive=True)
+    check_minutes(ttl.get("sweep_interval_minutes"), "ttl sweep_interval_minutes", positive=True)
+    for flag in ("refresh_on_read", "omit_expired"):
+        if flag in ttl and not isinstance(ttl[flag], bool):
+            raise InvalidArgumentError(f"ttl {flag} is True or False, not {ttl[flag]!r}")
+
+
 def validate(op: Op) -> None:
     if isinstance(op, PutOp):
         check_labels(op.namespace, full=True)
@@ -129,6 +177,7 @@ def validate(op: Op) -> None:
             )
         if op.value is not None:
             check_json(op.value)
+            check_minutes(op.ttl, "an item's ttl")
     elif isinstance(op, GetOp):
         check_labels(op.namespace, full=False)
         check_key(op.key)

@@ -48,11 +48,7 @@ from threadloom.engine.items.scan import VERSION_KEY, ExactScan
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
 from threadloom.engine.items.vector_training import Training, moving, resumable
 from threadloom.engine.sql import Transactions, fetchall, ids
-from threadloom.errors import (
-    CorruptionError,
-    EngineError,
-    VectorConfigError,
-)
+from threadloom.errors import CorruptionError, EngineError, InvalidValueError, VectorConfigError
 
 __all__ = ["LIST_BITS", "Metric", "VectorIndex"]
 
@@ -138,10 +134,12 @@ class VectorIndex:
         train_from: int = TRAIN_FROM,
         exact_up_to: int | None = None,
     ) -> None:
-        if not isinstance(dims, int) or dims < 1:
-            raise ValueError(f"dims must be a positive integer, not {dims!r}")
+        if not isinstance(dims, int) or isinstance(dims, bool) or dims < 1:
+            raise InvalidValueError(f"index dims must be a positive integer, not {dims!r}")
         if probes < 1 or train_from < 1:
-            raise ValueError(f"probes and train_from must be at least 1 ({probes}, {train_from})")
+            raise InvalidValueError(
+                f"probes and train_from must be at least 1 ({probes}, {train_from})"
+            )
         self.dims = dims
         self.metric: Metric = check_metric(metric)
         self.probes = probes
