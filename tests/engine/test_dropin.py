@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -92,6 +93,26 @@ def test_bad_namespace_creates_no_file(tmp_path: Path, namespace: str) -> None:
     with pytest.raises(InvalidArgumentError, match="agent_id"):
         Saver(path, agent_id="")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("serde", ["json", object(), 5], ids=["str", "object", "int"])
+def test_a_serde_that_is_not_a_serializer_is_refused(tmp_path: Path, serde: Any) -> None:
+    """A serde without dumps_typed/loads_typed (or dumps/loads) is refused when the saver
+    is made, before its file, and when assigned later (the saver keeps its serializer);
+    before, a put failed with "'str' object has no attribute 'dumps'"."""
+    path = tmp_path / "s.db"
+    with pytest.raises(InvalidArgumentError, match="serde must be a LangGraph serializer"):
+        Saver(path, serde=serde)
+    assert list(tmp_path.iterdir()) == []
+    with Saver.from_conn_string(path) as saver:
+        kept = saver.serde
+        with pytest.raises(InvalidArgumentError, match="serde"):
+            saver.serde = serde
+        assert saver.serde is kept
+        put(saver, {"k": "v"})
+    # An untyped serializer (dumps/loads) is fine.
+    with Saver.from_conn_string(tmp_path / "untyped.db", serde=pickle) as saver:
+        put(saver, {"k": "w"})
 
 
 def _secret_round(saver: Saver) -> tuple[Any, str]:

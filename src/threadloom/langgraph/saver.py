@@ -26,7 +26,11 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.base import SerializerProtocol, maybe_add_typed_methods
+from langgraph.checkpoint.serde.base import (
+    SerializerCompat,
+    SerializerProtocol,
+    maybe_add_typed_methods,
+)
 
 from threadloom.core.lru import Budget as MemoryBudget
 from threadloom.engine import CheckpointStore, File
@@ -159,6 +163,16 @@ class _SaverBase(Conversations, Retention, BaseCheckpointSaver[Any]):
 
     @serde.setter
     def serde(self, value: SerializerProtocol) -> None:
+        # BaseCheckpointSaver.__init__ hands over what it wrapped: check what is inside.
+        given = value.serde if isinstance(value, SerializerCompat) else value
+        if not any(
+            all(callable(getattr(given, m, None)) for m in pair)
+            for pair in (("dumps_typed", "loads_typed"), ("dumps", "loads"))
+        ):
+            raise InvalidArgumentError(
+                "serde must be a LangGraph serializer (with dumps_typed and loads_typed, "
+                f"such as JsonPlusSerializer()), not {type(given).__name__}"
+            )
         value = maybe_add_typed_methods(value)
         if value is self.__dict__.get("_serde"):
             return
