@@ -65,10 +65,14 @@ def insert_values(
         return []
     width = len(rows[0])
     one = "(" + ",".join("?" * width) + ")"
+    # Within the connection's limit of bound values (32,766 unless SQLite was built lower).
+    most = VALUES_ROWS
+    while most > 1 and most * width > conn.limit(apsw.SQLITE_LIMIT_VARIABLE_NUMBER):
+        most //= 2
     out: list[Row] = []
     at = 0
     while at < len(rows):
-        size = VALUES_ROWS
+        size = most
         while size > len(rows) - at:
             size //= 2
         group = rows[at : at + size]
