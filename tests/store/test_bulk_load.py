@@ -190,3 +190,27 @@ def test_a_refused_value_is_named_by_its_place(value: Any, message: str) -> None
     """The JSON check names the place of what it refuses, written out only then."""
     with pytest.raises((TypeError, InvalidValueError), match=message):
         check_json(value)
+
+
+def test_a_batchs_new_items_get_their_own_rows_in_every_namespace(tmp_path: Path) -> None:
+    """New items sharing keys across namespaces, in a batch whose size is no power of
+    two, each get their own row id: filters, text and vector searches find each item
+    under its own namespace and key."""
+    spaces = [("bulk", "a"), ("bulk", "b"), ("bulk", "c")]
+    ops = [
+        PutOp(ns, f"k{i}", {"text": f"word{s} item{i}", "n": 1000 * s + i})
+        for i in range(111)
+        for s, ns in enumerate(spaces)
+    ]
+    with Store.from_conn_string(tmp_path / "s.db", index=_index(HashingEmbedder(DIMS))) as store:
+        store.batch(ops)
+        for s, ns in enumerate(spaces):
+            for i in (0, 57, 110):
+                (hit,) = store.search(ns, filter={"n": 1000 * s + i})
+                assert (hit.namespace, hit.key) == (ns, f"k{i}")
+                # Its vector is its own text's: the same text's query scores it 1.
+                (own,) = store.search(ns, query=f"word{s} item{i}", filter={"n": 1000 * s + i})
+                assert own.key == f"k{i}" and own.score == pytest.approx(1.0, abs=1e-5)
+            texts = store.search_text(("bulk",), f"word{s}", limit=1000)
+            assert {(r.namespace, r.key) for r in texts} == {(ns, f"k{i}") for i in range(111)}
+        assert verify(store.file).sound

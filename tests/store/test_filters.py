@@ -239,3 +239,18 @@ def test_long_strings_filter_exactly(store: Store) -> None:
     with store.file.connection() as conn:
         longest = conn.execute("SELECT max(length(value)) FROM store_fields").fetchall()[0][0]
     assert rows is not None and longest <= 1 + 32 + 8
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    doc=st.one_of(
+        documents,
+        st.dictionaries(st.text(max_size=4), json_scalars, max_size=6),
+        st.integers(fieldkeys.MAX_FIELDS - 1, fieldkeys.MAX_FIELDS + 1).map(
+            lambda n: {f"f{i}": i for i in range(n)}
+        ),
+    )
+)
+def test_flat_values_get_the_keys_the_walk_gives(doc: dict[str, Any]) -> None:
+    """The index rows of a flat value, keyed without the walk, are the walk's, in order."""
+    assert fieldkeys.fields(doc) == fieldkeys._fields(doc)

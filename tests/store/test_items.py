@@ -188,6 +188,24 @@ def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) 
     assert verify(store.file).sound
 
 
+def test_a_retraining_that_meets_a_damaged_item_names_it_and_changes_nothing(
+    store: Store,
+) -> None:
+    """A body whose digest no longer matches stops the re-encoding with an error naming
+    its item; the training's transaction leaves the file as it was."""
+    for i in range(300):
+        store.put(("u",), f"k{i}", {"text": f"note {i} about tea", "i": i})
+    with store.file.write() as conn:
+        conn.execute("UPDATE store_items SET digest = zeroblob(16) WHERE key = 'k7' AND blocks = 0")
+        before = conn.execute("SELECT id, body FROM store_items ORDER BY id").fetchall()
+    with pytest.raises(CorruptionError, match="store item k7 is damaged"):
+        store.file.content.train(force=True)
+    with store.file.read() as conn:
+        assert conn.execute("SELECT id, body FROM store_items ORDER BY id").fetchall() == before
+    item = store.get(("u",), "k8")
+    assert item is not None and item.value == {"text": "note 8 about tea", "i": 8}
+
+
 def test_a_format_4_file_upgrades_and_then_holds_a_store(tmp_path: Path) -> None:
     """The file written by the last format-4 commit opens with its documents unchanged,
     gains the Store's tables in one transaction, holds items, and verifies sound."""

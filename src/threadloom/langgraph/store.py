@@ -31,6 +31,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
+from threadloom.core import collector
 from threadloom.engine import MEMORY, File
 from threadloom.engine.items import (
     BackgroundTraining,
@@ -134,23 +135,33 @@ class _StoreBase(Searching):
         return vectors
 
     def _prepare(self, ops: Iterable[Op]) -> Prepared:
-        return self.indexing.prepare(ops)
+        with collector.paused():
+            return self.indexing.prepare(ops)
 
     def _embed(self, prepared: Prepared) -> None:
         """Embed a batch's texts the file's cache does not hold (each distinct one once)."""
         if prepared.embed and self.indexing.embedder is not None:
-            self.indexing.attach(prepared, *self.indexing.embedder.embed(self.file, prepared.embed))
+            found = self.indexing.embedder.embed(self.file, prepared.embed)
+            with collector.paused():
+                self.indexing.attach(prepared, *found)
 
     async def _aembed(self, prepared: Prepared) -> None:
         if prepared.embed and self.indexing.embedder is not None:
-            embedder = self.indexing.embedder
-            self.indexing.attach(prepared, *await embedder.aembed(self.file, prepared.embed))
+            found = await self.indexing.embedder.aembed(self.file, prepared.embed)
+            with collector.paused():
+                self.indexing.attach(prepared, *found)
 
     # -- running a batch (one transaction) -------------------------------------------------
 
     def _run(self, prepared: Prepared) -> list[Result]:
         if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
             return [self._get(prepared.ops[0])]
+        # The batch's many short-lived containers would set off collections over and
+        # over (core/collector.py); the embedder ran before, with the collector on.
+        with collector.paused():
+            return self._run_batch(prepared)
+
+    def _run_batch(self, prepared: Prepared) -> list[Result]:
         now = now_us()
         live_at = now if self.ttl_config and self.ttl_config.get("omit_expired") else None
         refresh: list[int] = []
@@ -206,12 +217,13 @@ class _StoreBase(Searching):
             write.created_at = time_us(item.created_at)
             write.updated_at = time_us(item.updated_at)
             write.create_only = True
-        with self.file.write() as conn:
+        with collector.paused(), self.file.write() as conn:
             written = self.items.write(conn, prepared.writes, now_us())
             vectors = self.items.vectors
             retrain = vectors is not None and vectors.work_due(conn)
         self.items.committed()
-        self.items.after_write()
+        with collector.paused():
+            self.items.after_write()
         if retrain:
             self._retrain()
         return written

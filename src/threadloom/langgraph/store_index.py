@@ -141,12 +141,16 @@ class Indexing:
         """Give each write of `prepared` the embeddings of its texts (and their embedding
         cache keys, when the embedder has an identity)."""
         check_count(len(vectors), len(prepared.slots))
+        writes = prepared.writes
         for n, ((at, path), vector) in enumerate(zip(prepared.slots, vectors, strict=True)):
-            write = prepared.writes[at]
+            write = writes[at]
             assert write.vectors is not None
             write.vectors.append((path, vector))
             if keys is not None:
-                write.keys = [*(write.keys or []), keys[n]]
+                if write.keys is None:
+                    write.keys = [keys[n]]
+                else:
+                    write.keys.append(keys[n])
 
     def entries(
         self, stored: Sequence[Stored], *, embed: bool

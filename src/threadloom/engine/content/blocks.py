@@ -188,9 +188,11 @@ class BlockStore:
         """Encode one msgpack-able value (maps, lists, str, bytes, ints, None)."""
         return self.pack_raw(ormsgpack.packb(value))
 
-    def pack_raw(self, raw: bytes) -> Packed:
-        """Encode one body given as msgpack bytes."""
-        checked = digest(raw)
+    def pack_raw(self, raw: bytes, checked: bytes | None = None) -> Packed:
+        """Encode one body given as msgpack bytes (`checked`: their digest, when the
+        caller has just checked it)."""
+        if checked is None:
+            checked = digest(raw)
         if len(raw) < CHUNK_FROM:
             dictionary = self.current
             body = frame(raw, dictionary)

@@ -7,6 +7,7 @@ the retired dictionary plan and pack again.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from typing import Final
@@ -35,6 +36,7 @@ from threadloom.engine.format.codec import (
     unframe,
 )
 from threadloom.engine.sql import fetchall
+from threadloom.errors import CorruptionError
 
 #: zstd's fastCover trainer with fixed parameters (segment size `k`, d-mer size `d`, a
 #: frequency table of 2**`f` counters) instead of its default search over `k` and `d`:
@@ -155,11 +157,17 @@ class Training(BlockStore):
             # `bytes`, engine/threads/threadindex.py).
             grown: Counter[int] = Counter()
             at_thread = columns.index("thread") if described.threaded else -1
+            dictionaries = functools.partial(self.dictionary, conn)
             for *row, expected in rows:
-                name = described.name_row(dict(zip(columns, row, strict=True)))
-                raw = unframe(row[at_body], lambda ident: self.dictionary(conn, ident), name)
-                check(raw, expected, name)
-                packed = self.pack_raw(raw)
+                try:
+                    raw = unframe(row[at_body], dictionaries, table)
+                    check(raw, expected, table)
+                except CorruptionError:
+                    # Named only for the error: naming every row cost as much as its check.
+                    name = described.name_row(dict(zip(columns, row, strict=True)))
+                    raw = unframe(row[at_body], dictionaries, name)
+                    check(raw, expected, name)
+                packed = self.pack_raw(raw, bytes(expected))
                 if packed.keys:
                     chunked.append(packed)
                 changed = list(row)

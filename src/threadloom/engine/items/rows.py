@@ -36,7 +36,7 @@ from threadloom.engine.items.records import (
     now_us,
     prefix_clause,
 )
-from threadloom.engine.sql import fetch, fetchall, ids
+from threadloom.engine.sql import fetch, fetchall, ids, insert_values
 from threadloom.errors import CorruptionError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -218,7 +218,8 @@ class Items:
             known.clear()  # a delete below may remove a namespace (its last item)
         for w in last.values():
             if w.value is None:
-                self._delete(conn, w.namespace, w.key, now)
+                named = (namespace_name(w.namespace), w.key)
+                self._drop(conn, fetch(conn, OldRow, _OLD + _OLD_WHERE, named), now)
         columns = [self._columns(w, packed, now) for w, packed in zip(puts, packs, strict=True)]
         olds = [present.get((namespace_name(w.namespace), w.key)) for w in puts]
         made = self._insert(
@@ -251,10 +252,11 @@ class Items:
                 fields.extend((path, found, item) for path, found in cols.fields)
         content.link(conn, packs, now / 1e6)
         paths = self.paths.numbers(conn, list(dict.fromkeys(path for path, _, _ in fields)))
-        # One statement each for the whole batch's index rows.
-        conn.executemany(
-            "INSERT OR IGNORE INTO store_fields(path, value, item) VALUES(?, ?, ?)",
-            [(paths[path], found, item) for path, found, item in fields],
+        # The batch's filter rows in key order, few statements (FTS5 gained nothing so).
+        insert_values(
+            conn,
+            "INSERT OR IGNORE INTO store_fields(path, value, item)",
+            sorted([(paths[path], found, item) for path, found, item in fields]),
         )
         conn.executemany("INSERT INTO store_text(rowid, text) VALUES(?, ?)", texts)
         self.index_vectors(
@@ -364,8 +366,8 @@ class Items:
         now: int,
         known: dict[str, int],
     ) -> list[int]:
-        """Insert the rows of new items (value size, body, columns), in one statement;
-        their row ids, in order."""
+        """Insert the rows of new items (value size, body, columns); their row ids, in
+        order (by namespace and key: RETURNING promises no order)."""
         if not fresh:
             return []
         rows = [
@@ -385,13 +387,15 @@ class Items:
             )
             for w, size, packed, cols in fresh
         ]
-        made = conn.executemany(
+        made = insert_values(
+            conn,
             "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
-            "updated_at, expires_at, ttl, partial, terms) "
-            "VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "updated_at, expires_at, ttl, partial, terms)",
             rows,
+            " RETURNING ns, key, id",
         )
-        return [int(row[0]) for row in made]
+        found = {(ns, key): int(item) for ns, key, item in made}
+        return [found[row[0], row[1]] for row in rows]
 
     def _replace(
         self,
@@ -436,10 +440,6 @@ class Items:
             # A store without embeddings replaced the values: their old vectors would be stale.
             vector_codes.drop_items(conn, [item for (item,) in replaced])
         return same
-
-    def _delete(self, conn: apsw.Connection, namespace: Sequence[str], key: str, now: int) -> None:
-        rows = fetch(conn, OldRow, _OLD + _OLD_WHERE, (namespace_name(namespace), key))
-        self._drop(conn, rows, now)
 
     def begin(self) -> None:
         """Start remembering the path numbers this thread's write transaction reads."""

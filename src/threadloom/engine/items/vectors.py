@@ -47,7 +47,7 @@ from threadloom.engine.items.candidates import Candidates
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
 from threadloom.engine.items.vector_training import Training, moving, resumable
-from threadloom.engine.sql import Transactions, fetchall, ids
+from threadloom.engine.sql import Transactions, fetchall, ids, insert_values
 from threadloom.errors import CorruptionError, EngineError, InvalidValueError, VectorConfigError
 
 __all__ = ["LIST_BITS", "Metric", "VectorIndex"]
@@ -310,9 +310,9 @@ class VectorIndex:
         before = None if before is None else str(before)
         after = str(random.SystemRandom().randrange(1, 2**62))
         self._set_meta(conn, {VERSION_KEY: after})
-        conn.executemany(
-            "INSERT INTO store_vectors(id, item, field, vector) VALUES (?, ?, ?, ?)", rows
-        )
+        # Few statements, rows in id order (list by list): 2x faster than one statement
+        # a row into lists spread over the table (bench/README.md, "Bulk loads").
+        insert_values(conn, "INSERT INTO store_vectors(id, item, field, vector)", sorted(rows))
         if (
             self.coding(len(rows))
             and vector_codes.coded_from(conn, settings) is None
