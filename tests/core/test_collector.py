@@ -33,3 +33,15 @@ def test_an_application_that_disabled_the_collector_keeps_it_disabled() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_small_batch_leaves_the_collector_alone() -> None:
+    """Below `PAUSE_FROM` items the collector stays on (an agent's single put or search,
+    a server's small batches back to back); from it, the batch pauses it."""
+    with collector.paused(1), collector.paused(collector.PAUSE_FROM - 1):
+        assert gc.isenabled()
+    with collector.paused(collector.PAUSE_FROM):
+        assert not gc.isenabled()
+        with collector.paused(1):
+            assert not gc.isenabled()
+    assert gc.isenabled()

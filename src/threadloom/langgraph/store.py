@@ -135,20 +135,21 @@ class _StoreBase(Searching):
         return vectors
 
     def _prepare(self, ops: Iterable[Op]) -> Prepared:
-        with collector.paused():
-            return self.indexing.prepare(ops)
+        listed = ops if isinstance(ops, Sequence) else list(ops)
+        with collector.paused(len(listed)):
+            return self.indexing.prepare(listed)
 
     def _embed(self, prepared: Prepared) -> None:
         """Embed a batch's texts the file's cache does not hold (each distinct one once)."""
         if prepared.embed and self.indexing.embedder is not None:
             found = self.indexing.embedder.embed(self.file, prepared.embed)
-            with collector.paused():
+            with collector.paused(len(prepared.ops)):
                 self.indexing.attach(prepared, *found)
 
     async def _aembed(self, prepared: Prepared) -> None:
         if prepared.embed and self.indexing.embedder is not None:
             found = await self.indexing.embedder.aembed(self.file, prepared.embed)
-            with collector.paused():
+            with collector.paused(len(prepared.ops)):
                 self.indexing.attach(prepared, *found)
 
     # -- running a batch (one transaction) -------------------------------------------------
@@ -158,7 +159,7 @@ class _StoreBase(Searching):
             return [self._get(prepared.ops[0])]
         # The batch's many short-lived containers would set off collections over and
         # over (core/collector.py); the embedder ran before, with the collector on.
-        with collector.paused():
+        with collector.paused(len(prepared.ops)):
             return self._run_batch(prepared)
 
     def _run_batch(self, prepared: Prepared) -> list[Result]:
@@ -217,12 +218,12 @@ class _StoreBase(Searching):
             write.created_at = time_us(item.created_at)
             write.updated_at = time_us(item.updated_at)
             write.create_only = True
-        with collector.paused(), self.file.write() as conn:
+        with collector.paused(len(listed)), self.file.write() as conn:
             written = self.items.write(conn, prepared.writes, now_us())
             vectors = self.items.vectors
             retrain = vectors is not None and vectors.work_due(conn)
         self.items.committed()
-        with collector.paused():
+        with collector.paused(len(listed)):
             self.items.after_write()
         if retrain:
             self._retrain()
