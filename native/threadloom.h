@@ -307,29 +307,29 @@ int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params
                            int64_t *items, double *bounds);
 
 /*
- * The int8 codes of tl_vector_quantize as two 4-bit planes (the Python spec:
- * planes.planes): with u = code + 128, high nibble u >> 4, low nibble u & 15; byte e of
- * a vector's plane holds dim 2e in its low nibble and dim 2e + 1 in its high one (0
- * past the last dim); spread[i] = sqrt(sum (2 (u & 15) - 15)^2) / 2.
- * Preconditions: dims >= 1; codes readable for count * dims bytes, high and low writable
- * for count * ((dims + 1) / 2) bytes, spread for count doubles (all may be NULL when count
- * is 0). Returns TL_OK or TL_EINVAL. Complexity: O(count * dims), no allocation.
- * Thread safety: reentrant.
+ * The int8 codes of tl_vector_quantize as two 4-bit planes (the spec: planes.planes): with
+ * u = code + 128, byte e of a plane holds dim 2e's nibble low, dim 2e + 1's high (0 past
+ * the last dim). With w = (dims + 1) / 2 a vector's coarse plane (`high`) is its w bytes of
+ * high nibbles (u >> 4), then t = 8 * ((w + 31) / 32) bytes of its low nibbles' top bits
+ * ((u >> 3) & 1; per 32 plane bytes the even dims' 4 bytes, then the odd dims', bit e % 32
+ * little-endian); its low plane (u & 15) w bytes; spread[i] = sqrt(sum (2 (u & 7) - 7)^2) / 2.
+ * Preconditions: dims >= 1; codes readable for count * dims bytes, high writable for
+ * count * (w + t) bytes, low for count * w, spread for count doubles (all may be NULL
+ * when count is 0). Returns TL_OK or TL_EINVAL. O(count * dims), no allocation. Reentrant.
  */
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread);
 
 /*
- * bounds[i] = an upper bound of vector i's exact score from its high plane alone (the
+ * bounds[i] = an upper bound of vector i's exact score from its coarse plane alone (the
  * spec: planes.coarse_bounds), at least tl_vector_bounds' bound of its codes; raw[i] = the
  * integer dot product of its high nibbles with the query's codes (tl_vector_refine's input).
  * query_split: the query's codes of even dims, then of odd dims, each (dims + 1) / 2
  * bytes (the last odd one 0 when dims is odd); query_params: its 3 params.
- * Preconditions: dims >= 1; high readable for count * ((dims + 1) / 2) bytes, params for
- * 3 * count doubles, spread for count, bounds and raw writable for count (NULL when count
- * is 0).
+ * Preconditions: dims >= 1; high readable for count coarse planes (tl_vector_planes),
+ * params for 3 * count doubles, spread for count, bounds, raw writable for count.
  * `features`: TL_HW_AVX2 for the AVX2 kernel (the result is the same).
- * Returns TL_OK or TL_EINVAL. Complexity: O(count * dims / 2) bytes read, no allocation.
+ * Returns TL_OK or TL_EINVAL. Complexity: O(count * 5 dims / 8) bytes read, no allocation.
  * Thread safety: reentrant.
  */
 int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_params,
@@ -352,9 +352,9 @@ int64_t tl_vector_above(const double *values, size_t count, double at_least, uin
  * and lows[i] = a lower bound of its exact score by the same error terms; nothing written
  * for the others (coarse[i] below at_least, NaN, or at or above `below`; the spec:
  * planes.refine).
- * Preconditions: as tl_vector_coarse_bounds, low like its high plane, raw and coarse
- * readable and bounds and lows writable for count entries. Returns how many vectors it
- * refined have a bound of at least at_least (>= 0), or TL_EINVAL.
+ * Preconditions: as tl_vector_coarse_bounds, low readable for count low planes, raw and
+ * coarse readable, bounds and lows writable for count entries. Returns how many vectors
+ * it refined have a bound of at least at_least (>= 0), or TL_EINVAL.
  * Complexity: O(count) plus O(dims) per refined vector, no allocation. Thread safety:
  * reentrant.
  */

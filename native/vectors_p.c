@@ -23,6 +23,19 @@
 /* 1 + 2**-40 (planes.UP). */
 #define TL_P_UP (1.0 + 1.0 / 1099511627776.0)
 
+/* Bytes of the low nibbles' top bits after a vector's high nibbles in its coarse plane:
+ * 8 per 32 plane bytes (64 dims), the even dims' 32 bits then the odd dims'. */
+static size_t tl_p_tops(size_t width)
+{
+    return 8 * ((width + 31) / 32);
+}
+
+/* Bit e of a vector's even (odd: `side` 4) dims' top bits. */
+static unsigned tl_p_top(const uint8_t *tops, size_t e, size_t side)
+{
+    return (tops[8 * (e / 32) + side + (e % 32) / 8] >> (e % 8)) & 1u;
+}
+
 /* sum over e < width of (p[e] & 15) * even[e] + (p[e] >> 4) * odd[e]. */
 static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
                                       size_t width)
@@ -36,6 +49,15 @@ static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, cons
 }
 
 #if TL_HAVE_X86_SIMD
+/* The sum of 8 int32 lanes. */
+__attribute__((target("avx2"))) static int64_t tl_p_hsum(__m256i acc)
+{
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+    return _mm_cvtsi128_si32(sum);
+}
+
 /* The same with AVX2: 64 dims a step; a lane gains at most 4 * 15 * 127 a step, so
  * 8192 steps keep the 8 lanes' sum below 2**31. */
 __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t *p,
@@ -49,7 +71,6 @@ __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t 
     size_t e = 0, steps;
     while (e + 32 <= width) {
         __m256i acc = _mm256_setzero_si256();
-        __m128i sum;
         for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(p + e));
             __m256i lo = _mm256_and_si256(x, mask);
@@ -60,10 +81,7 @@ __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t 
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo, qe), _mm256_maddubs_epi16(hi, qo));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
         }
-        sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
-        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
-        total += _mm_cvtsi128_si32(sum);
+        total += tl_p_hsum(acc);
     }
     return total + tl_nibble_dot_portable(p + e, even + e, odd + e, width - e);
 }
@@ -79,6 +97,89 @@ static int64_t tl_nibble_dot(unsigned features, const uint8_t *p, const int8_t *
 #endif
     (void)features;
     return tl_nibble_dot_portable(p, even, odd, width);
+}
+
+/* The high nibbles' dot (*hd) and the low nibbles' top bits' dot (*td) of one vector's
+ * coarse plane `p` (width bytes of high nibbles, then tl_p_tops(width) of top bits). */
+static void tl_coarse_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
+                                   size_t width, size_t from, int64_t *hd, int64_t *td)
+{
+    const uint8_t *tops = p + width;
+    int64_t h = 0, t = 0;
+    size_t e;
+    for (e = from; e < width; e++) {
+        h += (int32_t)(p[e] & 15) * (int32_t)even[e] + (int32_t)(p[e] >> 4) * (int32_t)odd[e];
+        t += (int32_t)tl_p_top(tops, e, 0) * (int32_t)even[e] +
+             (int32_t)tl_p_top(tops, e, 4) * (int32_t)odd[e];
+    }
+    *hd += h;
+    *td += t;
+}
+
+#if TL_HAVE_X86_SIMD
+/* 32 bits as 32 bytes of 0 or 1 (bit j to byte j). */
+__attribute__((target("avx2"))) static __m256i tl_p_bits(const uint8_t *four)
+{
+    const __m256i select = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2,
+                                            2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    uint32_t word = (uint32_t)four[0] | (uint32_t)four[1] << 8 | (uint32_t)four[2] << 16 |
+                    (uint32_t)four[3] << 24;
+    __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)word), select);
+    return _mm256_min_epu8(_mm256_and_si256(x, bit), _mm256_set1_epi8(1));
+}
+
+/* The same with AVX2, 64 dims a step (a lane gains at most 4 * 15 * 128 a step: 8192
+ * steps keep the 8 lanes' sums below 2**31). */
+__attribute__((target("avx2"))) static void tl_coarse_dot_avx2(const uint8_t *p,
+                                                               const int8_t *even,
+                                                               const int8_t *odd, size_t width,
+                                                               int64_t *hd, int64_t *td)
+{
+    const __m256i mask = _mm256_set1_epi8(15);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *tops = p + width;
+    int64_t h = 0, t = 0;
+    size_t e = 0, steps;
+    while (e + 32 <= width) {
+        __m256i acc = _mm256_setzero_si256(), tacc = _mm256_setzero_si256();
+        for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(p + e));
+            __m256i lo = _mm256_and_si256(x, mask);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);
+            __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
+            __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
+            __m256i te = tl_p_bits(tops + 8 * (e / 32));
+            __m256i to = tl_p_bits(tops + 8 * (e / 32) + 4);
+            __m256i pairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(lo, qe), _mm256_maddubs_epi16(hi, qo));
+            __m256i tpairs =
+                _mm256_add_epi16(_mm256_maddubs_epi16(te, qe), _mm256_maddubs_epi16(to, qo));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+            tacc = _mm256_add_epi32(tacc, _mm256_madd_epi16(tpairs, ones));
+        }
+        h += tl_p_hsum(acc);
+        t += tl_p_hsum(tacc);
+    }
+    *hd = h;
+    *td = t;
+    tl_coarse_dot_portable(p, even, odd, width, e, hd, td);
+}
+#endif
+
+static void tl_coarse_dot(unsigned features, const uint8_t *p, const int8_t *even,
+                          const int8_t *odd, size_t width, int64_t *hd, int64_t *td)
+{
+#if TL_HAVE_X86_SIMD
+    if (features & TL_HW_AVX2) {
+        tl_coarse_dot_avx2(p, even, odd, width, hd, td);
+        return;
+    }
+#endif
+    (void)features;
+    *hd = 0;
+    *td = 0;
+    tl_coarse_dot_portable(p, even, odd, width, 0, hd, td);
 }
 
 /* similarity._bound: the score bound from `high` = approx + error. */
@@ -114,21 +215,26 @@ static double tl_p_low(int metric, double low, double qn, double vn, double tiny
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread)
 {
-    size_t i, j, width = (dims + 1) / 2;
+    size_t i, j, width = (dims + 1) / 2, stride = width + tl_p_tops(width);
     if (dims == 0 || (count > 0 && (codes == NULL || high == NULL || low == NULL ||
                                     spread == NULL))) {
         return TL_EINVAL;
     }
     for (i = 0; i < count; i++) {
         const int8_t *c = codes + i * dims;
-        uint8_t *h = high + i * width, *l = low + i * width;
+        uint8_t *h = high + i * stride, *t = high + i * stride + width, *l = low + i * width;
         int64_t total = 0;
+        for (j = 0; j < tl_p_tops(width); j++) {
+            t[j] = 0;
+        }
         for (j = 0; j < width; j++) {
             unsigned u0 = (unsigned)((int)c[2 * j] + 128) & 255u;
             unsigned u1 = 2 * j + 1 < dims ? (unsigned)((int)c[2 * j + 1] + 128) & 255u : 0u;
-            int d0 = 2 * (int)(u0 & 15u) - 15, d1 = 2 * (int)(u1 & 15u) - 15;
+            int d0 = 2 * (int)(u0 & 7u) - 7, d1 = 2 * (int)(u1 & 7u) - 7;
             h[j] = (uint8_t)((u0 >> 4) | ((u1 >> 4) << 4));
             l[j] = (uint8_t)((u0 & 15u) | ((u1 & 15u) << 4));
+            t[8 * (j / 32) + (j % 32) / 8] |= (uint8_t)(((u0 >> 3) & 1u) << (j % 8));
+            t[8 * (j / 32) + 4 + (j % 32) / 8] |= (uint8_t)(((u1 >> 3) & 1u) << (j % 8));
             total += d0 * d0 + (2 * j + 1 < dims ? d1 * d1 : 0);
         }
         spread[i] = 0.5 * sqrt((double)total);
@@ -162,7 +268,7 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
                             size_t count, size_t dims, int metric, unsigned features,
                             double *bounds, int64_t *raw)
 {
-    size_t i, width = (dims + 1) / 2;
+    size_t i, width = (dims + 1) / 2, stride = width + tl_p_tops(width);
     int64_t total;
     double norm, qs, qn, qr, tiny;
     if (!tl_p_check(features, metric, dims, query_split, query_params) ||
@@ -178,10 +284,12 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
     for (i = 0; i < count; i++) {
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
-        int64_t dot_high =
-            tl_nibble_dot(features, high + i * width, query_split, query_split + width, width);
-        double dot = (double)(16 * dot_high - 128 * total) + 7.5 * (double)total +
-                     (norm * spread[i]) * TL_P_UP;
+        int64_t dot_high, dot_top;
+        double dot;
+        tl_coarse_dot(features, high + i * stride, query_split, query_split + width, width,
+                      &dot_high, &dot_top);
+        dot = (double)(16 * dot_high - 128 * total + 8 * dot_top) + 3.5 * (double)total +
+              (norm * spread[i]) * TL_P_UP;
         double approx = (qs * vs) * dot;
         double sum = approx + (qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny);
         bounds[i] = tl_p_bound(metric, sum, qn, vn, tiny);

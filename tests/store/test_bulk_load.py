@@ -13,6 +13,7 @@ from langgraph.store.base import PutOp
 
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Store
+from threadloom.core.planes import coarse_width, half
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.items import vector_values
 from threadloom.engine.items.jsontext import check_json
@@ -160,12 +161,13 @@ def test_the_codes_a_load_keeps_are_those_a_reload_reads(tmp_path: Path) -> None
 
 
 def _planes(codes: Any) -> list[tuple[bytes, bytes, float]]:
-    """Each entry's high and low plane (`half(DIMS)` bytes each) and spread."""
+    """Each entry's coarse and low plane (`coarse_width(DIMS)` and `half(DIMS)` bytes) and
+    spread."""
     high, low = b"".join(codes.high), b"".join(codes.low)
-    width = (DIMS + 1) // 2
+    wide, width = coarse_width(DIMS), half(DIMS)
     spread = [x for part in codes.spread for x in part]
     return [
-        (high[at * width : (at + 1) * width], low[at * width : (at + 1) * width], spread[at])
+        (high[at * wide : (at + 1) * wide], low[at * width : (at + 1) * width], spread[at])
         for at in range(len(spread))
     ]
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from threadloom._native import ffi, lib
 from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
-from threadloom.core.planes import half, split, vectors_in
+from threadloom.core.planes import coarse_width, half, split, vectors_in
 from threadloom.core.similarity import Buffer, check_metric
 
 __all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
@@ -22,7 +22,7 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     if dims < 1 or len(codes) % dims:
         raise ValueError(f"codes do not hold whole vectors of {dims} codes")
     count = len(codes) // dims
-    high, low = bytearray(count * half(dims)), bytearray(count * half(dims))
+    high, low = bytearray(count * coarse_width(dims)), bytearray(count * half(dims))
     spread = array("d", bytes(8 * count))
     rc = lib.tl_vector_planes(
         ffi.from_buffer("int8_t[]", codes),
@@ -67,9 +67,10 @@ class NativePlanes:
         dims: int,
         metric: str,
     ) -> tuple[array[float], array[int]]:
-        """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
+        """Return (bounds, raw): upper bounds of the scores from the coarse plane (see
+        core.planes.coarse_bounds)."""
         code = _METRICS[check_metric(metric)]
-        count = vectors_in(query_split, query_params, high, params, dims)
+        count = vectors_in(query_split, query_params, high, params, dims, coarse=True)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
         out, raw = array("d", _ZERO) * count, array("q", _NONE) * count

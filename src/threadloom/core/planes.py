@@ -1,15 +1,22 @@
-"""The int8 codes split into two 4-bit planes: a coarse scan over half the bytes, then the
-exact int8 bound of the few vectors it keeps (the specification of native/vectors_p.c).
+"""The int8 codes split into two 4-bit planes: a coarse scan over little more than half the
+bytes, then the exact int8 bound of the few vectors it keeps (the specification of
+native/vectors_p.c).
 
 Layer: core (no I/O). A code c of `similarity.quantize` (-127..127) is c = 16 (h - 8) + l
-with the nibbles h = (c + 128) >> 4 and l = (c + 128) & 15. `planes` stores each vector's
-h and l in two planes of `half(dims)` bytes: byte e holds dim 2e in its low nibble and dim
-2e + 1 in its high one (0 past the last dim). With the query's codes Q:
+with the nibbles h = (c + 128) >> 4 and l = (c + 128) & 15, and l = 8 t + m with its top
+bit t = l >> 3 and m = l & 7. `planes` stores each vector's h and l in two planes of
+`half(dims)` bytes: byte e holds dim 2e in its low nibble and dim 2e + 1 in its high one
+(0 past the last dim). The high plane is the coarse plane: after a vector's h bytes come
+its t bits (`tops(dims)` bytes: per 64 dims, the 32 even dims' bits, then the 32 odd
+dims', bit e % 32 for plane byte e; 0 past the last dim), `coarse_width(dims)` bytes a
+vector in all. With the query's codes Q:
 
-- `coarse_bounds` reads the high plane only: Q.c = 16 (Q.h - 8 sum Q) + 7.5 sum Q +
-  Q.(l - 7.5), and Q.(l - 7.5) <= |Q| |l - 7.5| (the vector's `spread`), so the dot it
-  puts into `similarity.bounds`'s formula is at least the codes' dot: each coarse bound is
-  at least the int8 bound of the same vector, so at least its exact score;
+- `coarse_bounds` reads the coarse plane only: Q.c = 16 (Q.h - 8 sum Q) + 8 Q.t +
+  3.5 sum Q + Q.(m - 3.5), and Q.(m - 3.5) <= |Q| |m - 3.5| (the vector's `spread`), so
+  the dot it puts into `similarity.bounds`'s formula is at least the codes' dot: each
+  coarse bound is at least the int8 bound of the same vector, so at least its exact
+  score (the top bits halve the Cauchy-Schwarz slack |Q| |l - 7.5| of the high nibbles
+  alone: on uniform data a tenth as many vectors reach the top's least score);
 - `refine` computes, for the vectors whose coarse bound is in [at_least, below), the int8
   bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
   (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
@@ -35,7 +42,18 @@ from threadloom.core.similarity import (
     check_metric,
 )
 
-__all__ = ["UP", "above", "coarse_bounds", "half", "planes", "refine", "split", "vectors_in"]
+__all__ = [
+    "UP",
+    "above",
+    "coarse_bounds",
+    "coarse_width",
+    "half",
+    "planes",
+    "refine",
+    "split",
+    "tops",
+    "vectors_in",
+]
 
 #: 1 + 2**-40: the coarse dot's Cauchy-Schwarz term is rounded up by it (it covers the
 #: rounding of the two square roots and their product, so the bound stays sound).
@@ -47,9 +65,20 @@ def half(dims: int) -> int:
     return (dims + 1) // 2
 
 
+def tops(dims: int) -> int:
+    """Bytes of one vector's top bits in the coarse plane: 8 per 64 dims (rounded up)."""
+    return 8 * ((half(dims) + 31) // 32)
+
+
+def coarse_width(dims: int) -> int:
+    """Bytes of one vector in the coarse plane: its high nibbles, then its top bits."""
+    return half(dims) + tops(dims)
+
+
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
-    """Return (high, low, spread) of int8 codes: the two planes and, per vector,
-    |l - 7.5| = sqrt(sum (2 l - 15)^2) / 2 over its `dims` low nibbles.
+    """Return (high, low, spread) of int8 codes: the coarse plane (high nibbles and the low
+    nibbles' top bits), the low plane and, per vector, |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2
+    over its `dims` low nibbles' m = l & 7.
 
     Raises:
         ValueError: codes that are not whole vectors of `dims`.
@@ -64,8 +93,13 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
         hs = [u >> 4 for u in shifted] + [0] * (dims & 1)
         ls = [u & 15 for u in shifted] + [0] * (dims & 1)
         high.extend(hs[e] | hs[e + 1] << 4 for e in range(0, len(hs), 2))
+        bits = bytearray(tops(dims))
+        for e in range(len(hs) // 2):
+            for side in (0, 1):
+                bits[8 * (e // 32) + 4 * side + e % 32 // 8] |= (ls[2 * e + side] >> 3) << e % 8
+        high.extend(bits)
         low.extend(ls[e] | ls[e + 1] << 4 for e in range(0, len(ls), 2))
-        spread.append(0.5 * math.sqrt(sum((2 * u - 15) ** 2 for u in ls[:dims])))
+        spread.append(0.5 * math.sqrt(sum((2 * (u & 7) - 7) ** 2 for u in ls[:dims])))
     return bytes(high), bytes(low), spread
 
 
@@ -87,7 +121,7 @@ def coarse_bounds(
     dims: int,
     metric: str,
 ) -> tuple[array[float], array[int]]:
-    """Return (bounds, raw): an upper bound of each vector's exact score from its high
+    """Return (bounds, raw): an upper bound of each vector's exact score from its coarse
     plane, at least `similarity.bounds` of its codes (see the module's docstring), and
     the integer dot product of its high nibbles with the query's codes.
 
@@ -95,20 +129,21 @@ def coarse_bounds(
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    count = vectors_in(query_split, query_params, high, params, dims)
+    count = vectors_in(query_split, query_params, high, params, dims, coarse=True)
     if len(spread) != count:
         raise ValueError(f"{len(spread)} spreads for {count} vectors")
     even, odd, total, norm = _query(query_split, dims)
     qs, qn, qr = query_params
     tiny = dims * FLOAT32_TINY
-    width = half(dims)
+    width, stride = half(dims), coarse_width(dims)
     plane = bytes(high)
     out, raws = array("d"), array("q")
     for i in range(count):
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        raw = _nibble_dot(plane, width * i, even, odd)
+        raw = _nibble_dot(plane, stride * i, even, odd)
         raws.append(raw)
-        dot = float(16 * raw - 128 * total) + 7.5 * total + (norm * spread[i]) * UP
+        top = _top_dot(plane, stride * i + width, even, odd)
+        dot = float(16 * raw - 128 * total + 8 * top) + 3.5 * total + (norm * spread[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high_sum, qn, vn, tiny))
@@ -189,12 +224,15 @@ def vectors_in(
     high: Buffer,
     params: Sequence[float],
     dims: int,
+    *,
+    coarse: bool = False,
 ) -> int:
-    """How many vectors a plane holds, its arguments checked as every backend checks them
-    (ValueError: planes, params or a query that do not fit `dims`)."""
-    width = half(dims) if dims > 0 else 1
+    """How many vectors a plane holds (the coarse plane if `coarse`, else the low plane),
+    its arguments checked as every backend checks them (ValueError: planes, params or a
+    query that do not fit `dims`)."""
+    width = (coarse_width(dims) if coarse else half(dims)) if dims > 0 else 1
     count = len(high) // width
-    if dims < 1 or len(query_split) != 2 * width or len(high) != count * width:
+    if dims < 1 or len(query_split) != 2 * half(dims) or len(high) != count * width:
         raise ValueError(f"planes do not hold whole vectors of {dims} codes")
     if len(params) != PARAMS * count:
         raise ValueError(f"{len(params)} params for {count} vectors")
@@ -219,4 +257,14 @@ def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> in
     total = 0
     for e, byte in enumerate(plane[start : start + len(even)]):
         total += (byte & 15) * even[e] + (byte >> 4) * odd[e]
+    return total
+
+
+def _top_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> int:
+    total = 0
+    for e in range(len(even)):
+        word = 8 * (e // 32) + e % 32 // 8
+        bit = e % 8
+        total += (plane[start + word] >> bit & 1) * even[e]
+        total += (plane[start + word + 4] >> bit & 1) * odd[e]
     return total

@@ -2,19 +2,20 @@
 (engine layer).
 
 Every vector of the file is held in memory as int8 codes (`core.vector_quantize`) split
-into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, and 8 more per
-vector), charged to a budget of their own (`codes_budget()`: 64 MiB unless
-THREADLOOM_VECTOR_BUDGET says otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET,
-so that 100k x 384 is searched exactly by default while the savers' caches keep their
-32 MiB). A search computes, from the high plane alone (half the bytes of the codes), a
-coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
-int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
-coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
-least every coarse bound left; then it reads the float32 vectors of the best bounds from
-`store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
-the `want`-th best exact score is above every bound not read yet. Every bound is sound
-(at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
-reads only a few vectors per search from the file.
+into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, the low nibbles'
+top bits once more, a byte per 8 dims, and 8 more bytes per vector), charged to a budget
+of their own (`codes_budget()`: 64 MiB unless THREADLOOM_VECTOR_BUDGET says otherwise,
+apart from the caches' THREADLOOM_MEMORY_BUDGET, so that 100k x 384 is searched exactly
+by default while the savers' caches keep their 32 MiB). A search computes, from the
+coarse plane alone (the high nibbles and the low nibbles' top bits: 5/8 of the codes'
+bytes), a coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`);
+then the int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of
+the best coarse bounds, widening fourfold until the `want`-th best lower bound of an item
+is at least every coarse bound left; then it reads the float32 vectors of the best bounds
+from `store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold
+until the `want`-th best exact score is above every bound not read yet. Every bound is
+sound (at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the
+scan reads only a few vectors per search from the file.
 
 Invariants:
 - the codes are those of the file's vectors when its `vector_version` (meta) was
@@ -44,7 +45,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
-from threadloom.core.planes import half, split
+from threadloom.core.planes import coarse_width, half, split
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.items.rerank import Bounded, rerank, rescore, vector_matrix
 from threadloom.engine.sql import fetchall
@@ -67,7 +68,8 @@ _T = TypeVar("_T")
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
 #: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids, params and
-#: spread (`2 * ceil(dims / 2) + 48` bytes a vector: 45 MiB at 384 dims) fit.
+#: spread (`2 * ceil(dims / 2) + tops(dims) + 48` bytes a vector, `planes.tops` 8 per 64
+#: dims: 50.2 MiB at 384 dims) fit.
 CODES_BUDGET: Final = 64 * MiB
 #: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
@@ -98,8 +100,9 @@ class Codes:
     Attributes:
         version: the file's `vector_version` these codes hold (None: never written).
         ids: the vector id of each entry; items: its item.
-        high, low: the 4-bit planes of the entries' int8 codes (`core.vector_planes`:
-            `half(dims)` bytes an entry each), in segments (entries in order);
+        high, low: the coarse and the low plane of the entries' int8 codes
+            (`core.vector_planes`: `coarse_width(dims)` and `half(dims)` bytes an entry),
+            in segments (entries in order);
         params: PARAMS doubles an entry; spread: one double an entry.
     """
 
@@ -114,7 +117,7 @@ class Codes:
     @property
     def nbytes(self) -> int:
         """Estimated bytes held (planes, ids, items, params and spread)."""
-        held = 8 * (len(self.ids) + len(self.items)) + 2 * sum(map(len, self.high))
+        held = 8 * (len(self.ids) + len(self.items)) + sum(map(len, (*self.high, *self.low)))
         return held + sum(8 * len(part) for part in (*self.params, *self.spread))
 
     def joined(self) -> Codes:
@@ -312,7 +315,7 @@ class ExactScan:
         native backend a scan of PARALLEL_AT entries or more is cut into one slice per
         scan thread (`scan_threads()`): the C kernel releases the GIL, so the slices run
         on as many cores; the slices are views of the planes, nothing is copied."""
-        width = half(self.dims)
+        width = coarse_width(self.dims)
 
         def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
             segment, start, end = job
