@@ -308,14 +308,14 @@ int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params
 
 /*
  * The int8 codes of tl_vector_quantize as two 4-bit planes (the spec: planes.planes): with
- * u = code + 128, byte e of a plane holds dim 2e's nibble low, dim 2e + 1's high (0 past
- * the last dim). With w = (dims + 1) / 2 a vector's coarse plane (`high`) is its w bytes of
- * high nibbles (u >> 4), then t = 8 * ((w + 31) / 32) bytes of its low nibbles' top bits
- * ((u >> 3) & 1; per 32 plane bytes the even dims' 4 bytes, then the odd dims', bit e % 32
- * little-endian); its low plane (u & 15) w bytes; spread[i] = sqrt(sum (2 (u & 7) - 7)^2) / 2.
- * Preconditions: dims >= 1; codes readable for count * dims bytes, high writable for
- * count * (w + t) bytes, low for count * w, spread for count doubles (all may be NULL
- * when count is 0). Returns TL_OK or TL_EINVAL. O(count * dims), no allocation. Reentrant.
+ * u = code + 128 and w = (dims + 1) / 2, a vector's coarse plane (`high`) is w bytes of
+ * high nibbles u >> 4 (byte e: dim 2e's nibble low, dim 2e + 1's high; 0 past the last
+ * dim), then t = 32 * ((w + 127) / 128) bytes of top bits (u >> 3) & 1, bit-sliced (row 2s:
+ * even dims of bytes 32s.., row 2s + 1: odd dims; row r is bit r % 8 of block r / 8's byte
+ * e % 32); its low plane is w bytes of u & 7 as the high nibbles; spread[i] =
+ * sqrt(sum (2 (u & 7) - 7)^2) / 2. Preconditions: dims >= 1; codes readable for
+ * count * dims bytes, high writable for count * (w + t) bytes, low for count * w, spread
+ * for count doubles (NULL when count is 0). Returns TL_OK or TL_EINVAL. O(count * dims).
  */
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread);
@@ -323,7 +323,7 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
 /*
  * bounds[i] = an upper bound of vector i's exact score from its coarse plane alone (the
  * spec: planes.coarse_bounds), at least tl_vector_bounds' bound of its codes; raw[i] = the
- * integer dot product of its high nibbles with the query's codes (tl_vector_refine's input).
+ * query's codes dotted with 2 (u >> 4) + ((u >> 3) & 1) (tl_vector_refine's input).
  * query_split: the query's codes of even dims, then of odd dims, each (dims + 1) / 2
  * bytes (the last odd one 0 when dims is odd); query_params: its 3 params.
  * Preconditions: dims >= 1; high readable for count coarse planes (tl_vector_planes),

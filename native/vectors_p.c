@@ -24,16 +24,18 @@
 #define TL_P_UP (1.0 + 1.0 / 1099511627776.0)
 
 /* Bytes of the low nibbles' top bits after a vector's high nibbles in its coarse plane:
- * 8 per 32 plane bytes (64 dims), the even dims' 32 bits then the odd dims'. */
+ * row 2s holds the even dims' bits of plane bytes 32s..32s + 31, row 2s + 1 the odd
+ * dims'; row r is bit r % 8 of the 32 bytes of block r / 8 (byte e % 32 for byte e). */
 static size_t tl_p_tops(size_t width)
 {
-    return 8 * ((width + 31) / 32);
+    return 32 * ((width + 127) / 128);
 }
 
-/* Bit e of a vector's even (odd: `side` 4) dims' top bits. */
+/* The top bit of plane byte e's even (side 0) or odd (side 1) dim. */
 static unsigned tl_p_top(const uint8_t *tops, size_t e, size_t side)
 {
-    return (tops[8 * (e / 32) + side + (e % 32) / 8] >> (e % 8)) & 1u;
+    size_t row = 2 * (e / 32) + side;
+    return (tops[32 * (row / 8) + e % 32] >> (row % 8)) & 1u;
 }
 
 /* sum over e < width of (p[e] & 15) * even[e] + (p[e] >> 4) * odd[e]. */
@@ -99,87 +101,73 @@ static int64_t tl_nibble_dot(unsigned features, const uint8_t *p, const int8_t *
     return tl_nibble_dot_portable(p, even, odd, width);
 }
 
-/* The high nibbles' dot (*hd) and the low nibbles' top bits' dot (*td) of one vector's
- * coarse plane `p` (width bytes of high nibbles, then tl_p_tops(width) of top bits). */
-static void tl_coarse_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
-                                   size_t width, size_t from, int64_t *hd, int64_t *td)
+/* The coarse dot of one vector's coarse plane `p` (width bytes of high nibbles h, then
+ * tl_p_tops(width) of top bits t): the query's codes dotted with 2 h + t, from byte `from`. */
+static int64_t tl_coarse_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
+                                      size_t width, size_t from)
 {
     const uint8_t *tops = p + width;
-    int64_t h = 0, t = 0;
+    int64_t total = 0;
     size_t e;
     for (e = from; e < width; e++) {
-        h += (int32_t)(p[e] & 15) * (int32_t)even[e] + (int32_t)(p[e] >> 4) * (int32_t)odd[e];
-        t += (int32_t)tl_p_top(tops, e, 0) * (int32_t)even[e] +
-             (int32_t)tl_p_top(tops, e, 4) * (int32_t)odd[e];
+        total += (int32_t)(2 * (p[e] & 15) + tl_p_top(tops, e, 0)) * (int32_t)even[e] +
+                 (int32_t)(2 * (p[e] >> 4) + tl_p_top(tops, e, 1)) * (int32_t)odd[e];
     }
-    *hd += h;
-    *td += t;
+    return total;
 }
 
 #if TL_HAVE_X86_SIMD
-/* 32 bits as 32 bytes of 0 or 1 (bit j to byte j). */
-__attribute__((target("avx2"))) static __m256i tl_p_bits(const uint8_t *four)
+/* The same with AVX2, 64 dims a step: 2 h + t (at most 31) built in each byte, one
+ * maddubs per half (a lane gains at most 4 * 31 * 128 a step: 8192 steps keep the 8
+ * lanes' sums below 2**31). */
+__attribute__((target("avx2"))) static int64_t tl_coarse_dot_avx2(const uint8_t *p,
+                                                                  const int8_t *even,
+                                                                  const int8_t *odd,
+                                                                  size_t width)
 {
-    const __m256i select = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2,
-                                            2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    uint32_t word = (uint32_t)four[0] | (uint32_t)four[1] << 8 | (uint32_t)four[2] << 16 |
-                    (uint32_t)four[3] << 24;
-    __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32((int)word), select);
-    return _mm256_min_epu8(_mm256_and_si256(x, bit), _mm256_set1_epi8(1));
-}
-
-/* The same with AVX2, 64 dims a step (a lane gains at most 4 * 15 * 128 a step: 8192
- * steps keep the 8 lanes' sums below 2**31). */
-__attribute__((target("avx2"))) static void tl_coarse_dot_avx2(const uint8_t *p,
-                                                               const int8_t *even,
-                                                               const int8_t *odd, size_t width,
-                                                               int64_t *hd, int64_t *td)
-{
-    const __m256i mask = _mm256_set1_epi8(15);
+    const __m256i twice = _mm256_set1_epi8(30);
+    const __m256i bit = _mm256_set1_epi8(1);
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *tops = p + width;
-    int64_t h = 0, t = 0;
+    __m256i rows = _mm256_setzero_si256();
+    int64_t total = 0;
     size_t e = 0, steps;
     while (e + 32 <= width) {
-        __m256i acc = _mm256_setzero_si256(), tacc = _mm256_setzero_si256();
+        __m256i acc = _mm256_setzero_si256();
         for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(p + e));
-            __m256i lo = _mm256_and_si256(x, mask);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), mask);
             __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
             __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
-            __m256i te = tl_p_bits(tops + 8 * (e / 32));
-            __m256i to = tl_p_bits(tops + 8 * (e / 32) + 4);
-            __m256i pairs =
-                _mm256_add_epi16(_mm256_maddubs_epi16(lo, qe), _mm256_maddubs_epi16(hi, qo));
-            __m256i tpairs =
-                _mm256_add_epi16(_mm256_maddubs_epi16(te, qe), _mm256_maddubs_epi16(to, qo));
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
-            tacc = _mm256_add_epi32(tacc, _mm256_madd_epi16(tpairs, ones));
+            __m256i lo, hi;
+            if (e % 128 == 0) {
+                rows = _mm256_loadu_si256((const __m256i *)(const void *)(tops + e / 4));
+            }
+            lo = _mm256_or_si256(_mm256_and_si256(_mm256_add_epi8(x, x), twice),
+                                 _mm256_and_si256(rows, bit));
+            hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 3), twice),
+                                 _mm256_and_si256(_mm256_srli_epi16(rows, 1), bit));
+            rows = _mm256_srli_epi16(rows, 2);
+            acc = _mm256_add_epi32(
+                acc, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, qe),
+                                                        _mm256_maddubs_epi16(hi, qo)),
+                                       ones));
         }
-        h += tl_p_hsum(acc);
-        t += tl_p_hsum(tacc);
+        total += tl_p_hsum(acc);
     }
-    *hd = h;
-    *td = t;
-    tl_coarse_dot_portable(p, even, odd, width, e, hd, td);
+    return total + tl_coarse_dot_portable(p, even, odd, width, e);
 }
 #endif
 
-static void tl_coarse_dot(unsigned features, const uint8_t *p, const int8_t *even,
-                          const int8_t *odd, size_t width, int64_t *hd, int64_t *td)
+static int64_t tl_coarse_dot(unsigned features, const uint8_t *p, const int8_t *even,
+                             const int8_t *odd, size_t width)
 {
 #if TL_HAVE_X86_SIMD
     if (features & TL_HW_AVX2) {
-        tl_coarse_dot_avx2(p, even, odd, width, hd, td);
-        return;
+        return tl_coarse_dot_avx2(p, even, odd, width);
     }
 #endif
     (void)features;
-    *hd = 0;
-    *td = 0;
-    tl_coarse_dot_portable(p, even, odd, width, 0, hd, td);
+    return tl_coarse_dot_portable(p, even, odd, width, 0);
 }
 
 /* similarity._bound: the score bound from `high` = approx + error. */
@@ -232,9 +220,9 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
             unsigned u1 = 2 * j + 1 < dims ? (unsigned)((int)c[2 * j + 1] + 128) & 255u : 0u;
             int d0 = 2 * (int)(u0 & 7u) - 7, d1 = 2 * (int)(u1 & 7u) - 7;
             h[j] = (uint8_t)((u0 >> 4) | ((u1 >> 4) << 4));
-            l[j] = (uint8_t)((u0 & 15u) | ((u1 & 15u) << 4));
-            t[8 * (j / 32) + (j % 32) / 8] |= (uint8_t)(((u0 >> 3) & 1u) << (j % 8));
-            t[8 * (j / 32) + 4 + (j % 32) / 8] |= (uint8_t)(((u1 >> 3) & 1u) << (j % 8));
+            l[j] = (uint8_t)((u0 & 7u) | ((u1 & 7u) << 4));
+            t[32 * (j / 128) + j % 32] |= (uint8_t)((((u0 >> 3) & 1u) | ((u1 >> 3) & 1u) << 1)
+                                                    << (2 * (j / 32) % 8));
             total += d0 * d0 + (2 * j + 1 < dims ? d1 * d1 : 0);
         }
         spread[i] = 0.5 * sqrt((double)total);
@@ -284,16 +272,14 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
     for (i = 0; i < count; i++) {
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
-        int64_t dot_high, dot_top;
-        double dot;
-        tl_coarse_dot(features, high + i * stride, query_split, query_split + width, width,
-                      &dot_high, &dot_top);
-        dot = (double)(16 * dot_high - 128 * total + 8 * dot_top) + 3.5 * (double)total +
-              (norm * spread[i]) * TL_P_UP;
+        int64_t coarse =
+            tl_coarse_dot(features, high + i * stride, query_split, query_split + width, width);
+        double dot = (double)(8 * coarse - 128 * total) + 3.5 * (double)total +
+                     (norm * spread[i]) * TL_P_UP;
         double approx = (qs * vs) * dot;
         double sum = approx + (qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny);
         bounds[i] = tl_p_bound(metric, sum, qn, vn, tiny);
-        raw[i] = dot_high;
+        raw[i] = coarse;
     }
     return TL_OK;
 }
@@ -380,7 +366,7 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
             if (k + TL_P_AHEAD < n) {
                 tl_p_prefetch(low, params, raw, block[k + TL_P_AHEAD], width);
             }
-            dot = 16 * raw[j] - 128 * total +
+            dot = 8 * raw[j] - 128 * total +
                   tl_nibble_dot(features, low + j * width, query_split, query_split + width,
                                 width);
             approx = (qs * vs) * (double)dot;

@@ -81,40 +81,41 @@ def test_planes_bound_like_the_int8_codes_in_every_backend(
 
 
 def test_the_planes_hold_the_codes() -> None:
-    """16 (h - 8) + l gives back every code, the coarse plane's top bit of each dim is
-    l >> 3 (even dims, then odd dims), and what pads an odd dims count is 0."""
+    """16 (h - 8) + 8 t + m gives back every code (h and t from the coarse plane, m from
+    the low one), and what pads an odd dims count is 0."""
     values = [[1.0, -1.0, 0.5, -0.25, 0.0], [0.0] * 5, [-3.0] * 5]
     codes, _ = similarity.quantize(b"".join(similarity.pack(row) for row in values), 5)
     high, low, spread = spec.planes(codes, 5)
     stride = spec.coarse_width(5)
-    assert (stride, len(high), len(low)) == (3 + 8, 3 * 11, 3 * 3)
+    assert (stride, len(high), len(low)) == (3 + 32, 3 * 35, 3 * 3)
     for i in range(3):
         for j in range(5):
             shift = 4 * (j & 1)
             h = high[stride * i + j // 2] >> shift & 15
-            lo = low[3 * i + j // 2] >> shift & 15
-            assert 16 * (h - 8) + lo == array("b", codes)[5 * i + j]
-            top = high[stride * i + 3 + 4 * (j & 1)] >> (j // 2) & 1
-            assert top == lo >> 3
+            m = low[3 * i + j // 2] >> shift & 15
+            t = high[stride * i + 3 + j // 2] >> (j & 1) & 1
+            assert m < 8 and 16 * (h - 8) + 8 * t + m == array("b", codes)[5 * i + j]
         assert high[stride * i + 2] >> 4 == 0 and low[3 * i + 2] >> 4 == 0
-        assert high[stride * i + 3 + 4] >> 2 == 0  # no odd dim 5
-        assert set(high[stride * i + 3 :][1:4] + high[stride * i + 3 :][5:8]) <= {0}
-    assert spread[1] == 0.5 * math.sqrt(5 * 7**2)  # zero codes: l = 0 in every dim
+        assert high[stride * i + 3 + 2] >> 1 == 0  # no dim 5: its top bit is 0
+    assert spread[1] == 0.5 * math.sqrt(5 * 7**2)  # zero codes: m = 0 in every dim
 
 
-def test_the_coarse_plane_holds_the_top_bits_past_64_dims(kernels: list[Kernels]) -> None:
-    """Past 64 dims each 64 have their own 8 bytes of top bits; every backend lays them
-    out alike (a 131-dim vector: three groups, the last one 1 dim)."""
-    row = [float((j * 37) % 23 - 11) for j in range(131)]
-    codes, _ = similarity.quantize(similarity.pack(row), 131)
+def test_the_coarse_plane_slices_the_top_bits_by_32_bytes(kernels: list[Kernels]) -> None:
+    """Row 2s of the top bits holds plane bytes 32s.. even dims, row 2s + 1 their odd
+    dims, 8 rows a block of 32 bytes; every backend lays them out alike (a 531-dim
+    vector: 266 plane bytes, 9 steps, three blocks, the last one partly used)."""
+    dims = 531
+    row = [float((j * 37) % 23 - 11) for j in range(dims)]
+    codes, _ = similarity.quantize(similarity.pack(row), dims)
     signed = array("b", codes)
     for name, planes, _, _ in kernels:
-        high, _, _ = planes(codes, 131)
-        assert len(high) == spec.coarse_width(131) == 66 + 24, name
-        for j in range(131):
+        high, _, _ = planes(codes, dims)
+        assert len(high) == spec.coarse_width(dims) == 266 + 96, name
+        for j in range(dims):
             e, side = j // 2, j & 1
-            byte = high[66 + 8 * (e // 32) + 4 * side + e % 32 // 8]
-            assert byte >> (e % 8) & 1 == ((signed[j] + 128) & 15) >> 3, (name, j)
+            r = 2 * (e // 32) + side
+            byte = high[266 + 32 * (r // 8) + e % 32]
+            assert byte >> (r % 8) & 1 == ((signed[j] + 128) >> 3) & 1, (name, j)
 
 
 def test_refine_touches_only_its_range(kernels: list[Kernels]) -> None:

@@ -230,7 +230,7 @@ def test_the_planes_scan_is_exact_on_ties_zeros_and_constants(
     with file.read() as conn:
         count = len(fetchall(conn, "SELECT id FROM store_vectors"))
         codes = index.scan.codes(conn, count)
-        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 8 + 48)
+        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 32 + 48)
         for query in queries:
             for want in (1, 45):
                 assert index.search(conn, query, want) == index.exact(conn, query, want)
@@ -330,7 +330,7 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     with file.read() as conn:
         loaded = index.scan.codes(conn, 1540)
     assert loaded is not None and len(loaded.high) == 1
-    cut, width, wide = 1500, DIMS // 2, DIMS // 2 + 8  # low and coarse plane bytes
+    cut, width, wide = 1500, DIMS // 2, DIMS // 2 + 32  # low and coarse plane bytes
     high, low, param, spread = loaded.high[0], loaded.low[0], loaded.params[0], loaded.spread[0]
     codes = dataclasses.replace(  # a second segment, as a put adds one
         loaded,

@@ -1,26 +1,27 @@
-"""The int8 codes split into two 4-bit planes: a coarse scan over little more than half the
-bytes, then the exact int8 bound of the few vectors it keeps (the specification of
+"""The int8 codes split into two 4-bit planes: a coarse scan over 5/8 of the bytes, then
+the exact int8 bound of the few vectors it keeps (the specification of
 native/vectors_p.c).
 
-Layer: core (no I/O). A code c of `similarity.quantize` (-127..127) is c = 16 (h - 8) + l
-with the nibbles h = (c + 128) >> 4 and l = (c + 128) & 15, and l = 8 t + m with its top
-bit t = l >> 3 and m = l & 7. `planes` stores each vector's h and l in two planes of
-`half(dims)` bytes: byte e holds dim 2e in its low nibble and dim 2e + 1 in its high one
-(0 past the last dim). The high plane is the coarse plane: after a vector's h bytes come
-its t bits (`tops(dims)` bytes: per 64 dims, the 32 even dims' bits, then the 32 odd
-dims', bit e % 32 for plane byte e; 0 past the last dim), `coarse_width(dims)` bytes a
-vector in all. With the query's codes Q:
+Layer: core (no I/O). A code c of `similarity.quantize` (-127..127) is
+c = 16 (h - 8) + 8 t + m with u = c + 128, its high nibble h = u >> 4, the low nibble's
+top bit t = (u >> 3) & 1 and m = u & 7. `planes` stores, per vector, a coarse plane: its
+h in `half(dims)` bytes (byte e holds dim 2e in its low nibble, dim 2e + 1 in its high
+one; 0 past the last dim), then its t bits in `tops(dims)` bytes, bit-sliced: row 2s
+holds the bits of the even dims of plane bytes 32s..32s + 31, row 2s + 1 those of the
+odd dims, row r in bit r % 8 of the 32 bytes of block r // 8 (byte e % 32 for plane
+byte e); and a low plane: its m, laid out as h. With the query's codes Q:
 
-- `coarse_bounds` reads the coarse plane only: Q.c = 16 (Q.h - 8 sum Q) + 8 Q.t +
-  3.5 sum Q + Q.(m - 3.5), and Q.(m - 3.5) <= |Q| |m - 3.5| (the vector's `spread`), so
-  the dot it puts into `similarity.bounds`'s formula is at least the codes' dot: each
-  coarse bound is at least the int8 bound of the same vector, so at least its exact
-  score (the top bits halve the Cauchy-Schwarz slack |Q| |l - 7.5| of the high nibbles
-  alone: on uniform data a tenth as many vectors reach the top's least score);
+- `coarse_bounds` reads the coarse plane only: raw = Q.(2 h + t) (one AVX2 `maddubs` per
+  32 plane bytes), Q.c = 8 raw - 128 sum Q + 3.5 sum Q + Q.(m - 3.5), and
+  Q.(m - 3.5) <= |Q| |m - 3.5| (the vector's `spread`), so the dot it puts into
+  `similarity.bounds`'s formula is at least the codes' dot: each coarse bound is at least
+  the int8 bound of the same vector, so at least its exact score (the top bits halve the
+  Cauchy-Schwarz slack of the high nibbles alone, |Q| |u & 15 - 7.5|: on uniform data a
+  tenth as many vectors reach the top's least score);
 - `refine` computes, for the vectors whose coarse bound is in [at_least, below), the int8
-  bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
-  (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
-  (what a search uses to know it refined enough).
+  bound itself from raw and the low plane (8 raw - 128 sum Q + Q.m: equal bit for bit to
+  `similarity.bounds`) and a lower bound by the same error terms (what a search uses to
+  know it refined enough).
 
 Every double is computed in the C core's order, so both backends agree bit for bit.
 """
@@ -66,8 +67,8 @@ def half(dims: int) -> int:
 
 
 def tops(dims: int) -> int:
-    """Bytes of one vector's top bits in the coarse plane: 8 per 64 dims (rounded up)."""
-    return 8 * ((half(dims) + 31) // 32)
+    """Bytes of one vector's top bits in the coarse plane: 32 per 256 dims (rounded up)."""
+    return 32 * ((half(dims) + 127) // 128)
 
 
 def coarse_width(dims: int) -> int:
@@ -77,8 +78,8 @@ def coarse_width(dims: int) -> int:
 
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     """Return (high, low, spread) of int8 codes: the coarse plane (high nibbles and the low
-    nibbles' top bits), the low plane and, per vector, |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2
-    over its `dims` low nibbles' m = l & 7.
+    nibbles' top bits), the low plane (m = u & 7) and, per vector,
+    |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2 over its `dims` codes.
 
     Raises:
         ValueError: codes that are not whole vectors of `dims`.
@@ -89,17 +90,18 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     high, low = bytearray(), bytearray()
     spread = array("d")
     for start in range(0, len(raw), dims):
-        shifted = [(c + 128) & 0xFF for c in raw[start : start + dims]]
-        hs = [u >> 4 for u in shifted] + [0] * (dims & 1)
-        ls = [u & 15 for u in shifted] + [0] * (dims & 1)
+        shifted = [(c + 128) & 0xFF for c in raw[start : start + dims]] + [0] * (dims & 1)
+        hs = [u >> 4 for u in shifted]
+        ms = [u & 7 for u in shifted]
         high.extend(hs[e] | hs[e + 1] << 4 for e in range(0, len(hs), 2))
         bits = bytearray(tops(dims))
-        for e in range(len(hs) // 2):
-            for side in (0, 1):
-                bits[8 * (e // 32) + 4 * side + e % 32 // 8] |= (ls[2 * e + side] >> 3) << e % 8
+        for j, u in enumerate(shifted):
+            e, side = j // 2, j & 1
+            row = 2 * (e // 32) + side
+            bits[32 * (row // 8) + e % 32] |= (u >> 3 & 1) << row % 8
         high.extend(bits)
-        low.extend(ls[e] | ls[e + 1] << 4 for e in range(0, len(ls), 2))
-        spread.append(0.5 * math.sqrt(sum((2 * (u & 7) - 7) ** 2 for u in ls[:dims])))
+        low.extend(ms[e] | ms[e + 1] << 4 for e in range(0, len(ms), 2))
+        spread.append(0.5 * math.sqrt(sum((2 * m - 7) ** 2 for m in ms[:dims])))
     return bytes(high), bytes(low), spread
 
 
@@ -123,7 +125,7 @@ def coarse_bounds(
 ) -> tuple[array[float], array[int]]:
     """Return (bounds, raw): an upper bound of each vector's exact score from its coarse
     plane, at least `similarity.bounds` of its codes (see the module's docstring), and
-    the integer dot product of its high nibbles with the query's codes.
+    raw = Q.(2 h + t), the integer dot product `refine` starts from.
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
@@ -140,10 +142,10 @@ def coarse_bounds(
     out, raws = array("d"), array("q")
     for i in range(count):
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        raw = _nibble_dot(plane, stride * i, even, odd)
+        raw = 2 * _nibble_dot(plane, stride * i, even, odd)
+        raw += _top_dot(plane, stride * i + width, even, odd)
         raws.append(raw)
-        top = _top_dot(plane, stride * i + width, even, odd)
-        dot = float(16 * raw - 128 * total + 8 * top) + 3.5 * total + (norm * spread[i]) * UP
+        dot = float(8 * raw - 128 * total) + 3.5 * total + (norm * spread[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high_sum, qn, vn, tiny))
@@ -191,7 +193,7 @@ def refine(
         if not coarse[i] >= at_least:
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
+        dot = 8 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
         approx = (qs * vs) * float(dot)
         error = qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny
         bounds[i] = _bound(checked, approx + error, qn, vn, tiny)
@@ -263,8 +265,7 @@ def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> in
 def _top_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> int:
     total = 0
     for e in range(len(even)):
-        word = 8 * (e // 32) + e % 32 // 8
-        bit = e % 8
-        total += (plane[start + word] >> bit & 1) * even[e]
-        total += (plane[start + word + 4] >> bit & 1) * odd[e]
+        for side, codes in ((0, even), (1, odd)):
+            row = 2 * (e // 32) + side
+            total += (plane[start + 32 * (row // 8) + e % 32] >> row % 8 & 1) * codes[e]
     return total

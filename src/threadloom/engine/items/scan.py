@@ -311,7 +311,7 @@ class ExactScan:
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
-        """The coarse bound of each entry and its high nibbles' dot, in entry order. On the
+        """The coarse bound of each entry and its coarse dot (raw), in entry order. On the
         native backend a scan of PARALLEL_AT entries or more is cut into one slice per
         scan thread (`scan_threads()`): the C kernel releases the GIL, so the slices run
         on as many cores; the slices are views of the planes, nothing is copied."""
