@@ -88,6 +88,9 @@ _BATCH: Final = 4096
 #: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
 #: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
 REFINE_FIRST: Final = 256
+#: Entries whose coarse bounds reach the least score of the top from which their int8
+#: bounds are computed on the scan threads (~0.1 us each: below, the hand-off costs more).
+PARALLEL_REFINE: Final = 8192
 #: Entries whose bounds reach the least score of the top that an unfiltered search hands
 #: the re-rank alone (more: all of them, ranked by their bounds).
 _REACHING: Final = 4096
@@ -307,7 +310,9 @@ class ExactScan:
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
         if least < below:
-            self._refine(scan, (least, below), arrays, threaded=True)
+            # A few thousand refinements take less than handing them to another thread.
+            _, reaching = core.vector_above(coarse, least, 0)
+            self._refine(scan, (least, below), arrays, threaded=reaching >= PARALLEL_REFINE)
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
