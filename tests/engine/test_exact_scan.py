@@ -342,6 +342,7 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     whole = [index.scan.bounds(codes, pack(q), 10) for q in queries]
     assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
+    monkeypatch.setattr(scan, "PARALLEL_REFINE", 0)  # the refinement on the threads too
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
     assert scan._slices(codes) == [(0, 0, 500), (0, 500, 1000), (0, 1000, 1500), (1, 0, 40)]
     assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole
