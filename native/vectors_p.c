@@ -23,21 +23,6 @@
 /* 1 + 2**-40 (planes.UP). */
 #define TL_P_UP (1.0 + 1.0 / 1099511627776.0)
 
-/* Bytes of the low nibbles' top bits after a vector's high nibbles in its coarse plane:
- * row 2s holds the even dims' bits of plane bytes 32s..32s + 31, row 2s + 1 the odd
- * dims'; row r is bit r % 8 of the 32 bytes of block r / 8 (byte e % 32 for byte e). */
-static size_t tl_p_tops(size_t width)
-{
-    return 32 * ((width + 127) / 128);
-}
-
-/* The top bit of plane byte e's even (side 0) or odd (side 1) dim. */
-static unsigned tl_p_top(const uint8_t *tops, size_t e, size_t side)
-{
-    size_t row = 2 * (e / 32) + side;
-    return (tops[32 * (row / 8) + e % 32] >> (row % 8)) & 1u;
-}
-
 /* sum over e < width of (p[e] & 15) * even[e] + (p[e] >> 4) * odd[e]. */
 static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
                                       size_t width)
@@ -51,15 +36,6 @@ static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, cons
 }
 
 #if TL_HAVE_X86_SIMD
-/* The sum of 8 int32 lanes. */
-__attribute__((target("avx2"))) static int64_t tl_p_hsum(__m256i acc)
-{
-    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
-    return _mm_cvtsi128_si32(sum);
-}
-
 /* The same with AVX2: 64 dims a step; a lane gains at most 4 * 15 * 127 a step, so
  * 8192 steps keep the 8 lanes' sum below 2**31. */
 __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t *p,
@@ -73,6 +49,7 @@ __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t 
     size_t e = 0, steps;
     while (e + 32 <= width) {
         __m256i acc = _mm256_setzero_si256();
+        __m128i sum;
         for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(p + e));
             __m256i lo = _mm256_and_si256(x, mask);
@@ -83,7 +60,10 @@ __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t 
                 _mm256_add_epi16(_mm256_maddubs_epi16(lo, qe), _mm256_maddubs_epi16(hi, qo));
             acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
         }
-        total += tl_p_hsum(acc);
+        sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+        total += _mm_cvtsi128_si32(sum);
     }
     return total + tl_nibble_dot_portable(p + e, even + e, odd + e, width - e);
 }
@@ -101,77 +81,8 @@ static int64_t tl_nibble_dot(unsigned features, const uint8_t *p, const int8_t *
     return tl_nibble_dot_portable(p, even, odd, width);
 }
 
-/* The coarse dot of one vector's coarse plane `p` (width bytes of high nibbles h, then
- * tl_p_tops(width) of top bits t): the query's codes dotted with 2 h + t, from byte `from`. */
-static int64_t tl_coarse_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
-                                      size_t width, size_t from)
-{
-    const uint8_t *tops = p + width;
-    int64_t total = 0;
-    size_t e;
-    for (e = from; e < width; e++) {
-        total += (int32_t)(2 * (p[e] & 15) + tl_p_top(tops, e, 0)) * (int32_t)even[e] +
-                 (int32_t)(2 * (p[e] >> 4) + tl_p_top(tops, e, 1)) * (int32_t)odd[e];
-    }
-    return total;
-}
-
-#if TL_HAVE_X86_SIMD
-/* The same with AVX2, 64 dims a step: 2 h + t (at most 31) built in each byte, one
- * maddubs per half (a lane gains at most 4 * 31 * 128 a step: 8192 steps keep the 8
- * lanes' sums below 2**31). */
-__attribute__((target("avx2"))) static int64_t tl_coarse_dot_avx2(const uint8_t *p,
-                                                                  const int8_t *even,
-                                                                  const int8_t *odd,
-                                                                  size_t width)
-{
-    const __m256i twice = _mm256_set1_epi8(30);
-    const __m256i bit = _mm256_set1_epi8(1);
-    const __m256i ones = _mm256_set1_epi16(1);
-    const uint8_t *tops = p + width;
-    __m256i rows = _mm256_setzero_si256();
-    int64_t total = 0;
-    size_t e = 0, steps;
-    while (e + 32 <= width) {
-        __m256i acc = _mm256_setzero_si256();
-        for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
-            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(p + e));
-            __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
-            __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
-            __m256i lo, hi;
-            if (e % 128 == 0) {
-                rows = _mm256_loadu_si256((const __m256i *)(const void *)(tops + e / 4));
-            }
-            lo = _mm256_or_si256(_mm256_and_si256(_mm256_add_epi8(x, x), twice),
-                                 _mm256_and_si256(rows, bit));
-            hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 3), twice),
-                                 _mm256_and_si256(_mm256_srli_epi16(rows, 1), bit));
-            rows = _mm256_srli_epi16(rows, 2);
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, qe),
-                                                        _mm256_maddubs_epi16(hi, qo)),
-                                       ones));
-        }
-        total += tl_p_hsum(acc);
-    }
-    return total + tl_coarse_dot_portable(p, even, odd, width, e);
-}
-#endif
-
-static int64_t tl_coarse_dot(unsigned features, const uint8_t *p, const int8_t *even,
-                             const int8_t *odd, size_t width)
-{
-#if TL_HAVE_X86_SIMD
-    if (features & TL_HW_AVX2) {
-        return tl_coarse_dot_avx2(p, even, odd, width);
-    }
-#endif
-    (void)features;
-    return tl_coarse_dot_portable(p, even, odd, width, 0);
-}
-
 /* similarity._bound: the score bound from `high` = approx + error. */
-static double tl_p_bound(int metric, double high, double qn, double vn, double tiny)
+TL_INTERNAL double tl_p_bound(int metric, double high, double qn, double vn, double tiny)
 {
     double squared;
     if (metric == TL_INNER_PRODUCT) {
@@ -203,26 +114,21 @@ static double tl_p_low(int metric, double low, double qn, double vn, double tiny
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread)
 {
-    size_t i, j, width = (dims + 1) / 2, stride = width + tl_p_tops(width);
+    size_t i, j, width = (dims + 1) / 2;
     if (dims == 0 || (count > 0 && (codes == NULL || high == NULL || low == NULL ||
                                     spread == NULL))) {
         return TL_EINVAL;
     }
     for (i = 0; i < count; i++) {
         const int8_t *c = codes + i * dims;
-        uint8_t *h = high + i * stride, *t = high + i * stride + width, *l = low + i * width;
+        uint8_t *h = high + i * width, *l = low + i * width;
         int64_t total = 0;
-        for (j = 0; j < tl_p_tops(width); j++) {
-            t[j] = 0;
-        }
         for (j = 0; j < width; j++) {
             unsigned u0 = (unsigned)((int)c[2 * j] + 128) & 255u;
             unsigned u1 = 2 * j + 1 < dims ? (unsigned)((int)c[2 * j + 1] + 128) & 255u : 0u;
-            int d0 = 2 * (int)(u0 & 7u) - 7, d1 = 2 * (int)(u1 & 7u) - 7;
+            int d0 = 2 * (int)(u0 & 15u) - 15, d1 = 2 * (int)(u1 & 15u) - 15;
             h[j] = (uint8_t)((u0 >> 4) | ((u1 >> 4) << 4));
-            l[j] = (uint8_t)((u0 & 7u) | ((u1 & 7u) << 4));
-            t[32 * (j / 128) + j % 32] |= (uint8_t)((((u0 >> 3) & 1u) | ((u1 >> 3) & 1u) << 1)
-                                                    << (2 * (j / 32) % 8));
+            l[j] = (uint8_t)((u0 & 15u) | ((u1 & 15u) << 4));
             total += d0 * d0 + (2 * j + 1 < dims ? d1 * d1 : 0);
         }
         spread[i] = 0.5 * sqrt((double)total);
@@ -231,7 +137,7 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
 }
 
 /* The query's sum of codes and |codes| (planes._query). */
-static void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm)
+TL_INTERNAL void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm)
 {
     int64_t sum = 0, squares = 0;
     size_t e;
@@ -243,7 +149,7 @@ static void tl_p_query(const int8_t *split, size_t width, int64_t *total, double
     *norm = sqrt((double)squares);
 }
 
-static int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
+TL_INTERNAL int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
                       const double *query_params)
 {
     return (features & ~TL_KNOWN_FEATURES) == 0 &&
@@ -256,7 +162,7 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
                             size_t count, size_t dims, int metric, unsigned features,
                             double *bounds, int64_t *raw)
 {
-    size_t i, width = (dims + 1) / 2, stride = width + tl_p_tops(width);
+    size_t i, width = (dims + 1) / 2;
     int64_t total;
     double norm, qs, qn, qr, tiny;
     if (!tl_p_check(features, metric, dims, query_split, query_params) ||
@@ -272,14 +178,14 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
     for (i = 0; i < count; i++) {
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
-        int64_t coarse =
-            tl_coarse_dot(features, high + i * stride, query_split, query_split + width, width);
-        double dot = (double)(8 * coarse - 128 * total) + 3.5 * (double)total +
+        int64_t dot_high =
+            tl_nibble_dot(features, high + i * width, query_split, query_split + width, width);
+        double dot = (double)(16 * dot_high - 128 * total) + 7.5 * (double)total +
                      (norm * spread[i]) * TL_P_UP;
         double approx = (qs * vs) * dot;
         double sum = approx + (qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny);
         bounds[i] = tl_p_bound(metric, sum, qn, vn, tiny);
-        raw[i] = coarse;
+        raw[i] = dot_high;
     }
     return TL_OK;
 }
@@ -366,7 +272,7 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
             if (k + TL_P_AHEAD < n) {
                 tl_p_prefetch(low, params, raw, block[k + TL_P_AHEAD], width);
             }
-            dot = 8 * raw[j] - 128 * total +
+            dot = 16 * raw[j] - 128 * total +
                   tl_nibble_dot(features, low + j * width, query_split, query_split + width,
                                 width);
             approx = (qs * vs) * (double)dot;

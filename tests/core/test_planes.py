@@ -81,41 +81,18 @@ def test_planes_bound_like_the_int8_codes_in_every_backend(
 
 
 def test_the_planes_hold_the_codes() -> None:
-    """16 (h - 8) + 8 t + m gives back every code (h and t from the coarse plane, m from
-    the low one), and what pads an odd dims count is 0."""
+    """16 (h - 8) + l gives back every code; the unused nibble of an odd dims is 0."""
     values = [[1.0, -1.0, 0.5, -0.25, 0.0], [0.0] * 5, [-3.0] * 5]
     codes, _ = similarity.quantize(b"".join(similarity.pack(row) for row in values), 5)
     high, low, spread = spec.planes(codes, 5)
-    stride = spec.coarse_width(5)
-    assert (stride, len(high), len(low)) == (3 + 32, 3 * 35, 3 * 3)
     for i in range(3):
         for j in range(5):
             shift = 4 * (j & 1)
-            h = high[stride * i + j // 2] >> shift & 15
-            m = low[3 * i + j // 2] >> shift & 15
-            t = high[stride * i + 3 + j // 2] >> (j & 1) & 1
-            assert m < 8 and 16 * (h - 8) + 8 * t + m == array("b", codes)[5 * i + j]
-        assert high[stride * i + 2] >> 4 == 0 and low[3 * i + 2] >> 4 == 0
-        assert high[stride * i + 3 + 2] >> 1 == 0  # no dim 5: its top bit is 0
-    assert spread[1] == 0.5 * math.sqrt(5 * 7**2)  # zero codes: m = 0 in every dim
-
-
-def test_the_coarse_plane_slices_the_top_bits_by_32_bytes(kernels: list[Kernels]) -> None:
-    """Row 2s of the top bits holds plane bytes 32s.. even dims, row 2s + 1 their odd
-    dims, 8 rows a block of 32 bytes; every backend lays them out alike (a 531-dim
-    vector: 266 plane bytes, 9 steps, three blocks, the last one partly used)."""
-    dims = 531
-    row = [float((j * 37) % 23 - 11) for j in range(dims)]
-    codes, _ = similarity.quantize(similarity.pack(row), dims)
-    signed = array("b", codes)
-    for name, planes, _, _ in kernels:
-        high, _, _ = planes(codes, dims)
-        assert len(high) == spec.coarse_width(dims) == 266 + 96, name
-        for j in range(dims):
-            e, side = j // 2, j & 1
-            r = 2 * (e // 32) + side
-            byte = high[266 + 32 * (r // 8) + e % 32]
-            assert byte >> (r % 8) & 1 == ((signed[j] + 128) >> 3) & 1, (name, j)
+            h = high[3 * i + j // 2] >> shift & 15
+            lo = low[3 * i + j // 2] >> shift & 15
+            assert 16 * (h - 8) + lo == array("b", codes)[5 * i + j]
+        assert high[3 * i + 2] >> 4 == 0 and low[3 * i + 2] >> 4 == 0
+    assert spread[1] == 0.5 * math.sqrt(5 * 15**2)  # zero codes: l = 0 in every dim
 
 
 def test_refine_touches_only_its_range(kernels: list[Kernels]) -> None:
@@ -174,3 +151,69 @@ def test_above_lists_the_indices_at_least_a_value() -> None:
         assert above(values, 0.5, 2) == ([0, 2], 4)
         assert above(values, -math.inf, 0) == ([], 6)
         assert above([], 0.0, 3) == ([], 0)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=cases(), metric=st.sampled_from(METRICS))
+def test_the_top_bits_tighten_between_the_coarse_and_the_int8_bound(
+    kernels: list[Kernels], case: tuple[int, list[list[float]], list[float]], metric: str
+) -> None:
+    """Coarse >= tightened >= int8 bound >= exact score for every vector tightened, bit for
+    bit the same tops and bounds in every backend; vectors outside the range untouched."""
+    require_native()
+    from threadloom.core import _native, _native_planes
+
+    dims, rows, query = case
+    codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
+    split = spec.split(query_codes, dims)
+    high, _, spread = spec.planes(codes, dims)
+    coarse, raw = spec.coarse_bounds(split, query_params, high, params, spread, dims, metric)
+    int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    exact = similarity.vector_scores(similarity.pack(query), matrix, dims, metric)
+    ranked = sorted(coarse)
+    at_least = ranked[len(ranked) // 4] if ranked else 0.0
+    below = ranked[-1] if len(ranked) > 2 else math.inf
+    results = []
+    for tops, tighten in (
+        (spec.tops, spec.tighten),
+        (_native_planes.tops, _native_planes.NativePlanes(_native.FEATURES).tighten),
+        (_native_planes.tops, _native_planes.NativePlanes(0).tighten),
+    ):
+        bits, tight = tops(codes, dims)
+        bounds = array("d", [9.0] * len(rows))
+        reaching = tighten(split, query_params, raw, bits, params, tight, dims, metric,
+                           at_least, below, coarse, bounds)  # fmt: skip
+        for i, bound in enumerate(bounds):
+            if at_least <= coarse[i] < below:
+                assert coarse[i] >= bound >= int8[i] and bound >= exact[i], (metric, i)
+            else:
+                assert bound == 9.0
+        assert reaching == sum(1 for i, b in enumerate(bounds) if b != 9.0 and b >= at_least)
+        results.append((bits, list(tight), list(bounds), reaching))
+    assert results[1] == results[0] and results[2] == results[0]
+
+
+def test_the_top_bits_are_sliced_by_32_plane_bytes() -> None:
+    """Row 2s of a vector's top bits holds plane bytes 32s.. even dims, row 2s + 1 their
+    odd dims, 8 rows a block of 32 bytes, the same in every backend (531 dims: 266 plane
+    bytes, 9 steps, three blocks, the last one partly used)."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    dims = 531
+    codes, _ = similarity.quantize(
+        similarity.pack([float((j * 37) % 23 - 11) for j in range(dims)]), dims
+    )
+    signed = array("b", codes)
+    for tops in (spec.tops, _native_planes.tops):
+        bits, tight = tops(codes, dims)
+        assert len(bits) == spec.top_bytes(dims) == 96
+        for j in range(dims):
+            e, row = j // 2, 2 * (j // 64) + (j & 1)
+            assert bits[32 * (row // 8) + e % 32] >> (row % 8) & 1 == ((signed[j] + 128) >> 3) & 1
+        m = [(c + 128) & 7 for c in signed]
+        assert tight[0] == 0.5 * math.sqrt(sum((2 * x - 7) ** 2 for x in m))

@@ -388,7 +388,7 @@ static void run_planes(char **cursor)
     m = n ? n : 1;
     split = malloc(2 * w);
     codes = malloc(m * dims);
-    high = malloc(m * (w + 32 * ((w + 127) / 128))); /* the coarse plane: nibbles, top bits */
+    high = malloc(m * w);
     low = malloc(m * w);
     params = malloc(m * 3 * sizeof *params);
     spread = malloc(m * sizeof *spread);

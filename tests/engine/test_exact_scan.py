@@ -230,7 +230,7 @@ def test_the_planes_scan_is_exact_on_ties_zeros_and_constants(
     with file.read() as conn:
         count = len(fetchall(conn, "SELECT id FROM store_vectors"))
         codes = index.scan.codes(conn, count)
-        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 32 + 48)
+        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 32 + 56)
         for query in queries:
             for want in (1, 45):
                 assert index.search(conn, query, want) == index.exact(conn, query, want)
@@ -330,19 +330,22 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     with file.read() as conn:
         loaded = index.scan.codes(conn, 1540)
     assert loaded is not None and len(loaded.high) == 1
-    cut, width, wide = 1500, DIMS // 2, DIMS // 2 + 32  # low and coarse plane bytes
+    cut, width = 1500, DIMS // 2
     high, low, param, spread = loaded.high[0], loaded.low[0], loaded.params[0], loaded.spread[0]
+    tops, tight = loaded.tops[0], loaded.tight[0]
     codes = dataclasses.replace(  # a second segment, as a put adds one
         loaded,
-        high=(high[: cut * wide], high[cut * wide :]),
+        high=(high[: cut * width], high[cut * width :]),
         low=(low[: cut * width], low[cut * width :]),
         params=(param[: cut * scan.PARAMS], param[cut * scan.PARAMS :]),
         spread=(spread[:cut], spread[cut:]),
+        tops=(tops[: cut * 32], tops[cut * 32 :]),
+        tight=(tight[:cut], tight[cut:]),
     )
     whole = [index.scan.bounds(codes, pack(q), 10) for q in queries]
     assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
-    monkeypatch.setattr(scan, "PARALLEL_REFINE", 0)  # the refinement on the threads too
+    monkeypatch.setattr(scan, "PARALLEL_REFINE", 0)  # tightening and refining on them too
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
     assert scan._slices(codes) == [(0, 0, 500), (0, 500, 1000), (0, 1000, 1500), (1, 0, 40)]
     assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole

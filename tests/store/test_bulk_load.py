@@ -13,7 +13,6 @@ from langgraph.store.base import PutOp
 
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Store
-from threadloom.core.planes import coarse_width, half
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.items import vector_values
 from threadloom.engine.items.jsontext import check_json
@@ -160,14 +159,21 @@ def test_the_codes_a_load_keeps_are_those_a_reload_reads(tmp_path: Path) -> None
         assert len(read) == 70
 
 
-def _planes(codes: Any) -> list[tuple[bytes, bytes, float]]:
-    """Each entry's coarse and low plane (`coarse_width(DIMS)` and `half(DIMS)` bytes) and
-    spread."""
-    high, low = b"".join(codes.high), b"".join(codes.low)
-    wide, width = coarse_width(DIMS), half(DIMS)
+def _planes(codes: Any) -> list[tuple[bytes, bytes, float, bytes, float]]:
+    """Each entry's high and low plane (`half(DIMS)` bytes each), spread, top bits (32
+    bytes per 256 dims) and their spread."""
+    high, low, tops = b"".join(codes.high), b"".join(codes.low), b"".join(codes.tops)
+    width, bits = (DIMS + 1) // 2, 32 * ((DIMS + 255) // 256)
     spread = [x for part in codes.spread for x in part]
+    tight = [x for part in codes.tight for x in part]
     return [
-        (high[at * wide : (at + 1) * wide], low[at * width : (at + 1) * width], spread[at])
+        (
+            high[at * width : (at + 1) * width],
+            low[at * width : (at + 1) * width],
+            spread[at],
+            tops[at * bits : (at + 1) * bits],
+            tight[at],
+        )
         for at in range(len(spread))
     ]
 

@@ -48,7 +48,9 @@ __all__ = [
     "vector_quantize",
     "vector_refine",
     "vector_scores",
+    "vector_tighten",
     "vector_top",
+    "vector_tops",
 ]
 
 BACKENDS = ("auto", "native", "python")
@@ -128,6 +130,10 @@ vector_coarse_bounds: Callable[
 vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _planes.above
 #: The int8 bounds and lower bounds of the vectors a coarse bound keeps (core/planes.py).
 vector_refine: Callable[..., int] = _planes.refine
+#: (tops, tight): the low nibbles' top bits of int8 codes (core/planes.py).
+vector_tops: Callable[[Buffer, int], tuple[bytes, array[float]]] = _planes.tops
+#: Tighter bounds of the vectors a coarse bound keeps, from their top bits (core/planes.py).
+vector_tighten: Callable[..., int] = _planes.tighten
 
 
 def backend() -> Literal["native", "python"]:

@@ -11,10 +11,20 @@ from collections.abc import Sequence
 
 from threadloom._native import ffi, lib
 from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
-from threadloom.core.planes import coarse_width, half, split, vectors_in
+from threadloom.core.planes import half, split, top_bytes, vectors_in
 from threadloom.core.similarity import Buffer, check_metric
 
-__all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
+__all__ = [
+    "NativePlanes",
+    "above",
+    "coarse_bounds",
+    "half",
+    "planes",
+    "refine",
+    "split",
+    "tighten",
+    "tops",
+]
 
 
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
@@ -22,7 +32,7 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     if dims < 1 or len(codes) % dims:
         raise ValueError(f"codes do not hold whole vectors of {dims} codes")
     count = len(codes) // dims
-    high, low = bytearray(count * coarse_width(dims)), bytearray(count * half(dims))
+    high, low = bytearray(count * half(dims)), bytearray(count * half(dims))
     spread = array("d", bytes(8 * count))
     rc = lib.tl_vector_planes(
         ffi.from_buffer("int8_t[]", codes),
@@ -34,6 +44,24 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     )
     _check(rc, "tl_vector_planes")
     return bytes(high), bytes(low), spread
+
+
+def tops(codes: Buffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (tops, tight) of int8 codes (see core.planes.tops)."""
+    if dims < 1 or len(codes) % dims:
+        raise ValueError(f"codes do not hold whole vectors of {dims} codes")
+    count = len(codes) // dims
+    bits = bytearray(count * top_bytes(dims))
+    tight = array("d", bytes(8 * count))
+    rc = lib.tl_vector_tops(
+        ffi.from_buffer("int8_t[]", codes),
+        count,
+        dims,
+        ffi.from_buffer("uint8_t[]", bits, require_writable=True),
+        ffi.from_buffer("double[]", tight, require_writable=True),
+    )
+    _check(rc, "tl_vector_tops")
+    return bytes(bits), tight
 
 
 def above(values: Sequence[float], at_least: float, cap: int) -> tuple[list[int], int]:
@@ -67,10 +95,9 @@ class NativePlanes:
         dims: int,
         metric: str,
     ) -> tuple[array[float], array[int]]:
-        """Return (bounds, raw): upper bounds of the scores from the coarse plane (see
-        core.planes.coarse_bounds)."""
+        """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
         code = _METRICS[check_metric(metric)]
-        count = vectors_in(query_split, query_params, high, params, dims, coarse=True)
+        count = vectors_in(query_split, query_params, high, params, dims)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
         out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
@@ -133,8 +160,55 @@ class NativePlanes:
         )
         return _check(rc, "tl_vector_refine")
 
+    def tighten(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        raw: array[int] | memoryview,
+        top_bits: Buffer,
+        params: Sequence[float],
+        tight: Sequence[float],
+        dims: int,
+        metric: str,
+        at_least: float,
+        below: float,
+        coarse: Sequence[float],
+        bounds: array[float] | memoryview,
+    ) -> int:
+        """Tighten the bounds of the vectors whose coarse bound is in [at_least, below) by
+        their top bits; return how many have a bound of at least `at_least` (see
+        core.planes.tighten)."""
+        code = _METRICS[check_metric(metric)]
+        width, count = half(dims), len(tight)
+        if dims < 1 or len(query_split) != 2 * width or len(top_bits) != count * top_bytes(dims):
+            raise ValueError(f"top bits do not hold whole vectors of {dims} codes")
+        if len(params) != 3 * count or len(query_params) != 3:
+            raise ValueError(f"{len(params)} params for {count} vectors")
+        if len(raw) != count or len(coarse) != count or len(bounds) != count:
+            raise ValueError(
+                f"the top bits, raw, coarse bounds and bounds of {count} vectors differ"
+            )
+        rc = lib.tl_vector_tighten(
+            ffi.from_buffer("int8_t[]", query_split),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            ffi.from_buffer("int64_t[]", raw),
+            ffi.from_buffer("uint8_t[]", top_bits),
+            ffi.from_buffer("double[]", _doubles(params)),
+            ffi.from_buffer("double[]", _doubles(tight)),
+            count,
+            dims,
+            code,
+            self.features,
+            at_least,
+            below,
+            ffi.from_buffer("double[]", _doubles(coarse)),
+            ffi.from_buffer("double[]", bounds, require_writable=True),
+        )
+        return _check(rc, "tl_vector_tighten")
+
 
 _ZERO, _NONE = array("d", [0.0]), array("q", [0])
 _DEFAULT = NativePlanes(FEATURES)
 coarse_bounds = _DEFAULT.coarse_bounds
 refine = _DEFAULT.refine
+tighten = _DEFAULT.tighten

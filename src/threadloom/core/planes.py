@@ -1,27 +1,24 @@
-"""The int8 codes split into two 4-bit planes: a coarse scan over 5/8 of the bytes, then
-the exact int8 bound of the few vectors it keeps (the specification of
-native/vectors_p.c).
+"""The int8 codes split into two 4-bit planes: a coarse scan over half the bytes, then the
+exact int8 bound of the few vectors it keeps (the specification of native/vectors_p.c).
 
-Layer: core (no I/O). A code c of `similarity.quantize` (-127..127) is
-c = 16 (h - 8) + 8 t + m with u = c + 128, its high nibble h = u >> 4, the low nibble's
-top bit t = (u >> 3) & 1 and m = u & 7. `planes` stores, per vector, a coarse plane: its
-h in `half(dims)` bytes (byte e holds dim 2e in its low nibble, dim 2e + 1 in its high
-one; 0 past the last dim), then its t bits in `tops(dims)` bytes, bit-sliced: row 2s
-holds the bits of the even dims of plane bytes 32s..32s + 31, row 2s + 1 those of the
-odd dims, row r in bit r % 8 of the 32 bytes of block r // 8 (byte e % 32 for plane
-byte e); and a low plane: its m, laid out as h. With the query's codes Q:
+Layer: core (no I/O). A code c of `similarity.quantize` (-127..127) is c = 16 (h - 8) + l
+with the nibbles h = (c + 128) >> 4 and l = (c + 128) & 15. `planes` stores each vector's
+h and l in two planes of `half(dims)` bytes: byte e holds dim 2e in its low nibble and dim
+2e + 1 in its high one (0 past the last dim). With the query's codes Q:
 
-- `coarse_bounds` reads the coarse plane only: raw = Q.(2 h + t) (one AVX2 `maddubs` per
-  32 plane bytes), Q.c = 8 raw - 128 sum Q + 3.5 sum Q + Q.(m - 3.5), and
-  Q.(m - 3.5) <= |Q| |m - 3.5| (the vector's `spread`), so the dot it puts into
-  `similarity.bounds`'s formula is at least the codes' dot: each coarse bound is at least
-  the int8 bound of the same vector, so at least its exact score (the top bits halve the
-  Cauchy-Schwarz slack of the high nibbles alone, |Q| |u & 15 - 7.5|: on uniform data a
-  tenth as many vectors reach the top's least score);
+- `coarse_bounds` reads the high plane only: Q.c = 16 (Q.h - 8 sum Q) + 7.5 sum Q +
+  Q.(l - 7.5), and Q.(l - 7.5) <= |Q| |l - 7.5| (the vector's `spread`), so the dot it
+  puts into `similarity.bounds`'s formula is at least the codes' dot: each coarse bound is
+  at least the int8 bound of the same vector, so at least its exact score;
 - `refine` computes, for the vectors whose coarse bound is in [at_least, below), the int8
-  bound itself from raw and the low plane (8 raw - 128 sum Q + Q.m: equal bit for bit to
-  `similarity.bounds`) and a lower bound by the same error terms (what a search uses to
-  know it refined enough).
+  bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
+  (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
+  (what a search uses to know it refined enough);
+- between the two, `tighten` bounds the vectors a coarse bound keeps from the low
+  nibbles' top bits t = l >> 3 (`tops`: a bit per dim, bit-sliced) as well: with
+  m = l & 7, Q.l = 8 Q.t + 3.5 sum Q + Q.(m - 3.5) <= 8 Q.t + 3.5 sum Q + |Q| |m - 3.5|
+  (`tight`), half the slack of the coarse bound (on uniform data a tenth as many
+  vectors then reach the top's least score and need the low plane).
 
 Every double is computed in the C core's order, so both backends agree bit for bit.
 """
@@ -47,11 +44,11 @@ __all__ = [
     "UP",
     "above",
     "coarse_bounds",
-    "coarse_width",
     "half",
     "planes",
     "refine",
     "split",
+    "tighten",
     "tops",
     "vectors_in",
 ]
@@ -66,20 +63,9 @@ def half(dims: int) -> int:
     return (dims + 1) // 2
 
 
-def tops(dims: int) -> int:
-    """Bytes of one vector's top bits in the coarse plane: 32 per 256 dims (rounded up)."""
-    return 32 * ((half(dims) + 127) // 128)
-
-
-def coarse_width(dims: int) -> int:
-    """Bytes of one vector in the coarse plane: its high nibbles, then its top bits."""
-    return half(dims) + tops(dims)
-
-
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
-    """Return (high, low, spread) of int8 codes: the coarse plane (high nibbles and the low
-    nibbles' top bits), the low plane (m = u & 7) and, per vector,
-    |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2 over its `dims` codes.
+    """Return (high, low, spread) of int8 codes: the two planes and, per vector,
+    |l - 7.5| = sqrt(sum (2 l - 15)^2) / 2 over its `dims` low nibbles.
 
     Raises:
         ValueError: codes that are not whole vectors of `dims`.
@@ -90,19 +76,98 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     high, low = bytearray(), bytearray()
     spread = array("d")
     for start in range(0, len(raw), dims):
-        shifted = [(c + 128) & 0xFF for c in raw[start : start + dims]] + [0] * (dims & 1)
-        hs = [u >> 4 for u in shifted]
-        ms = [u & 7 for u in shifted]
+        shifted = [(c + 128) & 0xFF for c in raw[start : start + dims]]
+        hs = [u >> 4 for u in shifted] + [0] * (dims & 1)
+        ls = [u & 15 for u in shifted] + [0] * (dims & 1)
         high.extend(hs[e] | hs[e + 1] << 4 for e in range(0, len(hs), 2))
-        bits = bytearray(tops(dims))
-        for j, u in enumerate(shifted):
-            e, side = j // 2, j & 1
-            row = 2 * (e // 32) + side
-            bits[32 * (row // 8) + e % 32] |= (u >> 3 & 1) << row % 8
-        high.extend(bits)
-        low.extend(ms[e] | ms[e + 1] << 4 for e in range(0, len(ms), 2))
-        spread.append(0.5 * math.sqrt(sum((2 * m - 7) ** 2 for m in ms[:dims])))
+        low.extend(ls[e] | ls[e + 1] << 4 for e in range(0, len(ls), 2))
+        spread.append(0.5 * math.sqrt(sum((2 * u - 15) ** 2 for u in ls[:dims])))
     return bytes(high), bytes(low), spread
+
+
+def top_bytes(dims: int) -> int:
+    """Bytes of one vector's top bits (`tops`): 32 per 256 dims, rounded up."""
+    return 32 * ((half(dims) + 127) // 128)
+
+
+def tops(codes: Buffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (tops, tight) of int8 codes: per vector its low nibbles' top bits
+    t = ((c + 128) >> 3) & 1 in `top_bytes(dims)` bytes (row 2s: the even dims of plane
+    bytes 32s..32s + 31, row 2s + 1: their odd dims; row r is bit r % 8 of byte e % 32 of
+    block r // 8) and |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2 over its m = (c + 128) & 7.
+
+    Raises:
+        ValueError: codes that are not whole vectors of `dims`.
+    """
+    raw = bytes(codes)
+    if dims < 1 or len(raw) % dims:
+        raise ValueError(f"codes do not hold whole vectors of {dims} codes")
+    bits = bytearray()
+    tight = array("d")
+    for start in range(0, len(raw), dims):
+        block = bytearray(top_bytes(dims))
+        total = 0
+        for j, c in enumerate(raw[start : start + dims]):
+            u = (c + 128) & 0xFF
+            e, row = j // 2, 2 * (j // 64) + (j & 1)
+            block[32 * (row // 8) + e % 32] |= (u >> 3 & 1) << row % 8
+            total += (2 * (u & 7) - 7) ** 2
+        bits.extend(block)
+        tight.append(0.5 * math.sqrt(total))
+    return bytes(bits), tight
+
+
+def tighten(
+    query_split: Buffer,
+    query_params: Sequence[float],
+    raw: Sequence[int],
+    top_bits: Buffer,
+    params: Sequence[float],
+    tight: Sequence[float],
+    dims: int,
+    metric: str,
+    at_least: float,
+    below: float,
+    coarse: Sequence[float],
+    bounds: MutableSequence[float],
+) -> int:
+    """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = the lesser of
+    coarse[i] and the bound of its codes' dot bounded by 16 raw[i] - 128 sum Q + 8 Q.t +
+    3.5 sum Q + |Q| tight[i] (`tops`; at least `similarity.bounds`); nothing changes for
+    the others. Returns how many vectors it tightened have a bound of at least `at_least`.
+
+    Raises:
+        ValueError: an unknown metric, or buffers of different vector counts.
+    """
+    checked = check_metric(metric)
+    width, stride = half(dims), top_bytes(dims)
+    count = len(tight)
+    if dims < 1 or len(query_split) != 2 * width or len(top_bits) != count * stride:
+        raise ValueError(f"top bits do not hold whole vectors of {dims} codes")
+    if len(params) != PARAMS * count or len(query_params) != PARAMS:
+        raise ValueError(f"{len(params)} params for {count} vectors")
+    if len(raw) != count or len(coarse) != count or len(bounds) != count:
+        raise ValueError(f"the top bits, raw, coarse bounds and bounds of {count} vectors differ")
+    even, odd, total, norm = _query(query_split, dims)
+    qs, qn, qr = query_params
+    tiny = dims * FLOAT32_TINY
+    plane = bytes(top_bits)
+    reaching = 0
+    for i in range(count):
+        if coarse[i] >= below or not coarse[i] >= at_least:
+            continue
+        vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
+        top = 0
+        for e in range(width):
+            at, row = stride * i + 32 * (e // 128) + e % 32, 2 * (e // 32) % 8
+            top += (plane[at] >> row & 1) * even[e] + (plane[at] >> (row + 1) & 1) * odd[e]
+        dot = float(16 * raw[i] - 128 * total + 8 * top) + 3.5 * total + (norm * tight[i]) * UP
+        approx = (qs * vs) * dot
+        high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
+        bound = _bound(checked, high_sum, qn, vn, tiny)
+        bounds[i] = bound if bound < coarse[i] else coarse[i]
+        reaching += bounds[i] >= at_least
+    return reaching
 
 
 def split(query_codes: Buffer, dims: int) -> bytes:
@@ -123,29 +188,28 @@ def coarse_bounds(
     dims: int,
     metric: str,
 ) -> tuple[array[float], array[int]]:
-    """Return (bounds, raw): an upper bound of each vector's exact score from its coarse
+    """Return (bounds, raw): an upper bound of each vector's exact score from its high
     plane, at least `similarity.bounds` of its codes (see the module's docstring), and
-    raw = Q.(2 h + t), the integer dot product `refine` starts from.
+    the integer dot product of its high nibbles with the query's codes.
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    count = vectors_in(query_split, query_params, high, params, dims, coarse=True)
+    count = vectors_in(query_split, query_params, high, params, dims)
     if len(spread) != count:
         raise ValueError(f"{len(spread)} spreads for {count} vectors")
     even, odd, total, norm = _query(query_split, dims)
     qs, qn, qr = query_params
     tiny = dims * FLOAT32_TINY
-    width, stride = half(dims), coarse_width(dims)
+    width = half(dims)
     plane = bytes(high)
     out, raws = array("d"), array("q")
     for i in range(count):
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        raw = 2 * _nibble_dot(plane, stride * i, even, odd)
-        raw += _top_dot(plane, stride * i + width, even, odd)
+        raw = _nibble_dot(plane, width * i, even, odd)
         raws.append(raw)
-        dot = float(8 * raw - 128 * total) + 3.5 * total + (norm * spread[i]) * UP
+        dot = float(16 * raw - 128 * total) + 7.5 * total + (norm * spread[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high_sum, qn, vn, tiny))
@@ -193,7 +257,7 @@ def refine(
         if not coarse[i] >= at_least:
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        dot = 8 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
+        dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
         approx = (qs * vs) * float(dot)
         error = qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny
         bounds[i] = _bound(checked, approx + error, qn, vn, tiny)
@@ -226,15 +290,12 @@ def vectors_in(
     high: Buffer,
     params: Sequence[float],
     dims: int,
-    *,
-    coarse: bool = False,
 ) -> int:
-    """How many vectors a plane holds (the coarse plane if `coarse`, else the low plane),
-    its arguments checked as every backend checks them (ValueError: planes, params or a
-    query that do not fit `dims`)."""
-    width = (coarse_width(dims) if coarse else half(dims)) if dims > 0 else 1
+    """How many vectors a plane holds, its arguments checked as every backend checks them
+    (ValueError: planes, params or a query that do not fit `dims`)."""
+    width = half(dims) if dims > 0 else 1
     count = len(high) // width
-    if dims < 1 or len(query_split) != 2 * half(dims) or len(high) != count * width:
+    if dims < 1 or len(query_split) != 2 * width or len(high) != count * width:
         raise ValueError(f"planes do not hold whole vectors of {dims} codes")
     if len(params) != PARAMS * count:
         raise ValueError(f"{len(params)} params for {count} vectors")
@@ -259,13 +320,4 @@ def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> in
     total = 0
     for e, byte in enumerate(plane[start : start + len(even)]):
         total += (byte & 15) * even[e] + (byte >> 4) * odd[e]
-    return total
-
-
-def _top_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> int:
-    total = 0
-    for e in range(len(even)):
-        for side, codes in ((0, even), (1, odd)):
-            row = 2 * (e // 32) + side
-            total += (plane[start + 32 * (row // 8) + e % 32] >> row % 8 & 1) * codes[e]
     return total

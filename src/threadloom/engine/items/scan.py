@@ -2,20 +2,21 @@
 (engine layer).
 
 Every vector of the file is held in memory as int8 codes (`core.vector_quantize`) split
-into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, the low nibbles'
-top bits once more, a byte per 8 dims, and 8 more bytes per vector), charged to a budget
-of their own (`codes_budget()`: 64 MiB unless THREADLOOM_VECTOR_BUDGET says otherwise,
-apart from the caches' THREADLOOM_MEMORY_BUDGET, so that 100k x 384 is searched exactly
-by default while the savers' caches keep their 32 MiB). A search computes, from the
-coarse plane alone (the high nibbles and the low nibbles' top bits: 5/8 of the codes'
-bytes), a coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`);
-then the int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of
-the best coarse bounds, widening fourfold until the `want`-th best lower bound of an item
-is at least every coarse bound left; then it reads the float32 vectors of the best bounds
-from `store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold
-until the `want`-th best exact score is above every bound not read yet. Every bound is
-sound (at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the
-scan reads only a few vectors per search from the file.
+into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, and 8 more per
+vector) and the low nibbles' top bits again (`core.vector_tops`: a bit per dim, 8 more
+bytes), charged to a budget of their own (`codes_budget()`: 64 MiB unless
+THREADLOOM_VECTOR_BUDGET says otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET,
+so that 100k x 384 is searched exactly by default while the savers' caches keep their
+32 MiB). A search computes, from the high plane alone (half the bytes of the codes), a
+coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
+int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
+coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
+least every coarse bound left, then of each entry whose bound, tightened by its top bits
+(`core.vector_tighten`), still reaches it; then it reads the float32 vectors of the best bounds from
+`store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
+the `want`-th best exact score is above every bound not read yet. Every bound is sound
+(at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
+reads only a few vectors per search from the file.
 
 Invariants:
 - the codes are those of the file's vectors when its `vector_version` (meta) was
@@ -45,7 +46,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
-from threadloom.core.planes import coarse_width, half, split
+from threadloom.core.planes import half, split, top_bytes
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.items.rerank import Bounded, rerank, rescore, vector_matrix
 from threadloom.engine.sql import fetchall
@@ -68,8 +69,8 @@ _T = TypeVar("_T")
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
 #: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids, params and
-#: spread (`2 * ceil(dims / 2) + tops(dims) + 48` bytes a vector, `planes.tops` 8 per 64
-#: dims: 50.2 MiB at 384 dims) fit.
+#: spread, top bits and their spread (`2 * ceil(dims / 2) + 32 * ceil(dims / 256) + 56`
+#: bytes a vector: 52.5 MiB at 384 dims) fit.
 CODES_BUDGET: Final = 64 * MiB
 #: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
@@ -88,8 +89,8 @@ _BATCH: Final = 4096
 #: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
 #: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
 REFINE_FIRST: Final = 256
-#: Entries whose coarse bounds reach the least score of the top from which their int8
-#: bounds are computed on the scan threads (~0.1 us each: below, the hand-off costs more).
+#: Entries whose bounds reach the least score of the top from which they are tightened and
+#: refined on the scan threads (~0.1 us each: below, the hand-off costs more).
 PARALLEL_REFINE: Final = 8192
 #: Entries whose bounds reach the least score of the top that an unfiltered search hands
 #: the re-rank alone (more: all of them, ranked by their bounds).
@@ -103,10 +104,11 @@ class Codes:
     Attributes:
         version: the file's `vector_version` these codes hold (None: never written).
         ids: the vector id of each entry; items: its item.
-        high, low: the coarse and the low plane of the entries' int8 codes
-            (`core.vector_planes`: `coarse_width(dims)` and `half(dims)` bytes an entry),
-            in segments (entries in order);
+        high, low: the 4-bit planes of the entries' int8 codes (`core.vector_planes`:
+            `half(dims)` bytes an entry each), in segments (entries in order);
         params: PARAMS doubles an entry; spread: one double an entry.
+        tops, tight: the low nibbles' top bits (`core.vector_tops`: `top_bytes(dims)` an
+            entry) and their spread (one double an entry), in the same segments.
     """
 
     version: str | None
@@ -116,12 +118,15 @@ class Codes:
     low: tuple[bytes, ...]
     params: tuple[array[float], ...]
     spread: tuple[array[float], ...]
+    tops: tuple[bytes, ...]
+    tight: tuple[array[float], ...]
 
     @property
     def nbytes(self) -> int:
         """Estimated bytes held (planes, ids, items, params and spread)."""
-        held = 8 * (len(self.ids) + len(self.items)) + sum(map(len, (*self.high, *self.low)))
-        return held + sum(8 * len(part) for part in (*self.params, *self.spread))
+        held = 8 * (len(self.ids) + len(self.items)) + 2 * sum(map(len, self.high))
+        held += sum(map(len, self.tops))
+        return held + sum(8 * len(part) for part in (*self.params, *self.spread, *self.tight))
 
     def joined(self) -> Codes:
         """The same codes in one segment."""
@@ -133,6 +138,8 @@ class Codes:
             (b"".join(self.low),),
             (_joined(self.params),),
             (_joined(self.spread),),
+            (b"".join(self.tops),),
+            (_joined(self.tight),),
         )
 
 
@@ -185,6 +192,8 @@ class ExactScan:
         low: list[bytes] = []
         params: list[array[float]] = []
         spread: list[array[float]] = []
+        tops: list[bytes] = []
+        tight: list[array[float]] = []
         while True:
             rows = list(islice(cursor, _BATCH))
             if not rows:
@@ -198,8 +207,19 @@ class ExactScan:
             low.append(planes[1])
             params.append(param)
             spread.append(planes[2])
+            bits, loose = core.vector_tops(code, self.dims)
+            tops.append(bits)
+            tight.append(loose)
         held = Codes(
-            version, vector_ids, items, tuple(high), tuple(low), tuple(params), tuple(spread)
+            version,
+            vector_ids,
+            items,
+            tuple(high),
+            tuple(low),
+            tuple(params),
+            tuple(spread),
+            tuple(tops),
+            tuple(tight),
         )
         return held.joined()
 
@@ -224,6 +244,7 @@ class ExactScan:
                 quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
             code, param = quantized
             high, low, spread = core.vector_planes(code, self.dims)
+            bits, tight = core.vector_tops(code, self.dims)
             vector_ids = array("q", held.ids)
             vector_ids.extend(row[0] for row in rows)
             items = array("q", held.items)
@@ -236,6 +257,8 @@ class ExactScan:
                 (*held.low, low),
                 (*held.params, param),
                 (*held.spread, spread),
+                (*held.tops, bits),
+                (*held.tight, tight),
             )
             self._held.put("codes", codes.joined() if len(codes.high) > _SEGMENTS else codes)
 
@@ -310,17 +333,23 @@ class ExactScan:
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
         if least < below:
-            # A few thousand refinements take less than handing them to another thread.
+            # The top bits tighten the coarse bounds that reach the least score (a tenth of
+            # them then reach it on uniform data); the int8 bounds of those that still do.
+            # A few thousand take less than handing them to another thread.
             _, reaching = core.vector_above(coarse, least, 0)
-            self._refine(scan, (least, below), arrays, threaded=reaching >= PARALLEL_REFINE)
+            threaded = reaching >= PARALLEL_REFINE
+            self._tighten(scan, (least, below), (raw, coarse, bounds), threaded)
+            _, reaching = core.vector_above(bounds, least, 0)
+            tightened = (raw, bounds, bounds, lows)
+            self._refine(scan, (least, below), tightened, reaching >= PARALLEL_REFINE)
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
-        """The coarse bound of each entry and its coarse dot (raw), in entry order. On the
+        """The coarse bound of each entry and its high nibbles' dot, in entry order. On the
         native backend a scan of PARALLEL_AT entries or more is cut into one slice per
         scan thread (`scan_threads()`): the C kernel releases the GIL, so the slices run
         on as many cores; the slices are views of the planes, nothing is copied."""
-        width = coarse_width(self.dims)
+        width = half(self.dims)
 
         def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
             segment, start, end = job
@@ -380,6 +409,44 @@ class ExactScan:
         if threaded:
             return sum(_run(run, scan.jobs))
         return sum(map(run, scan.jobs))
+
+    def _tighten(
+        self,
+        scan: _Query,
+        span: tuple[float, float],
+        arrays: tuple[array[int], array[float], array[float]],
+        threaded: bool,
+    ) -> None:
+        """Tighten the bounds of the entries whose coarse bound is in `span` by their top
+        bits, slice by slice (on the scan threads if `threaded`)."""
+        views = [memoryview(part) for part in arrays]
+        width = top_bytes(self.dims)
+        firsts = [0]
+        for spread in scan.codes.spread:
+            firsts.append(firsts[-1] + len(spread))
+
+        def run(job: tuple[int, int, int]) -> int:
+            segment, start, end = job
+            first = firsts[segment]
+            raw, coarse, bounds = (view[first + start : first + end] for view in views)
+            return core.vector_tighten(
+                scan.split,
+                scan.params,
+                raw,
+                memoryview(scan.codes.tops[segment])[start * width : end * width],
+                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                memoryview(scan.codes.tight[segment])[start:end],
+                self.dims,
+                self.metric,
+                *span,
+                coarse,
+                bounds,
+            )
+
+        if threaded:
+            _run(run, scan.jobs)
+        else:
+            list(map(run, scan.jobs))
 
 
 @dataclass(frozen=True)
