@@ -352,17 +352,16 @@ int tl_vector_tops(const int8_t *codes, size_t count, size_t dims, uint8_t *tops
                    double *tight);
 
 /*
- * For each vector i with at_least <= coarse[i] < below: bounds[i] = the lesser of coarse[i]
- * and the bound from 16 raw[i] + 8 Q.t - 128 sum Q + 3.5 sum Q + |Q| tight[i], at least
- * tl_vector_bounds' (spec: planes.tighten). Buffers as tl_vector_refine's, tops and tight
- * as tl_vector_tops'. Returns how many it tightened have a bound of at least at_least.
- * These six: TL_EINVAL on a bad argument, O(count * dims), no allocation, reentrant.
+ * tl_vector_coarse_bounds' bounds and raw, tighter: the dot bounded from the high plane and
+ * the top bits, 16 raw[i] + 8 Q.t - 128 sum Q + 3.5 sum Q + |Q| tight[i] (spec:
+ * planes.tight_bounds; at least tl_vector_bounds'). Buffers as tl_vector_coarse_bounds',
+ * tops and tight as tl_vector_tops'. These six: TL_EINVAL on a bad argument,
+ * O(count * dims), no allocation, reentrant.
  */
-int64_t tl_vector_tighten(const int8_t *query_split, const double *query_params,
-                          const int64_t *raw, const uint8_t *tops, const double *params,
-                          const double *tight, size_t count, size_t dims, int metric,
-                          unsigned features, double at_least, double below,
-                          const double *coarse, double *bounds);
+int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params,
+                           const uint8_t *high, const uint8_t *tops, const double *params,
+                           const double *tight, size_t count, size_t dims, int metric,
+                           unsigned features, double *bounds, int64_t *raw);
 
 /*
  * BLAKE3 of one buffer: the unkeyed hash, its default 32-byte output (the

@@ -1,9 +1,8 @@
 /*
- * The exact scan's tightening between the coarse bound and the int8 one: the low nibbles'
- * top bits of the codes, bit-sliced, dotted with the query for the vectors a coarse bound
- * keeps. The Python specification is threadloom/core/planes.py (`tops`, `tighten`); every
- * double is computed in the same order (ISO C99, no contraction), so the results are
- * equal bit for bit.
+ * The exact scan's tighter coarse pass: the high plane and the low nibbles' top bits of
+ * the codes (bit-sliced) dotted with the query in one pass. The Python specification is
+ * threadloom/core/planes.py (`tops`, `tight_bounds`); every double is computed in the same
+ * order (ISO C99, no contraction), so the results are equal bit for bit.
  */
 #include <math.h>
 #include <stdint.h>
@@ -50,62 +49,83 @@ int tl_vector_tops(const int8_t *codes, size_t count, size_t dims, uint8_t *tops
     return TL_OK;
 }
 
-/* The query's codes dotted with a vector's top bits (tl_vector_tops' layout). */
-static int64_t tl_top_dot_portable(const uint8_t *t, const int8_t *even, const int8_t *odd,
-                                   size_t width, size_t from)
+/* The high nibbles' dot (*hd) and the top bits' dot (*td) of one vector, from plane byte
+ * `from` on (h: its high plane, t: its top bits). */
+static void tl_both_dots_portable(const uint8_t *h, const uint8_t *t, const int8_t *even,
+                                  const int8_t *odd, size_t width, size_t from, int64_t *hd,
+                                  int64_t *td)
 {
-    int64_t total = 0;
     size_t e;
     for (e = from; e < width; e++) {
         size_t row = 2 * (e / 32), at = 32 * (row / 8) + e % 32;
-        total += (int32_t)((t[at] >> (row % 8)) & 1) * (int32_t)even[e] +
-                 (int32_t)((t[at] >> (row % 8 + 1)) & 1) * (int32_t)odd[e];
+        *hd += (int32_t)(h[e] & 15) * (int32_t)even[e] + (int32_t)(h[e] >> 4) * (int32_t)odd[e];
+        *td += (int32_t)((t[at] >> (row % 8)) & 1) * (int32_t)even[e] +
+               (int32_t)((t[at] >> (row % 8 + 1)) & 1) * (int32_t)odd[e];
     }
-    return total;
 }
 
 #if TL_HAVE_X86_SIMD
-/* The same with AVX2, 64 dims a step (a lane gains at most 4 * 128 a step). */
-__attribute__((target("avx2"))) static int64_t tl_top_dot_avx2(const uint8_t *t,
-                                                               const int8_t *even,
-                                                               const int8_t *odd, size_t width)
+/* The sum of 8 int32 lanes. */
+__attribute__((target("avx2"))) static int64_t tl_t_hsum(__m256i acc)
 {
-    const __m256i bit = _mm256_set1_epi8(1);
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+    return _mm_cvtsi128_si32(sum);
+}
+
+/* The same with AVX2, 64 dims a step (a lane gains at most 4 * 15 * 128 a step: 8192
+ * steps keep the sums below 2**31). */
+__attribute__((target("avx2"))) static void tl_both_dots_avx2(const uint8_t *h,
+                                                              const uint8_t *t,
+                                                              const int8_t *even,
+                                                              const int8_t *odd, size_t width,
+                                                              int64_t *hd, int64_t *td)
+{
+    const __m256i mask = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i acc = _mm256_setzero_si256(), rows = _mm256_setzero_si256(), sum;
-    __m128i half;
-    size_t e = 0;
-    for (; e + 32 <= width; e += 32) {
-        __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
-        __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
-        if (e % 128 == 0) {
-            rows = _mm256_loadu_si256((const __m256i *)(const void *)(t + e / 4));
+    __m256i rows = _mm256_setzero_si256();
+    size_t e = 0, steps;
+    *hd = 0;
+    *td = 0;
+    while (e + 32 <= width) {
+        __m256i acc = _mm256_setzero_si256(), tacc = _mm256_setzero_si256();
+        for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(h + e));
+            __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
+            __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
+            __m256i pairs, tpairs;
+            if (e % 128 == 0) {
+                rows = _mm256_loadu_si256((const __m256i *)(const void *)(t + e / 4));
+            }
+            pairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(x, mask), qe),
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), qo));
+            tpairs = _mm256_add_epi16(
+                _mm256_maddubs_epi16(_mm256_and_si256(rows, bit), qe),
+                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(rows, 1), bit), qo));
+            rows = _mm256_srli_epi16(rows, 2);
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
+            tacc = _mm256_add_epi32(tacc, _mm256_madd_epi16(tpairs, ones));
         }
-        sum = _mm256_add_epi16(
-            _mm256_maddubs_epi16(_mm256_and_si256(rows, bit), qe),
-            _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(rows, 1), bit), qo));
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(sum, ones));
-        rows = _mm256_srli_epi16(rows, 2);
+        *hd += tl_t_hsum(acc);
+        *td += tl_t_hsum(tacc);
     }
-    half = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0x4E));
-    half = _mm_add_epi32(half, _mm_shuffle_epi32(half, 0xB1));
-    return _mm_cvtsi128_si32(half) + tl_top_dot_portable(t, even, odd, width, e);
+    tl_both_dots_portable(h, t, even, odd, width, e, hd, td);
 }
 #endif
 
-int64_t tl_vector_tighten(const int8_t *query_split, const double *query_params,
-                          const int64_t *raw, const uint8_t *tops, const double *params,
-                          const double *tight, size_t count, size_t dims, int metric,
-                          unsigned features, double at_least, double below,
-                          const double *coarse, double *bounds)
+int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params,
+                           const uint8_t *high, const uint8_t *tops, const double *params,
+                           const double *tight, size_t count, size_t dims, int metric,
+                           unsigned features, double *bounds, int64_t *raw)
 {
     size_t i, width = (dims + 1) / 2, stride = tl_t_stride(width);
-    int64_t total, reaching = 0;
+    int64_t total;
     double norm, qs, qn, qr, tiny;
     if (!tl_p_check(features, metric, dims, query_split, query_params) ||
-        (count > 0 && (raw == NULL || tops == NULL || params == NULL || tight == NULL ||
-                       coarse == NULL || bounds == NULL))) {
+        (count > 0 && (high == NULL || tops == NULL || params == NULL || tight == NULL ||
+                       bounds == NULL || raw == NULL))) {
         return TL_EINVAL;
     }
     tl_p_query(query_split, width, &total, &norm);
@@ -115,27 +135,25 @@ int64_t tl_vector_tighten(const int8_t *query_split, const double *query_params,
     tiny = (double)dims * ldexp(1.0, -149);
     for (i = 0; i < count; i++) {
         const double *p = params + TL_T_PARAMS * i;
-        const uint8_t *t = tops + i * stride;
-        double dot, bound;
-        int64_t top;
-        if (coarse[i] >= below || !(coarse[i] >= at_least)) {
-            continue;
-        }
+        const uint8_t *h = high + i * width, *t = tops + i * stride;
+        int64_t hd = 0, td = 0;
+        double dot;
 #if TL_HAVE_X86_SIMD
-        top = (features & TL_HW_AVX2) ? tl_top_dot_avx2(t, query_split, query_split + width, width)
-                                      : tl_top_dot_portable(t, query_split, query_split + width,
-                                                            width, 0);
+        if (features & TL_HW_AVX2) {
+            tl_both_dots_avx2(h, t, query_split, query_split + width, width, &hd, &td);
+        } else {
+            tl_both_dots_portable(h, t, query_split, query_split + width, width, 0, &hd, &td);
+        }
 #else
-        top = tl_top_dot_portable(t, query_split, query_split + width, width, 0);
+        tl_both_dots_portable(h, t, query_split, query_split + width, width, 0, &hd, &td);
 #endif
-        dot = (double)(16 * raw[i] - 128 * total + 8 * top) + 3.5 * (double)total +
+        dot = (double)(16 * hd - 128 * total + 8 * td) + 3.5 * (double)total +
               (norm * tight[i]) * TL_T_UP;
-        bound = tl_p_bound(metric, (qs * p[0]) * dot +
-                                       (qr * p[1] + (qn + qr) * p[2] + TL_T_SLACK * (qn * p[1]) +
-                                        tiny),
-                           qn, p[1], tiny);
-        bounds[i] = bound < coarse[i] ? bound : coarse[i];
-        reaching += bounds[i] >= at_least;
+        bounds[i] = tl_p_bound(metric,
+                               (qs * p[0]) * dot + (qr * p[1] + (qn + qr) * p[2] +
+                                                    TL_T_SLACK * (qn * p[1]) + tiny),
+                               qn, p[1], tiny);
+        raw[i] = hd;
     }
-    return reaching;
+    return TL_OK;
 }

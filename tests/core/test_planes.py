@@ -9,6 +9,7 @@ refined bound equal to it, and the exact score between the lower and the upper b
 from __future__ import annotations
 
 import math
+import random
 from array import array
 from collections.abc import Callable
 from typing import Any
@@ -157,11 +158,12 @@ def test_above_lists_the_indices_at_least_a_value() -> None:
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(case=cases(), metric=st.sampled_from(METRICS))
-def test_the_top_bits_tighten_between_the_coarse_and_the_int8_bound(
+def test_the_top_bits_bound_between_the_coarse_and_the_int8_bound(
     kernels: list[Kernels], case: tuple[int, list[list[float]], list[float]], metric: str
 ) -> None:
-    """Coarse >= tightened >= int8 bound >= exact score for every vector tightened, bit for
-    bit the same tops and bounds in every backend; vectors outside the range untouched."""
+    """A tight bound (high plane and top bits) is at least the int8 bound, so at least the
+    exact score, with the coarse pass's raw dot; bit for bit the same top bits, bounds and
+    raw in every backend."""
     require_native()
     from threadloom.core import _native, _native_planes
 
@@ -170,31 +172,43 @@ def test_the_top_bits_tighten_between_the_coarse_and_the_int8_bound(
     query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
     split = spec.split(query_codes, dims)
     high, _, spread = spec.planes(codes, dims)
-    coarse, raw = spec.coarse_bounds(split, query_params, high, params, spread, dims, metric)
+    _, raw = spec.coarse_bounds(split, query_params, high, params, spread, dims, metric)
     int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
     matrix = b"".join(similarity.pack(row) for row in rows)
     exact = similarity.vector_scores(similarity.pack(query), matrix, dims, metric)
-    ranked = sorted(coarse)
-    at_least = ranked[len(ranked) // 4] if ranked else 0.0
-    below = ranked[-1] if len(ranked) > 2 else math.inf
     results = []
-    for tops, tighten in (
-        (spec.tops, spec.tighten),
-        (_native_planes.tops, _native_planes.NativePlanes(_native.FEATURES).tighten),
-        (_native_planes.tops, _native_planes.NativePlanes(0).tighten),
+    for tops, tight_bounds in (
+        (spec.tops, spec.tight_bounds),
+        (_native_planes.tops, _native_planes.NativePlanes(_native.FEATURES).tight_bounds),
+        (_native_planes.tops, _native_planes.NativePlanes(0).tight_bounds),
     ):
         bits, tight = tops(codes, dims)
-        bounds = array("d", [9.0] * len(rows))
-        reaching = tighten(split, query_params, raw, bits, params, tight, dims, metric,
-                           at_least, below, coarse, bounds)  # fmt: skip
+        bounds, dots = tight_bounds(split, query_params, high, bits, params, tight, dims, metric)
+        assert list(dots) == list(raw)
         for i, bound in enumerate(bounds):
-            if at_least <= coarse[i] < below:
-                assert coarse[i] >= bound >= int8[i] and bound >= exact[i], (metric, i)
-            else:
-                assert bound == 9.0
-        assert reaching == sum(1 for i, b in enumerate(bounds) if b != 9.0 and b >= at_least)
-        results.append((bits, list(tight), list(bounds), reaching))
+            assert bound >= int8[i] and bound >= exact[i], (metric, i, bound, int8[i])
+        results.append((bits, list(tight), list(bounds)))
     assert results[1] == results[0] and results[2] == results[0]
+
+
+def test_the_top_bits_halve_the_slack_on_uniform_codes() -> None:
+    """On random vectors the tight bounds sit closer to the int8 bounds than the coarse
+    ones: the gap halves (a test that fails if the top bits were ignored)."""
+    rng = random.Random(7)
+    dims = 96
+    rows = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(40)]
+    codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    query_codes, query_params = similarity.quantize(
+        similarity.pack([rng.gauss(0, 1) for _ in range(dims)]), dims
+    )
+    split = spec.split(query_codes, dims)
+    high, _, spread = spec.planes(codes, dims)
+    coarse, _ = spec.coarse_bounds(split, query_params, high, params, spread, dims, "cosine")
+    bits, tight = spec.tops(codes, dims)
+    tighter, _ = spec.tight_bounds(split, query_params, high, bits, params, tight, dims, "cosine")
+    int8 = similarity.bounds(query_codes, query_params, codes, params, dims, "cosine")
+    loose = sum(c - b for c, b in zip(coarse, int8, strict=True))
+    assert sum(t - b for t, b in zip(tighter, int8, strict=True)) < 0.6 * loose
 
 
 def test_the_top_bits_are_sliced_by_32_plane_bytes() -> None:

@@ -48,7 +48,7 @@ __all__ = [
     "vector_quantize",
     "vector_refine",
     "vector_scores",
-    "vector_tighten",
+    "vector_tight_bounds",
     "vector_top",
     "vector_tops",
 ]
@@ -132,8 +132,8 @@ vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _
 vector_refine: Callable[..., int] = _planes.refine
 #: (tops, tight): the low nibbles' top bits of int8 codes (core/planes.py).
 vector_tops: Callable[[Buffer, int], tuple[bytes, array[float]]] = _planes.tops
-#: Tighter bounds of the vectors a coarse bound keeps, from their top bits (core/planes.py).
-vector_tighten: Callable[..., int] = _planes.tighten
+#: Tighter coarse bounds from the high plane and the top bits (core/planes.py).
+vector_tight_bounds: Callable[..., tuple[array[float], array[int]]] = _planes.tight_bounds
 
 
 def backend() -> Literal["native", "python"]:

@@ -22,7 +22,7 @@ __all__ = [
     "planes",
     "refine",
     "split",
-    "tighten",
+    "tight_bounds",
     "tops",
 ]
 
@@ -160,38 +160,28 @@ class NativePlanes:
         )
         return _check(rc, "tl_vector_refine")
 
-    def tighten(
+    def tight_bounds(
         self,
         query_split: Buffer,
         query_params: Sequence[float],
-        raw: array[int] | memoryview,
+        high: Buffer,
         top_bits: Buffer,
         params: Sequence[float],
         tight: Sequence[float],
         dims: int,
         metric: str,
-        at_least: float,
-        below: float,
-        coarse: Sequence[float],
-        bounds: array[float] | memoryview,
-    ) -> int:
-        """Tighten the bounds of the vectors whose coarse bound is in [at_least, below) by
-        their top bits; return how many have a bound of at least `at_least` (see
-        core.planes.tighten)."""
+    ) -> tuple[array[float], array[int]]:
+        """Return (bounds, raw): tighter coarse bounds from the high plane and the top bits
+        (see core.planes.tight_bounds)."""
         code = _METRICS[check_metric(metric)]
-        width, count = half(dims), len(tight)
-        if dims < 1 or len(query_split) != 2 * width or len(top_bits) != count * top_bytes(dims):
-            raise ValueError(f"top bits do not hold whole vectors of {dims} codes")
-        if len(params) != 3 * count or len(query_params) != 3:
-            raise ValueError(f"{len(params)} params for {count} vectors")
-        if len(raw) != count or len(coarse) != count or len(bounds) != count:
-            raise ValueError(
-                f"the top bits, raw, coarse bounds and bounds of {count} vectors differ"
-            )
-        rc = lib.tl_vector_tighten(
+        count = vectors_in(query_split, query_params, high, params, dims)
+        if len(tight) != count or len(top_bits) != count * top_bytes(dims):
+            raise ValueError(f"top bits or their spreads do not hold {count} vectors")
+        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
+        rc = lib.tl_vector_tight_bounds(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
-            ffi.from_buffer("int64_t[]", raw),
+            ffi.from_buffer("uint8_t[]", high),
             ffi.from_buffer("uint8_t[]", top_bits),
             ffi.from_buffer("double[]", _doubles(params)),
             ffi.from_buffer("double[]", _doubles(tight)),
@@ -199,16 +189,15 @@ class NativePlanes:
             dims,
             code,
             self.features,
-            at_least,
-            below,
-            ffi.from_buffer("double[]", _doubles(coarse)),
-            ffi.from_buffer("double[]", bounds, require_writable=True),
+            ffi.from_buffer("double[]", out, require_writable=True),
+            ffi.from_buffer("int64_t[]", raw, require_writable=True),
         )
-        return _check(rc, "tl_vector_tighten")
+        _check(rc, "tl_vector_tight_bounds")
+        return out, raw
 
 
 _ZERO, _NONE = array("d", [0.0]), array("q", [0])
 _DEFAULT = NativePlanes(FEATURES)
 coarse_bounds = _DEFAULT.coarse_bounds
 refine = _DEFAULT.refine
-tighten = _DEFAULT.tighten
+tight_bounds = _DEFAULT.tight_bounds

@@ -14,11 +14,11 @@ h and l in two planes of `half(dims)` bytes: byte e holds dim 2e in its low nibb
   bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
   (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
   (what a search uses to know it refined enough);
-- between the two, `tighten` bounds the vectors a coarse bound keeps from the low
-  nibbles' top bits t = l >> 3 (`tops`: a bit per dim, bit-sliced) as well: with
-  m = l & 7, Q.l = 8 Q.t + 3.5 sum Q + Q.(m - 3.5) <= 8 Q.t + 3.5 sum Q + |Q| |m - 3.5|
-  (`tight`), half the slack of the coarse bound (on uniform data a tenth as many
-  vectors then reach the top's least score and need the low plane).
+- `tight_bounds` is `coarse_bounds` with the low nibbles' top bits t = l >> 3 (`tops`: a
+  bit per dim, bit-sliced) read as well: with m = l & 7, Q.l = 8 Q.t + 3.5 sum Q +
+  Q.(m - 3.5) <= 8 Q.t + 3.5 sum Q + |Q| |m - 3.5| (`tight`), half the slack (on uniform
+  data a tenth as many vectors then reach the top's least score and need the low plane),
+  for a sixth more bytes streamed.
 
 Every double is computed in the C core's order, so both backends agree bit for bit.
 """
@@ -48,7 +48,7 @@ __all__ = [
     "planes",
     "refine",
     "split",
-    "tighten",
+    "tight_bounds",
     "tops",
     "vectors_in",
 ]
@@ -117,57 +117,47 @@ def tops(codes: Buffer, dims: int) -> tuple[bytes, array[float]]:
     return bytes(bits), tight
 
 
-def tighten(
+def tight_bounds(
     query_split: Buffer,
     query_params: Sequence[float],
-    raw: Sequence[int],
+    high: Buffer,
     top_bits: Buffer,
     params: Sequence[float],
     tight: Sequence[float],
     dims: int,
     metric: str,
-    at_least: float,
-    below: float,
-    coarse: Sequence[float],
-    bounds: MutableSequence[float],
-) -> int:
-    """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = the lesser of
-    coarse[i] and the bound of its codes' dot bounded by 16 raw[i] - 128 sum Q + 8 Q.t +
-    3.5 sum Q + |Q| tight[i] (`tops`; at least `similarity.bounds`); nothing changes for
-    the others. Returns how many vectors it tightened have a bound of at least `at_least`.
+) -> tuple[array[float], array[int]]:
+    """`coarse_bounds`, tighter: the codes' dot bounded by 16 raw - 128 sum Q + 8 Q.t +
+    3.5 sum Q + |Q| tight from the high plane and the top bits (`tops`), at least
+    `similarity.bounds`; raw as `coarse_bounds`' (the high nibbles' dot).
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
     """
     checked = check_metric(metric)
-    width, stride = half(dims), top_bytes(dims)
-    count = len(tight)
-    if dims < 1 or len(query_split) != 2 * width or len(top_bits) != count * stride:
-        raise ValueError(f"top bits do not hold whole vectors of {dims} codes")
-    if len(params) != PARAMS * count or len(query_params) != PARAMS:
-        raise ValueError(f"{len(params)} params for {count} vectors")
-    if len(raw) != count or len(coarse) != count or len(bounds) != count:
-        raise ValueError(f"the top bits, raw, coarse bounds and bounds of {count} vectors differ")
+    count = vectors_in(query_split, query_params, high, params, dims)
+    stride = top_bytes(dims)
+    if len(tight) != count or len(top_bits) != count * stride:
+        raise ValueError(f"top bits or their spreads do not hold {count} vectors")
     even, odd, total, norm = _query(query_split, dims)
     qs, qn, qr = query_params
     tiny = dims * FLOAT32_TINY
-    plane = bytes(top_bits)
-    reaching = 0
+    width = half(dims)
+    plane, bits = bytes(high), bytes(top_bits)
+    out, raws = array("d"), array("q")
     for i in range(count):
-        if coarse[i] >= below or not coarse[i] >= at_least:
-            continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
+        raw = _nibble_dot(plane, width * i, even, odd)
+        raws.append(raw)
         top = 0
         for e in range(width):
             at, row = stride * i + 32 * (e // 128) + e % 32, 2 * (e // 32) % 8
-            top += (plane[at] >> row & 1) * even[e] + (plane[at] >> (row + 1) & 1) * odd[e]
-        dot = float(16 * raw[i] - 128 * total + 8 * top) + 3.5 * total + (norm * tight[i]) * UP
+            top += (bits[at] >> row & 1) * even[e] + (bits[at] >> (row + 1) & 1) * odd[e]
+        dot = float(16 * raw - 128 * total + 8 * top) + 3.5 * total + (norm * tight[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
-        bound = _bound(checked, high_sum, qn, vn, tiny)
-        bounds[i] = bound if bound < coarse[i] else coarse[i]
-        reaching += bounds[i] >= at_least
-    return reaching
+        out.append(_bound(checked, high_sum, qn, vn, tiny))
+    return out, raws
 
 
 def split(query_codes: Buffer, dims: int) -> bytes:

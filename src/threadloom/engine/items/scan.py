@@ -11,8 +11,9 @@ so that 100k x 384 is searched exactly by default while the savers' caches keep 
 coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
 int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
 coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
-least every coarse bound left, then of each entry whose bound, tightened by its top bits
-(`core.vector_tighten`), still reaches it; then it reads the float32 vectors of the best bounds from
+least every coarse bound left, then of each entry whose coarse bound reaches it (after
+searches where many did, the coarse pass reads the low nibbles' top bits too:
+`core.vector_tight_bounds`); then it reads the float32 vectors of the best bounds from
 `store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
 the `want`-th best exact score is above every bound not read yet. Every bound is sound
 (at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
@@ -89,9 +90,15 @@ _BATCH: Final = 4096
 #: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
 #: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
 REFINE_FIRST: Final = 256
-#: Entries whose bounds reach the least score of the top from which they are tightened and
-#: refined on the scan threads (~0.1 us each: below, the hand-off costs more).
+#: Entries whose coarse bounds reach the least score of the top from which their int8
+#: bounds are computed on the scan threads (~0.1 us each: below, the hand-off costs more).
 PARALLEL_REFINE: Final = 8192
+#: Shares of the entries whose coarse bounds reached the top's least score from which the
+#: next search reads the top bits too (they halve the slack: on uniform data ~13.5% reach
+#: it, ~1.2% with them), and below which (read) it stops: ~0.1 us of refinement an entry
+#: against the ~1/4 more bytes of the tighter pass. Clustered data: ~0.2% either way.
+TIGHT_FROM: Final = 0.05
+LOOSE_BELOW: Final = 0.005
 #: Entries whose bounds reach the least score of the top that an unfiltered search hands
 #: the re-rank alone (more: all of them, ranked by their bounds).
 _REACHING: Final = 4096
@@ -150,6 +157,8 @@ class ExactScan:
         self.dims = dims
         self.metric: Metric = metric
         self._lock = threading.Lock()
+        #: Whether the next search's coarse pass reads the top bits too (`_tight_next`).
+        self.tight = False
         self._held: Lru[str, Codes] = Lru(1, budget=codes_budget(), cost=_cost)
 
     def fits(self, count: int) -> bool:
@@ -314,7 +323,9 @@ class ExactScan:
         `score`: scores the items of some entries exactly, returning every item scored
         so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
-        scan = _Query(codes, split(query_codes, self.dims), query_params, _slices(codes))
+        scan = _Query(
+            codes, split(query_codes, self.dims), query_params, _slices(codes), self.tight
+        )
         coarse, raw = self._coarse(scan)
         bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
         arrays = (raw, coarse, bounds, lows)
@@ -332,16 +343,11 @@ class ExactScan:
             best = sorted(picked, key=lambda entry: -bounds[entry])[: 2 * want]
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
+        _, reaching = core.vector_above(coarse, least, 0)
         if least < below:
-            # The top bits tighten the coarse bounds that reach the least score (a tenth of
-            # them then reach it on uniform data); the int8 bounds of those that still do.
-            # A few thousand take less than handing them to another thread.
-            _, reaching = core.vector_above(coarse, least, 0)
-            threaded = reaching >= PARALLEL_REFINE
-            self._tighten(scan, (least, below), (raw, coarse, bounds), threaded)
-            _, reaching = core.vector_above(bounds, least, 0)
-            tightened = (raw, bounds, bounds, lows)
-            self._refine(scan, (least, below), tightened, reaching >= PARALLEL_REFINE)
+            # A few thousand refinements take less than handing them to another thread.
+            self._refine(scan, (least, below), arrays, threaded=reaching >= PARALLEL_REFINE)
+        self.tight = _tight_next(scan.tight, reaching, len(coarse))
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
@@ -353,11 +359,25 @@ class ExactScan:
 
         def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
             segment, start, end = job
+            high = memoryview(scan.codes.high[segment])[start * width : end * width]
+            params = memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS]
+            if scan.tight:
+                stride = top_bytes(self.dims)
+                return core.vector_tight_bounds(
+                    scan.split,
+                    scan.params,
+                    high,
+                    memoryview(scan.codes.tops[segment])[start * stride : end * stride],
+                    params,
+                    memoryview(scan.codes.tight[segment])[start:end],
+                    self.dims,
+                    self.metric,
+                )
             return core.vector_coarse_bounds(
                 scan.split,
                 scan.params,
-                memoryview(scan.codes.high[segment])[start * width : end * width],
-                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                high,
+                params,
                 memoryview(scan.codes.spread[segment])[start:end],
                 self.dims,
                 self.metric,
@@ -410,44 +430,6 @@ class ExactScan:
             return sum(_run(run, scan.jobs))
         return sum(map(run, scan.jobs))
 
-    def _tighten(
-        self,
-        scan: _Query,
-        span: tuple[float, float],
-        arrays: tuple[array[int], array[float], array[float]],
-        threaded: bool,
-    ) -> None:
-        """Tighten the bounds of the entries whose coarse bound is in `span` by their top
-        bits, slice by slice (on the scan threads if `threaded`)."""
-        views = [memoryview(part) for part in arrays]
-        width = top_bytes(self.dims)
-        firsts = [0]
-        for spread in scan.codes.spread:
-            firsts.append(firsts[-1] + len(spread))
-
-        def run(job: tuple[int, int, int]) -> int:
-            segment, start, end = job
-            first = firsts[segment]
-            raw, coarse, bounds = (view[first + start : first + end] for view in views)
-            return core.vector_tighten(
-                scan.split,
-                scan.params,
-                raw,
-                memoryview(scan.codes.tops[segment])[start * width : end * width],
-                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
-                memoryview(scan.codes.tight[segment])[start:end],
-                self.dims,
-                self.metric,
-                *span,
-                coarse,
-                bounds,
-            )
-
-        if threaded:
-            _run(run, scan.jobs)
-        else:
-            list(map(run, scan.jobs))
-
 
 @dataclass(frozen=True)
 class _Query:
@@ -457,6 +439,7 @@ class _Query:
     split: bytes
     params: array[float]
     jobs: list[tuple[int, int, int]]
+    tight: bool = False
 
 
 _codes_budget: Budget | None = None
@@ -541,6 +524,14 @@ def _threshold(values: array[float], size: int) -> float:
         return -_INF
     stride = max(1, len(values) // (4 * size))
     return heapq.nlargest(size // stride + 1, values[::stride])[-1]
+
+
+def _tight_next(tight: bool, reaching: int, entries: int) -> bool:
+    """Whether the next search reads the top bits, after one that did (`tight`) or not saw
+    `reaching` of `entries` coarse bounds reach the top's least score."""
+    if tight:
+        return reaching >= LOOSE_BELOW * entries
+    return reaching >= TIGHT_FROM * entries
 
 
 def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
