@@ -306,12 +306,10 @@ int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params
                            size_t chunk_count, size_t dims, int metric, unsigned features,
                            int64_t *items, double *bounds);
 
-/*
- * The int8 codes as two 4-bit planes (spec: planes.planes): with u = code + 128, byte e of a
+/* The int8 codes as two 4-bit planes (spec: planes.planes): with u = code + 128, byte e of a
  * vector's plane holds dim 2e's nibble low, dim 2e + 1's high (0 past the last dim); high:
  * u >> 4, low: u & 15; spread[i] = sqrt(sum (2 (u & 15) - 15)^2) / 2. codes readable for
- * count * dims bytes, high and low writable for count * ((dims + 1) / 2), spread for count.
- */
+ * count * dims bytes, high and low writable for count * ((dims + 1) / 2), spread for count. */
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread);
 
@@ -332,12 +330,10 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
 int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
                         size_t cap);
 
-/*
- * For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
+/* For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
  * (from raw and the low plane, bit for bit) and lows[i] = a lower bound of its score by the
  * same error terms; nothing written for the others (spec: planes.refine). Buffers as
- * tl_vector_coarse_bounds'. Returns how many it refined have a bound of at least at_least.
- */
+ * tl_vector_coarse_bounds'. Returns how many it refined have a bound of at least at_least. */
 int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
                          const int64_t *raw, const uint8_t *low, const double *params,
                          size_t count, size_t dims, int metric, unsigned features,
@@ -351,17 +347,21 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
 int tl_vector_tops(const int8_t *codes, size_t count, size_t dims, uint8_t *tops,
                    double *tight);
 
-/*
- * tl_vector_coarse_bounds' bounds and raw, tighter: the dot bounded from the high plane and
- * the top bits, 16 raw[i] + 8 Q.t - 128 sum Q + 3.5 sum Q + |Q| tight[i] (spec:
- * planes.tight_bounds; at least tl_vector_bounds'). Buffers as tl_vector_coarse_bounds',
- * tops and tight as tl_vector_tops'. These six: TL_EINVAL on a bad argument,
- * O(count * dims), no allocation, reentrant.
- */
+/* tl_vector_coarse_bounds, tighter (spec: planes.tight_bounds): raw[i] = Q.(2 h + t) from
+ * the high plane and the top bits, the dot bounded by 8 raw[i] - 128 sum Q + 3.5 sum Q +
+ * |Q| tight[i]; tops and tight as tl_vector_tops'. These seven: TL_EINVAL on a bad
+ * argument, O(count * dims), no allocation, reentrant. */
 int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params,
                            const uint8_t *high, const uint8_t *tops, const double *params,
                            const double *tight, size_t count, size_t dims, int metric,
                            unsigned features, double *bounds, int64_t *raw);
+
+/* tl_vector_refine from tl_vector_tight_bounds' raw: dot 8 raw + Q.(l & 7) - 128 sum Q. */
+int64_t tl_vector_refine_tight(const int8_t *query_split, const double *query_params,
+                               const int64_t *raw, const uint8_t *low, const double *params,
+                               size_t count, size_t dims, int metric, unsigned features,
+                               double at_least, double below, const double *coarse,
+                               double *bounds, double *lows);
 
 /*
  * BLAKE3 of one buffer: the unkeyed hash, its default 32-byte output (the

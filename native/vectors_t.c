@@ -49,69 +49,62 @@ int tl_vector_tops(const int8_t *codes, size_t count, size_t dims, uint8_t *tops
     return TL_OK;
 }
 
-/* The high nibbles' dot (*hd) and the top bits' dot (*td) of one vector, from plane byte
- * `from` on (h: its high plane, t: its top bits). */
-static void tl_both_dots_portable(const uint8_t *h, const uint8_t *t, const int8_t *even,
-                                  const int8_t *odd, size_t width, size_t from, int64_t *hd,
-                                  int64_t *td)
+/* The query's codes dotted with 2 h + t of one vector, from plane byte `from` on (h: its
+ * high plane, t: its top bits). */
+static int64_t tl_tight_dot_portable(const uint8_t *h, const uint8_t *t, const int8_t *even,
+                                     const int8_t *odd, size_t width, size_t from)
 {
+    int64_t total = 0;
     size_t e;
     for (e = from; e < width; e++) {
         size_t row = 2 * (e / 32), at = 32 * (row / 8) + e % 32;
-        *hd += (int32_t)(h[e] & 15) * (int32_t)even[e] + (int32_t)(h[e] >> 4) * (int32_t)odd[e];
-        *td += (int32_t)((t[at] >> (row % 8)) & 1) * (int32_t)even[e] +
-               (int32_t)((t[at] >> (row % 8 + 1)) & 1) * (int32_t)odd[e];
+        total += (int32_t)(2 * (h[e] & 15) + ((t[at] >> (row % 8)) & 1)) * (int32_t)even[e] +
+                 (int32_t)(2 * (h[e] >> 4) + ((t[at] >> (row % 8 + 1)) & 1)) * (int32_t)odd[e];
     }
+    return total;
 }
 
 #if TL_HAVE_X86_SIMD
-/* The sum of 8 int32 lanes. */
-__attribute__((target("avx2"))) static int64_t tl_t_hsum(__m256i acc)
+/* The same with AVX2, 64 dims a step: 2 h + t (at most 31) built in each byte, one maddubs
+ * per half (a lane gains at most 4 * 31 * 128 a step: 8192 steps keep it below 2**31). */
+__attribute__((target("avx2"))) static int64_t tl_tight_dot_avx2(const uint8_t *h,
+                                                                 const uint8_t *t,
+                                                                 const int8_t *even,
+                                                                 const int8_t *odd,
+                                                                 size_t width)
 {
-    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
-    return _mm_cvtsi128_si32(sum);
-}
-
-/* The same with AVX2, 64 dims a step (a lane gains at most 4 * 15 * 128 a step: 8192
- * steps keep the sums below 2**31). */
-__attribute__((target("avx2"))) static void tl_both_dots_avx2(const uint8_t *h,
-                                                              const uint8_t *t,
-                                                              const int8_t *even,
-                                                              const int8_t *odd, size_t width,
-                                                              int64_t *hd, int64_t *td)
-{
-    const __m256i mask = _mm256_set1_epi8(15), bit = _mm256_set1_epi8(1);
+    const __m256i twice = _mm256_set1_epi8(30), bit = _mm256_set1_epi8(1);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i rows = _mm256_setzero_si256();
+    int64_t total = 0;
     size_t e = 0, steps;
-    *hd = 0;
-    *td = 0;
     while (e + 32 <= width) {
-        __m256i acc = _mm256_setzero_si256(), tacc = _mm256_setzero_si256();
+        __m256i acc = _mm256_setzero_si256();
+        __m128i sum;
         for (steps = 0; steps < 8192 && e + 32 <= width; steps++, e += 32) {
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(h + e));
             __m256i qe = _mm256_loadu_si256((const __m256i *)(const void *)(even + e));
             __m256i qo = _mm256_loadu_si256((const __m256i *)(const void *)(odd + e));
-            __m256i pairs, tpairs;
+            __m256i lo, hi;
             if (e % 128 == 0) {
                 rows = _mm256_loadu_si256((const __m256i *)(const void *)(t + e / 4));
             }
-            pairs = _mm256_add_epi16(
-                _mm256_maddubs_epi16(_mm256_and_si256(x, mask), qe),
-                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(x, 4), mask), qo));
-            tpairs = _mm256_add_epi16(
-                _mm256_maddubs_epi16(_mm256_and_si256(rows, bit), qe),
-                _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(rows, 1), bit), qo));
+            lo = _mm256_or_si256(_mm256_and_si256(_mm256_add_epi8(x, x), twice),
+                                 _mm256_and_si256(rows, bit));
+            hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x, 3), twice),
+                                 _mm256_and_si256(_mm256_srli_epi16(rows, 1), bit));
             rows = _mm256_srli_epi16(rows, 2);
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones));
-            tacc = _mm256_add_epi32(tacc, _mm256_madd_epi16(tpairs, ones));
+            acc = _mm256_add_epi32(
+                acc, _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, qe),
+                                                        _mm256_maddubs_epi16(hi, qo)),
+                                       ones));
         }
-        *hd += tl_t_hsum(acc);
-        *td += tl_t_hsum(tacc);
+        sum = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4E));
+        sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
+        total += _mm_cvtsi128_si32(sum);
     }
-    tl_both_dots_portable(h, t, even, odd, width, e, hd, td);
+    return total + tl_tight_dot_portable(h, t, even, odd, width, e);
 }
 #endif
 
@@ -136,24 +129,22 @@ int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params
     for (i = 0; i < count; i++) {
         const double *p = params + TL_T_PARAMS * i;
         const uint8_t *h = high + i * width, *t = tops + i * stride;
-        int64_t hd = 0, td = 0;
+        int64_t dot2;
         double dot;
 #if TL_HAVE_X86_SIMD
-        if (features & TL_HW_AVX2) {
-            tl_both_dots_avx2(h, t, query_split, query_split + width, width, &hd, &td);
-        } else {
-            tl_both_dots_portable(h, t, query_split, query_split + width, width, 0, &hd, &td);
-        }
+        dot2 = (features & TL_HW_AVX2)
+                   ? tl_tight_dot_avx2(h, t, query_split, query_split + width, width)
+                   : tl_tight_dot_portable(h, t, query_split, query_split + width, width, 0);
 #else
-        tl_both_dots_portable(h, t, query_split, query_split + width, width, 0, &hd, &td);
+        dot2 = tl_tight_dot_portable(h, t, query_split, query_split + width, width, 0);
 #endif
-        dot = (double)(16 * hd - 128 * total + 8 * td) + 3.5 * (double)total +
+        dot = (double)(8 * dot2 - 128 * total) + 3.5 * (double)total +
               (norm * tight[i]) * TL_T_UP;
         bounds[i] = tl_p_bound(metric,
                                (qs * p[0]) * dot + (qr * p[1] + (qn + qr) * p[2] +
                                                     TL_T_SLACK * (qn * p[1]) + tiny),
                                qn, p[1], tiny);
-        raw[i] = hd;
+        raw[i] = dot2;
     }
     return TL_OK;
 }

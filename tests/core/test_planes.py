@@ -162,8 +162,8 @@ def test_the_top_bits_bound_between_the_coarse_and_the_int8_bound(
     kernels: list[Kernels], case: tuple[int, list[list[float]], list[float]], metric: str
 ) -> None:
     """A tight bound (high plane and top bits) is at least the int8 bound, so at least the
-    exact score, with the coarse pass's raw dot; bit for bit the same top bits, bounds and
-    raw in every backend."""
+    exact score, and refining from its raw gives the int8 bound itself; bit for bit the
+    same top bits, bounds, raw and lower bounds in every backend."""
     require_native()
     from threadloom.core import _native, _native_planes
 
@@ -171,23 +171,26 @@ def test_the_top_bits_bound_between_the_coarse_and_the_int8_bound(
     codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
     query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
     split = spec.split(query_codes, dims)
-    high, _, spread = spec.planes(codes, dims)
-    _, raw = spec.coarse_bounds(split, query_params, high, params, spread, dims, metric)
+    high, low, _ = spec.planes(codes, dims)
     int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
     matrix = b"".join(similarity.pack(row) for row in rows)
     exact = similarity.vector_scores(similarity.pack(query), matrix, dims, metric)
+    full, portable = (_native_planes.NativePlanes(f) for f in (_native.FEATURES, 0))
     results = []
-    for tops, tight_bounds in (
-        (spec.tops, spec.tight_bounds),
-        (_native_planes.tops, _native_planes.NativePlanes(_native.FEATURES).tight_bounds),
-        (_native_planes.tops, _native_planes.NativePlanes(0).tight_bounds),
+    for tops, tight_bounds, refine_tight in (
+        (spec.tops, spec.tight_bounds, spec.refine_tight),
+        (_native_planes.tops, full.tight_bounds, full.refine_tight),
+        (_native_planes.tops, portable.tight_bounds, portable.refine_tight),
     ):
         bits, tight = tops(codes, dims)
-        bounds, dots = tight_bounds(split, query_params, high, bits, params, tight, dims, metric)
-        assert list(dots) == list(raw)
+        bounds, raw = tight_bounds(split, query_params, high, bits, params, tight, dims, metric)
         for i, bound in enumerate(bounds):
             assert bound >= int8[i] and bound >= exact[i], (metric, i, bound, int8[i])
-        results.append((bits, list(tight), list(bounds)))
+        refined, lows = array("d", bounds), array("d", [7.0] * len(rows))
+        refine_tight(split, query_params, raw, low, params, dims, metric, -math.inf, math.inf,
+                     bounds, refined, lows)  # fmt: skip
+        assert list(refined) == list(int8)
+        results.append((bits, list(tight), list(bounds), list(raw), list(lows)))
     assert results[1] == results[0] and results[2] == results[0]
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "vector_planes",
     "vector_quantize",
     "vector_refine",
+    "vector_refine_tight",
     "vector_scores",
     "vector_tight_bounds",
     "vector_top",
@@ -132,6 +133,8 @@ vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _
 vector_refine: Callable[..., int] = _planes.refine
 #: (tops, tight): the low nibbles' top bits of int8 codes (core/planes.py).
 vector_tops: Callable[[Buffer, int], tuple[bytes, array[float]]] = _planes.tops
+#: `vector_refine` from the raw of `vector_tight_bounds` (core/planes.py).
+vector_refine_tight: Callable[..., int] = _planes.refine_tight
 #: Tighter coarse bounds from the high plane and the top bits (core/planes.py).
 vector_tight_bounds: Callable[..., tuple[array[float], array[int]]] = _planes.tight_bounds
 

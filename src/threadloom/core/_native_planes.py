@@ -21,6 +21,7 @@ __all__ = [
     "half",
     "planes",
     "refine",
+    "refine_tight",
     "split",
     "tight_bounds",
     "tops",
@@ -117,7 +118,7 @@ class NativePlanes:
         _check(rc, "tl_vector_coarse_bounds")
         return out, raw
 
-    def refine(
+    def refine_tight(
         self,
         query_split: Buffer,
         query_params: Sequence[float],
@@ -132,6 +133,27 @@ class NativePlanes:
         bounds: array[float] | memoryview,
         lows: array[float] | memoryview,
     ) -> int:
+        """`refine` from `tight_bounds`' raw (see core.planes.refine_tight)."""
+        return self.refine(query_split, query_params, raw, low, params, dims, metric,
+                           at_least, below, coarse, bounds, lows, tight=True)  # fmt: skip
+
+    def refine(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        raw: array[int] | memoryview,
+        low: Buffer,
+        params: Sequence[float],
+        dims: int,
+        metric: str,
+        at_least: float,
+        below: float,
+        coarse: Sequence[float],
+        bounds: array[float] | memoryview,
+        lows: array[float] | memoryview,
+        *,
+        tight: bool = False,
+    ) -> int:
         """Refine the bounds of the vectors whose coarse bound is in [at_least, below);
         return how many have a bound of at least `at_least` (see core.planes.refine)."""
         code = _METRICS[check_metric(metric)]
@@ -142,7 +164,8 @@ class NativePlanes:
             )
         if len(lows) != count:
             raise ValueError(f"{len(lows)} lower bounds for {count} vectors")
-        rc = lib.tl_vector_refine(
+        kernel = lib.tl_vector_refine_tight if tight else lib.tl_vector_refine
+        rc = kernel(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
             ffi.from_buffer("int64_t[]", raw),
@@ -201,3 +224,4 @@ _DEFAULT = NativePlanes(FEATURES)
 coarse_bounds = _DEFAULT.coarse_bounds
 refine = _DEFAULT.refine
 tight_bounds = _DEFAULT.tight_bounds
+refine_tight = _DEFAULT.refine_tight

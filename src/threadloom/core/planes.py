@@ -47,6 +47,7 @@ __all__ = [
     "half",
     "planes",
     "refine",
+    "refine_tight",
     "split",
     "tight_bounds",
     "tops",
@@ -127,9 +128,9 @@ def tight_bounds(
     dims: int,
     metric: str,
 ) -> tuple[array[float], array[int]]:
-    """`coarse_bounds`, tighter: the codes' dot bounded by 16 raw - 128 sum Q + 8 Q.t +
-    3.5 sum Q + |Q| tight from the high plane and the top bits (`tops`), at least
-    `similarity.bounds`; raw as `coarse_bounds`' (the high nibbles' dot).
+    """`coarse_bounds`, tighter: raw = Q.(2 h + t) from the high plane and the top bits
+    (`tops`), the codes' dot bounded by 8 raw - 128 sum Q + 3.5 sum Q + |Q| tight, at
+    least `similarity.bounds` (`refine_tight` refines from this raw).
 
     Raises:
         ValueError: an unknown metric, or buffers of different vector counts.
@@ -147,13 +148,12 @@ def tight_bounds(
     out, raws = array("d"), array("q")
     for i in range(count):
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        raw = _nibble_dot(plane, width * i, even, odd)
-        raws.append(raw)
-        top = 0
+        raw = 2 * _nibble_dot(plane, width * i, even, odd)
         for e in range(width):
             at, row = stride * i + 32 * (e // 128) + e % 32, 2 * (e // 32) % 8
-            top += (bits[at] >> row & 1) * even[e] + (bits[at] >> (row + 1) & 1) * odd[e]
-        dot = float(16 * raw - 128 * total + 8 * top) + 3.5 * total + (norm * tight[i]) * UP
+            raw += (bits[at] >> row & 1) * even[e] + (bits[at] >> (row + 1) & 1) * odd[e]
+        raws.append(raw)
+        dot = float(8 * raw - 128 * total) + 3.5 * total + (norm * tight[i]) * UP
         approx = (qs * vs) * dot
         high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
         out.append(_bound(checked, high_sum, qn, vn, tiny))
@@ -206,6 +206,26 @@ def coarse_bounds(
     return out, raws
 
 
+def refine_tight(
+    query_split: Buffer,
+    query_params: Sequence[float],
+    raw: Sequence[int],
+    low: Buffer,
+    params: Sequence[float],
+    dims: int,
+    metric: str,
+    at_least: float,
+    below: float,
+    coarse: Sequence[float],
+    bounds: MutableSequence[float],
+    lows: MutableSequence[float],
+) -> int:
+    """`refine` from `tight_bounds`' raw = Q.(2 h + t): the codes' dot is
+    8 raw - 128 sum Q + Q.m, m = l & 7 from the low plane (the same bounds bit for bit)."""
+    return refine(query_split, query_params, raw, low, params, dims, metric, at_least, below,
+                  coarse, bounds, lows, tight=True)  # fmt: skip
+
+
 def refine(
     query_split: Buffer,
     query_params: Sequence[float],
@@ -219,6 +239,8 @@ def refine(
     coarse: Sequence[float],
     bounds: MutableSequence[float],
     lows: MutableSequence[float],
+    *,
+    tight: bool = False,
 ) -> int:
     """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = its int8
     bound (`similarity.bounds`), from raw[i] (`coarse_bounds`) and its low plane, and
@@ -247,7 +269,8 @@ def refine(
         if not coarse[i] >= at_least:
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
+        low_dot = _nibble_dot(lowp, width * i, even, odd, 7 if tight else 15)
+        dot = (8 if tight else 16) * raw[i] - 128 * total + low_dot
         approx = (qs * vs) * float(dot)
         error = qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny
         bounds[i] = _bound(checked, approx + error, qn, vn, tiny)
@@ -306,8 +329,8 @@ def _query(query_split: Buffer, dims: int) -> tuple[list[int], list[int], int, f
     )
 
 
-def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> int:
+def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int], mask: int = 15) -> int:
     total = 0
     for e, byte in enumerate(plane[start : start + len(even)]):
-        total += (byte & 15) * even[e] + (byte >> 4) * odd[e]
+        total += (byte & mask) * even[e] + (byte >> 4 & mask) * odd[e]
     return total

@@ -412,7 +412,8 @@ class ExactScan:
             segment, start, end = job
             first = firsts[segment]
             raw, coarse, bounds, lows = (view[first + start : first + end] for view in views)
-            return core.vector_refine(
+            refine = core.vector_refine_tight if scan.tight else core.vector_refine
+            return refine(
                 scan.split,
                 scan.params,
                 raw,
