@@ -195,17 +195,30 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
 int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
                         size_t cap)
 {
-    size_t i;
+    size_t i, j;
     int64_t found = 0;
     if (count > INT64_MAX || (count > 0 && values == NULL) || (cap > 0 && out == NULL)) {
         return TL_EINVAL;
     }
-    for (i = 0; i < count; i++) {
-        if (values[i] >= at_least) {
-            if ((size_t)found < cap) {
-                out[found] = i;
+    /* Blocks of 64 are counted first (a loop the compiler vectorizes: the values at least
+     * at_least are few), and only a block with some is walked for their indices. */
+    for (i = 0; i < count; i += 64) {
+        size_t end = count - i < 64 ? count : i + 64;
+        int64_t hits = 0;
+        for (j = i; j < end; j++) {
+            hits += values[j] >= at_least;
+        }
+        if (hits == 0 || (size_t)found >= cap) {
+            found += hits;
+            continue;
+        }
+        for (j = i; j < end; j++) {
+            if (values[j] >= at_least) {
+                if ((size_t)found < cap) {
+                    out[found] = j;
+                }
+                found++;
             }
-            found++;
         }
     }
     return found;

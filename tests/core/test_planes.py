@@ -234,3 +234,17 @@ def test_the_top_bits_are_sliced_by_32_plane_bytes() -> None:
             assert bits[32 * (row // 8) + e % 32] >> (row % 8) & 1 == ((signed[j] + 128) >> 3) & 1
         m = [(c + 128) & 7 for c in signed]
         assert tight[0] == 0.5 * math.sqrt(sum((2 * x - 7) ** 2 for x in m))
+
+
+def test_above_counts_past_its_blocks_and_its_cap() -> None:
+    """Across blocks of 64 values (some with none at or over the value, NaN among them)
+    and a cap reached inside a block, `above` lists and counts as the spec does."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    rng = random.Random(3)
+    values = [rng.random() for _ in range(300)]
+    values[70], values[200] = float("nan"), float("inf")
+    for at_least in (0.0, 0.5, 0.97, 2.0):
+        for cap in (0, 1, 5, 64, 400):
+            assert _native_planes.above(values, at_least, cap) == spec.above(values, at_least, cap)

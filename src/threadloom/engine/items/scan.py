@@ -163,7 +163,8 @@ class ExactScan:
 
     def fits(self, count: int) -> bool:
         """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
-        return count * (2 * half(self.dims) + 8 * (3 + PARAMS)) <= codes_budget().capacity
+        each = 2 * half(self.dims) + top_bytes(self.dims) + 8 * (4 + PARAMS)
+        return count * each <= codes_budget().capacity
 
     def held(self) -> Codes | None:
         """The codes in memory, if any (whatever their version)."""
