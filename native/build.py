@@ -35,6 +35,7 @@ SOURCES = [
     "vectors_x86.c",
     "vectors_q.c",
     "vectors_p.c",
+    "vectors_t.c",
 ]
 # Listed as `depends`: a change rebuilds the module, and an sdist ships them (this file too).
 DEPENDS = ["threadloom.h", "tl_internal.h", "build.py", "README.md"]

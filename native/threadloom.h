@@ -306,63 +306,62 @@ int tl_vector_chunk_bounds(const int8_t *query_codes, const double *query_params
                            size_t chunk_count, size_t dims, int metric, unsigned features,
                            int64_t *items, double *bounds);
 
-/*
- * The int8 codes of tl_vector_quantize as two 4-bit planes (the Python spec:
- * planes.planes): with u = code + 128, high nibble u >> 4, low nibble u & 15; byte e of
- * a vector's plane holds dim 2e in its low nibble and dim 2e + 1 in its high one (0
- * past the last dim); spread[i] = sqrt(sum (2 (u & 15) - 15)^2) / 2.
- * Preconditions: dims >= 1; codes readable for count * dims bytes, high and low writable
- * for count * ((dims + 1) / 2) bytes, spread for count doubles (all may be NULL when count
- * is 0). Returns TL_OK or TL_EINVAL. Complexity: O(count * dims), no allocation.
- * Thread safety: reentrant.
- */
+/* The int8 codes as two 4-bit planes (spec: planes.planes): with u = code + 128, byte e of a
+ * vector's plane holds dim 2e's nibble low, dim 2e + 1's high (0 past the last dim); high:
+ * u >> 4, low: u & 15; spread[i] = sqrt(sum (2 (u & 15) - 15)^2) / 2. codes readable for
+ * count * dims bytes, high and low writable for count * ((dims + 1) / 2), spread for count. */
 int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *high,
                      uint8_t *low, double *spread);
 
 /*
- * bounds[i] = an upper bound of vector i's exact score from its high plane alone (the
- * spec: planes.coarse_bounds), at least tl_vector_bounds' bound of its codes; raw[i] = the
- * integer dot product of its high nibbles with the query's codes (tl_vector_refine's input).
- * query_split: the query's codes of even dims, then of odd dims, each (dims + 1) / 2
- * bytes (the last odd one 0 when dims is odd); query_params: its 3 params.
- * Preconditions: dims >= 1; high readable for count * ((dims + 1) / 2) bytes, params for
- * 3 * count doubles, spread for count, bounds and raw writable for count (NULL when count
- * is 0).
- * `features`: TL_HW_AVX2 for the AVX2 kernel (the result is the same).
- * Returns TL_OK or TL_EINVAL. Complexity: O(count * dims / 2) bytes read, no allocation.
- * Thread safety: reentrant.
- */
+ * bounds[i] = an upper bound of vector i's score from its high plane alone (spec:
+ * planes.coarse_bounds), at least tl_vector_bounds'; raw[i] = its high nibbles' dot with the
+ * query's codes. query_split: the query's codes of even dims, then of odd dims, (dims + 1)
+ * / 2 bytes each (0 last when dims is odd); query_params: its 3 params. high as
+ * tl_vector_planes writes it, params 3 * count doubles, spread count; bounds, raw count.
+ * `features`: TL_HW_AVX2 for the AVX2 kernel (the same results). */
 int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_params,
                             const uint8_t *high, const double *params, const double *spread,
                             size_t count, size_t dims, int metric, unsigned features,
                             double *bounds, int64_t *raw);
 
-/*
- * The indices i of values[i] >= at_least (NaN never is), ascending: the first `cap` of
- * them to out (the spec: planes.above). Preconditions: values readable for count doubles,
- * out writable for cap entries (NULL when cap is 0). Returns how many there are (also
- * past cap), or TL_EINVAL. Complexity: O(count), no allocation. Reentrant.
- */
+/* The first `cap` indices i of values[i] >= at_least (NaN never), ascending, to out (spec:
+ * planes.above); returns how many there are (also past cap), or TL_EINVAL. */
 int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
                         size_t cap);
 
-/*
- * For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
- * of its codes (from raw, tl_vector_coarse_bounds', and the low plane: equal bit for bit)
- * and lows[i] = a lower bound of its exact score by the same error terms; nothing written
- * for the others (coarse[i] below at_least, NaN, or at or above `below`; the spec:
- * planes.refine).
- * Preconditions: as tl_vector_coarse_bounds, low like its high plane, raw and coarse
- * readable and bounds and lows writable for count entries. Returns how many vectors it
- * refined have a bound of at least at_least (>= 0), or TL_EINVAL.
- * Complexity: O(count) plus O(dims) per refined vector, no allocation. Thread safety:
- * reentrant.
- */
+/* For each vector i with at_least <= coarse[i] < below: bounds[i] = tl_vector_bounds' bound
+ * (from raw and the low plane, bit for bit) and lows[i] = a lower bound of its score by the
+ * same error terms; nothing written for the others (spec: planes.refine). Buffers as
+ * tl_vector_coarse_bounds'. Returns how many it refined have a bound of at least at_least. */
 int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
                          const int64_t *raw, const uint8_t *low, const double *params,
                          size_t count, size_t dims, int metric, unsigned features,
                          double at_least, double below, const double *coarse, double *bounds,
                          double *lows);
+
+/* The codes' top bits t = (u >> 3) & 1 (spec: planes.tops), 32 * ((dims + 255) / 256)
+ * bytes a vector, bit-sliced: row 2s holds the even dims of plane bytes 32s..32s + 31, row
+ * 2s + 1 their odd ones, row r bit r % 8 of byte e % 32 of block r / 8; tight[i] =
+ * sqrt(sum (2 (u & 7) - 7)^2) / 2 (so code = 16 (h - 8) + 8 t + (u & 7)). */
+int tl_vector_tops(const int8_t *codes, size_t count, size_t dims, uint8_t *tops,
+                   double *tight);
+
+/* tl_vector_coarse_bounds, tighter (spec: planes.tight_bounds): raw[i] = Q.(2 h + t) from
+ * the high plane and the top bits, the dot bounded by 8 raw[i] - 128 sum Q + 3.5 sum Q +
+ * |Q| tight[i]; tops and tight as tl_vector_tops'. These seven: TL_EINVAL on a bad
+ * argument, O(count * dims), no allocation, reentrant. */
+int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params,
+                           const uint8_t *high, const uint8_t *tops, const double *params,
+                           const double *tight, size_t count, size_t dims, int metric,
+                           unsigned features, double *bounds, int64_t *raw);
+
+/* tl_vector_refine from tl_vector_tight_bounds' raw: dot 8 raw + Q.(l & 7) - 128 sum Q. */
+int64_t tl_vector_refine_tight(const int8_t *query_split, const double *query_params,
+                               const int64_t *raw, const uint8_t *low, const double *params,
+                               size_t count, size_t dims, int metric, unsigned features,
+                               double at_least, double below, const double *coarse,
+                               double *bounds, double *lows);
 
 /*
  * BLAKE3 of one buffer: the unkeyed hash, its default 32-byte output (the

@@ -34,6 +34,14 @@
 
 #define TL_KNOWN_FEATURES ((unsigned)TL_HW_SHA | (unsigned)TL_HW_AVX2)
 
+/* The exact scan's shared steps (vectors_p.c): the score bound from `high` = approx +
+ * error (similarity._bound), the query's sum of codes and |codes| from its split codes,
+ * and the arguments' check of tl_vector_coarse_bounds. */
+TL_INTERNAL double tl_p_bound(int metric, double high, double qn, double vn, double tiny);
+TL_INTERNAL void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm);
+TL_INTERNAL int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
+                           const double *query_params);
+
 /* Vectors per block in tl_vector_nearest (two stack arrays of this many entries). */
 #define TL_NEAREST_BLOCK 32
 

@@ -23,14 +23,15 @@
 /* 1 + 2**-40 (planes.UP). */
 #define TL_P_UP (1.0 + 1.0 / 1099511627776.0)
 
-/* sum over e < width of (p[e] & 15) * even[e] + (p[e] >> 4) * odd[e]. */
+/* sum over e < width of (p[e] & mask) * even[e] + ((p[e] >> 4) & mask) * odd[e]. */
 static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, const int8_t *odd,
-                                      size_t width)
+                                      size_t width, int mask)
 {
     int64_t total = 0;
     size_t e;
     for (e = 0; e < width; e++) {
-        total += (int32_t)(p[e] & 15) * (int32_t)even[e] + (int32_t)(p[e] >> 4) * (int32_t)odd[e];
+        total += (int32_t)(p[e] & mask) * (int32_t)even[e] +
+                 (int32_t)((p[e] >> 4) & mask) * (int32_t)odd[e];
     }
     return total;
 }
@@ -41,9 +42,9 @@ static int64_t tl_nibble_dot_portable(const uint8_t *p, const int8_t *even, cons
 __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t *p,
                                                                    const int8_t *even,
                                                                    const int8_t *odd,
-                                                                   size_t width)
+                                                                   size_t width, int bits)
 {
-    const __m256i mask = _mm256_set1_epi8(15);
+    const __m256i mask = _mm256_set1_epi8((char)bits);
     const __m256i ones = _mm256_set1_epi16(1);
     int64_t total = 0;
     size_t e = 0, steps;
@@ -65,24 +66,24 @@ __attribute__((target("avx2"))) static int64_t tl_nibble_dot_avx2(const uint8_t 
         sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xB1));
         total += _mm_cvtsi128_si32(sum);
     }
-    return total + tl_nibble_dot_portable(p + e, even + e, odd + e, width - e);
+    return total + tl_nibble_dot_portable(p + e, even + e, odd + e, width - e, bits);
 }
 #endif
 
 static int64_t tl_nibble_dot(unsigned features, const uint8_t *p, const int8_t *even,
-                             const int8_t *odd, size_t width)
+                             const int8_t *odd, size_t width, int mask)
 {
 #if TL_HAVE_X86_SIMD
     if (features & TL_HW_AVX2) {
-        return tl_nibble_dot_avx2(p, even, odd, width);
+        return tl_nibble_dot_avx2(p, even, odd, width, mask);
     }
 #endif
     (void)features;
-    return tl_nibble_dot_portable(p, even, odd, width);
+    return tl_nibble_dot_portable(p, even, odd, width, mask);
 }
 
 /* similarity._bound: the score bound from `high` = approx + error. */
-static double tl_p_bound(int metric, double high, double qn, double vn, double tiny)
+TL_INTERNAL double tl_p_bound(int metric, double high, double qn, double vn, double tiny)
 {
     double squared;
     if (metric == TL_INNER_PRODUCT) {
@@ -137,7 +138,7 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
 }
 
 /* The query's sum of codes and |codes| (planes._query). */
-static void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm)
+TL_INTERNAL void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm)
 {
     int64_t sum = 0, squares = 0;
     size_t e;
@@ -149,7 +150,7 @@ static void tl_p_query(const int8_t *split, size_t width, int64_t *total, double
     *norm = sqrt((double)squares);
 }
 
-static int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
+TL_INTERNAL int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
                       const double *query_params)
 {
     return (features & ~TL_KNOWN_FEATURES) == 0 &&
@@ -179,7 +180,8 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
         int64_t dot_high =
-            tl_nibble_dot(features, high + i * width, query_split, query_split + width, width);
+            tl_nibble_dot(features, high + i * width, query_split, query_split + width, width,
+                          15);
         double dot = (double)(16 * dot_high - 128 * total) + 7.5 * (double)total +
                      (norm * spread[i]) * TL_P_UP;
         double approx = (qs * vs) * dot;
@@ -193,17 +195,30 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
 int64_t tl_vector_above(const double *values, size_t count, double at_least, uint64_t *out,
                         size_t cap)
 {
-    size_t i;
+    size_t i, j;
     int64_t found = 0;
     if (count > INT64_MAX || (count > 0 && values == NULL) || (cap > 0 && out == NULL)) {
         return TL_EINVAL;
     }
-    for (i = 0; i < count; i++) {
-        if (values[i] >= at_least) {
-            if ((size_t)found < cap) {
-                out[found] = i;
+    /* Blocks of 64 are counted first (a loop the compiler vectorizes: the values at least
+     * at_least are few), and only a block with some is walked for their indices. */
+    for (i = 0; i < count; i += 64) {
+        size_t end = count - i < 64 ? count : i + 64;
+        int64_t hits = 0;
+        for (j = i; j < end; j++) {
+            hits += values[j] >= at_least;
+        }
+        if (hits == 0 || (size_t)found >= cap) {
+            found += hits;
+            continue;
+        }
+        for (j = i; j < end; j++) {
+            if (values[j] >= at_least) {
+                if ((size_t)found < cap) {
+                    out[found] = j;
+                }
+                found++;
             }
-            found++;
         }
     }
     return found;
@@ -231,11 +246,13 @@ static void tl_p_prefetch(const uint8_t *low, const double *params, const int64_
     TL_P_PREFETCH(raw + i);
 }
 
-int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
-                         const int64_t *raw, const uint8_t *low, const double *params,
-                         size_t count, size_t dims, int metric, unsigned features,
-                         double at_least, double below, const double *coarse, double *bounds,
-                         double *lows)
+/* tl_vector_refine (tight 0: raw = Q.h, dot = 16 raw + Q.l - 128 sum Q) and
+ * tl_vector_refine_tight (tight 1: raw = Q.(2 h + t), dot = 8 raw + Q.(l & 7) - 128 sum Q). */
+static int64_t tl_p_refine(const int8_t *query_split, const double *query_params,
+                           const int64_t *raw, const uint8_t *low, const double *params,
+                           size_t count, size_t dims, int metric, unsigned features,
+                           double at_least, double below, const double *coarse, double *bounds,
+                           double *lows, int tight)
 {
     size_t i, k, n, width = (dims + 1) / 2, block[TL_P_BLOCK];
     int64_t total, reaching = 0;
@@ -272,9 +289,9 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
             if (k + TL_P_AHEAD < n) {
                 tl_p_prefetch(low, params, raw, block[k + TL_P_AHEAD], width);
             }
-            dot = 16 * raw[j] - 128 * total +
+            dot = (tight ? 8 : 16) * raw[j] - 128 * total +
                   tl_nibble_dot(features, low + j * width, query_split, query_split + width,
-                                width);
+                                width, tight ? 7 : 15);
             approx = (qs * vs) * (double)dot;
             error = qr * vn + (qn + qr) * vr + TL_P_SLACK * (qn * vn) + tiny;
             bounds[j] = tl_p_bound(metric, approx + error, qn, vn, tiny);
@@ -283,4 +300,24 @@ int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
         }
     }
     return reaching;
+}
+
+int64_t tl_vector_refine(const int8_t *query_split, const double *query_params,
+                         const int64_t *raw, const uint8_t *low, const double *params,
+                         size_t count, size_t dims, int metric, unsigned features,
+                         double at_least, double below, const double *coarse, double *bounds,
+                         double *lows)
+{
+    return tl_p_refine(query_split, query_params, raw, low, params, count, dims, metric,
+                       features, at_least, below, coarse, bounds, lows, 0);
+}
+
+int64_t tl_vector_refine_tight(const int8_t *query_split, const double *query_params,
+                               const int64_t *raw, const uint8_t *low, const double *params,
+                               size_t count, size_t dims, int metric, unsigned features,
+                               double at_least, double below, const double *coarse,
+                               double *bounds, double *lows)
+{
+    return tl_p_refine(query_split, query_params, raw, low, params, count, dims, metric,
+                       features, at_least, below, coarse, bounds, lows, 1);
 }

@@ -9,6 +9,7 @@ refined bound equal to it, and the exact score between the lower and the upper b
 from __future__ import annotations
 
 import math
+import random
 from array import array
 from collections.abc import Callable
 from typing import Any
@@ -151,3 +152,99 @@ def test_above_lists_the_indices_at_least_a_value() -> None:
         assert above(values, 0.5, 2) == ([0, 2], 4)
         assert above(values, -math.inf, 0) == ([], 6)
         assert above([], 0.0, 3) == ([], 0)
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=cases(), metric=st.sampled_from(METRICS))
+def test_the_top_bits_bound_between_the_coarse_and_the_int8_bound(
+    kernels: list[Kernels], case: tuple[int, list[list[float]], list[float]], metric: str
+) -> None:
+    """A tight bound (high plane and top bits) is at least the int8 bound, so at least the
+    exact score, and refining from its raw gives the int8 bound itself; bit for bit the
+    same top bits, bounds, raw and lower bounds in every backend."""
+    require_native()
+    from threadloom.core import _native, _native_planes
+
+    dims, rows, query = case
+    codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    query_codes, query_params = similarity.quantize(similarity.pack(query), dims)
+    split = spec.split(query_codes, dims)
+    high, low, _ = spec.planes(codes, dims)
+    int8 = similarity.bounds(query_codes, query_params, codes, params, dims, metric)
+    matrix = b"".join(similarity.pack(row) for row in rows)
+    exact = similarity.vector_scores(similarity.pack(query), matrix, dims, metric)
+    full, portable = (_native_planes.NativePlanes(f) for f in (_native.FEATURES, 0))
+    results = []
+    for tops, tight_bounds, refine_tight in (
+        (spec.tops, spec.tight_bounds, spec.refine_tight),
+        (_native_planes.tops, full.tight_bounds, full.refine_tight),
+        (_native_planes.tops, portable.tight_bounds, portable.refine_tight),
+    ):
+        bits, tight = tops(codes, dims)
+        bounds, raw = tight_bounds(split, query_params, high, bits, params, tight, dims, metric)
+        for i, bound in enumerate(bounds):
+            assert bound >= int8[i] and bound >= exact[i], (metric, i, bound, int8[i])
+        refined, lows = array("d", bounds), array("d", [7.0] * len(rows))
+        refine_tight(split, query_params, raw, low, params, dims, metric, -math.inf, math.inf,
+                     bounds, refined, lows)  # fmt: skip
+        assert list(refined) == list(int8)
+        results.append((bits, list(tight), list(bounds), list(raw), list(lows)))
+    assert results[1] == results[0] and results[2] == results[0]
+
+
+def test_the_top_bits_halve_the_slack_on_uniform_codes() -> None:
+    """On random vectors the tight bounds sit closer to the int8 bounds than the coarse
+    ones: the gap halves (a test that fails if the top bits were ignored)."""
+    rng = random.Random(7)
+    dims = 96
+    rows = [[rng.gauss(0, 1) for _ in range(dims)] for _ in range(40)]
+    codes, params = similarity.quantize(b"".join(similarity.pack(row) for row in rows), dims)
+    query_codes, query_params = similarity.quantize(
+        similarity.pack([rng.gauss(0, 1) for _ in range(dims)]), dims
+    )
+    split = spec.split(query_codes, dims)
+    high, _, spread = spec.planes(codes, dims)
+    coarse, _ = spec.coarse_bounds(split, query_params, high, params, spread, dims, "cosine")
+    bits, tight = spec.tops(codes, dims)
+    tighter, _ = spec.tight_bounds(split, query_params, high, bits, params, tight, dims, "cosine")
+    int8 = similarity.bounds(query_codes, query_params, codes, params, dims, "cosine")
+    loose = sum(c - b for c, b in zip(coarse, int8, strict=True))
+    assert sum(t - b for t, b in zip(tighter, int8, strict=True)) < 0.6 * loose
+
+
+def test_the_top_bits_are_sliced_by_32_plane_bytes() -> None:
+    """Row 2s of a vector's top bits holds plane bytes 32s.. even dims, row 2s + 1 their
+    odd dims, 8 rows a block of 32 bytes, the same in every backend (531 dims: 266 plane
+    bytes, 9 steps, three blocks, the last one partly used)."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    dims = 531
+    codes, _ = similarity.quantize(
+        similarity.pack([float((j * 37) % 23 - 11) for j in range(dims)]), dims
+    )
+    signed = array("b", codes)
+    for tops in (spec.tops, _native_planes.tops):
+        bits, tight = tops(codes, dims)
+        assert len(bits) == spec.top_bytes(dims) == 96
+        for j in range(dims):
+            e, row = j // 2, 2 * (j // 64) + (j & 1)
+            assert bits[32 * (row // 8) + e % 32] >> (row % 8) & 1 == ((signed[j] + 128) >> 3) & 1
+        m = [(c + 128) & 7 for c in signed]
+        assert tight[0] == 0.5 * math.sqrt(sum((2 * x - 7) ** 2 for x in m))
+
+
+def test_above_counts_past_its_blocks_and_its_cap() -> None:
+    """Across blocks of 64 values (some with none at or over the value, NaN among them)
+    and a cap reached inside a block, `above` lists and counts as the spec does."""
+    require_native()
+    from threadloom.core import _native_planes
+
+    rng = random.Random(3)
+    values = [rng.random() for _ in range(300)]
+    values[70], values[200] = float("nan"), float("inf")
+    for at_least in (0.0, 0.5, 0.97, 2.0):
+        for cap in (0, 1, 5, 64, 400):
+            assert _native_planes.above(values, at_least, cap) == spec.above(values, at_least, cap)

@@ -239,8 +239,9 @@ def test_quantized_scan_under_sanitizers(driver: Path) -> None:
 
 
 def test_planes_scan_under_sanitizers(driver: Path) -> None:
-    """The ASan+UBSan build's planes, coarse bounds and refinement equal the Python spec
-    (core/planes.py) bit for bit, on exact-sized buffers, with no report."""
+    """The ASan+UBSan build's planes, coarse bounds and refinement, and its top bits, tight
+    bounds and their refinement, equal the Python spec (core/planes.py) bit for bit, on
+    exact-sized buffers, with no report."""
     from threadloom.core import planes, similarity
 
     names = ("cosine", "l2", "inner_product")
@@ -258,9 +259,18 @@ def test_planes_scan_under_sanitizers(driver: Path) -> None:
         reaching = planes.refine(split, query_params, raw, low, params, dims, names[metric],
                                  -math.inf, math.inf, coarse, bounds, lows)  # fmt: skip
         parts = line.split(" ")
-        parsed = [[] if part == "-" else [float(x) for x in part.split(",")] for part in parts[:3]]
-        assert parsed == [list(coarse), list(bounds), list(lows)], (names[metric], dims)
+        parsed = [[] if part == "-" else [float(x) for x in part.split(",")] for part in parts]
+        assert parsed[:3] == [list(coarse), list(bounds), list(lows)], (names[metric], dims)
         assert int(parts[3]) == reaching
+        bits, tight = planes.tops(codes, dims)
+        tighter, raw2 = planes.tight_bounds(
+            split, query_params, high, bits, params, tight, dims, names[metric]
+        )
+        refined, tlows = array("d", tighter), array("d", tighter)
+        planes.refine_tight(split, query_params, raw2, low, params, dims, names[metric],
+                            -math.inf, math.inf, tighter, refined, tlows)  # fmt: skip
+        assert parsed[4:] == [list(tighter), list(refined)], (names[metric], dims)
+        assert list(refined) == list(bounds)
 
 
 def test_c_files_are_small_and_prefixed() -> None:
@@ -273,7 +283,7 @@ def test_c_files_are_small_and_prefixed() -> None:
     names = re.findall(r"\b(\w+)\s*\(", cdef) + re.findall(r"\b(TL_\w+|tl_\w+)\b", cdef)
     assert names and all(name.lower().startswith("tl_") for name in names)
     functions = list(re.finditer(r"^\S[^;(]*?\b(tl_\w+)\(", header, flags=re.M))
-    assert len(functions) == 20
+    assert len(functions) == 23
     for match in functions:
         before = header[: match.start()].rstrip()
         assert before.endswith("*/"), f"{match.group(1)} has no comment"

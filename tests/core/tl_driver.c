@@ -382,7 +382,9 @@ static void run_planes(char **cursor)
     int8_t *qcodes = malloc(dims), *split, *codes;
     uint8_t *high, *low;
     double qparams[3], *params, *spread, *coarse, *bounds, *lows;
-    int64_t *raw, rc;
+    double *tight, *tbounds, *trefined, *tlows;
+    uint8_t *tops;
+    int64_t *raw, *traw, rc, rc2 = TL_OK;
     w = (dims + 1) / 2;
     n = mlen / (4 * dims);
     m = n ? n : 1;
@@ -411,16 +413,43 @@ static void run_planes(char **cursor)
         rc = tl_vector_refine(split, qparams, raw, low, params, n, dims, metric, hw, -HUGE_VAL,
                               HUGE_VAL, coarse, bounds, lows);
     }
-    if (rc < 0) {
-        printf("E%d", (int)rc);
+    /* The tight pass: top bits, tight bounds and their refinement (exact-sized too). */
+    tops = malloc(m * 32 * ((w + 127) / 128));
+    tight = malloc(m * sizeof *tight);
+    tbounds = malloc(m * sizeof *tbounds);
+    trefined = malloc(m * sizeof *trefined);
+    tlows = malloc(m * sizeof *tlows);
+    traw = malloc(m * sizeof *traw);
+    if (rc >= 0) rc2 = tl_vector_tops(codes, n, dims, tops, tight);
+    if (rc >= 0 && rc2 == TL_OK) {
+        rc2 = tl_vector_tight_bounds(split, qparams, high, tops, params, tight, n, dims, metric,
+                                     hw, tbounds, traw);
+    }
+    for (i = 0; i < n; i++) trefined[i] = tlows[i] = tbounds[i];
+    if (rc >= 0 && rc2 == TL_OK) {
+        rc2 = tl_vector_refine_tight(split, qparams, traw, low, params, n, dims, metric, hw,
+                                     -HUGE_VAL, HUGE_VAL, tbounds, trefined, tlows);
+    }
+    if (rc < 0 || rc2 < 0) {
+        printf("E%d", (int)(rc < 0 ? rc : rc2));
     } else {
         for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", coarse[i]);
         fputs(n ? " " : "- ", stdout);
         for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", bounds[i]);
         fputs(n ? " " : "- ", stdout);
         for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", lows[i]);
-        printf("%s %d", n ? "" : "-", (int)rc);
+        printf("%s %d ", n ? "" : "-", (int)rc);
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", tbounds[i]);
+        fputs(n ? " " : "- ", stdout);
+        for (i = 0; i < n; i++) printf("%s%.17g", i ? "," : "", trefined[i]);
+        fputs(n ? "" : "-", stdout);
     }
+    free(tops);
+    free(tight);
+    free(tbounds);
+    free(trefined);
+    free(tlows);
+    free(traw);
     free(query);
     free(matrix);
     free(qcodes);

@@ -230,7 +230,7 @@ def test_the_planes_scan_is_exact_on_ties_zeros_and_constants(
     with file.read() as conn:
         count = len(fetchall(conn, "SELECT id FROM store_vectors"))
         codes = index.scan.codes(conn, count)
-        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 48)
+        assert codes is not None and codes.nbytes == count * (2 * (DIMS // 2) + 32 + 56)
         for query in queries:
             for want in (1, 45):
                 assert index.search(conn, query, want) == index.exact(conn, query, want)
@@ -318,6 +318,32 @@ def test_the_default_codes_budget_keeps_100k_x_384_exact() -> None:
     assert not scan.fits(2 * EXACT_CODE_BYTES // 384)
 
 
+def test_the_coarse_pass_reads_the_top_bits_after_searches_where_many_reached_the_top(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a search where at least TIGHT_FROM of the coarse bounds reached the top's
+    least score the next ones read the top bits too, until fewer than LOOSE_BELOW reach
+    it; the search is exact in both passes (24 uniform dims: ~1.5% reach it)."""
+    rng = random.Random(21)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _uniform(rng, 1500))
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(4)]
+    with file.read() as conn:
+        for query in queries:
+            assert index.search(conn, query, 10) == index.exact(conn, query, 10)
+        assert not index.scan.tight
+        monkeypatch.setattr(scan, "TIGHT_FROM", 0.01)
+        tights = []
+        for query in queries:
+            assert index.search(conn, query, 10) == index.exact(conn, query, 10)
+            tights.append(index.scan.tight)
+        assert all(tights)
+        monkeypatch.setattr(scan, "LOOSE_BELOW", 0.5)
+        assert index.search(conn, queries[0], 10) == index.exact(conn, queries[0], 10)
+        assert not index.scan.tight
+    assert _recall(file, index, queries) == 1.0
+
+
 def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     file: File, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -332,19 +358,31 @@ def test_a_scan_cut_across_threads_bounds_every_entry_as_one_thread_does(
     assert loaded is not None and len(loaded.high) == 1
     cut, width = 1500, DIMS // 2
     high, low, param, spread = loaded.high[0], loaded.low[0], loaded.params[0], loaded.spread[0]
+    tops, tight = loaded.tops[0], loaded.tight[0]
     codes = dataclasses.replace(  # a second segment, as a put adds one
         loaded,
         high=(high[: cut * width], high[cut * width :]),
         low=(low[: cut * width], low[cut * width :]),
         params=(param[: cut * scan.PARAMS], param[cut * scan.PARAMS :]),
         spread=(spread[:cut], spread[cut:]),
+        tops=(tops[: cut * 32], tops[cut * 32 :]),
+        tight=(tight[:cut], tight[cut:]),
     )
+    index.scan.tight = False
     whole = [index.scan.bounds(codes, pack(q), 10) for q in queries]
+    index.scan.tight = False
     assert whole == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     monkeypatch.setattr(scan, "PARALLEL_AT", 100)
+    monkeypatch.setattr(scan, "PARALLEL_REFINE", 0)  # tightening and refining on them too
     monkeypatch.setattr(scan, "scan_threads", lambda: 3)
     assert scan._slices(codes) == [(0, 0, 500), (0, 500, 1000), (0, 1000, 1500), (1, 0, 40)]
+    index.scan.tight = False
     assert [index.scan.bounds(codes, pack(q), 10) for q in queries] == whole
+    for tight in (False, True):  # each pass, cut or not, bounds alike
+        index.scan.tight = tight
+        cut_bounds = [index.scan.bounds(codes, pack(q), 10) for q in queries]
+        index.scan.tight = tight
+        assert cut_bounds == [index.scan.bounds(loaded, pack(q), 10) for q in queries]
     assert _recall(file, index, queries) == 1.0
 
 

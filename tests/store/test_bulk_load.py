@@ -159,13 +159,21 @@ def test_the_codes_a_load_keeps_are_those_a_reload_reads(tmp_path: Path) -> None
         assert len(read) == 70
 
 
-def _planes(codes: Any) -> list[tuple[bytes, bytes, float]]:
-    """Each entry's high and low plane (`half(DIMS)` bytes each) and spread."""
-    high, low = b"".join(codes.high), b"".join(codes.low)
-    width = (DIMS + 1) // 2
+def _planes(codes: Any) -> list[tuple[bytes, bytes, float, bytes, float]]:
+    """Each entry's high and low plane (`half(DIMS)` bytes each), spread, top bits (32
+    bytes per 256 dims) and their spread."""
+    high, low, tops = b"".join(codes.high), b"".join(codes.low), b"".join(codes.tops)
+    width, bits = (DIMS + 1) // 2, 32 * ((DIMS + 255) // 256)
     spread = [x for part in codes.spread for x in part]
+    tight = [x for part in codes.tight for x in part]
     return [
-        (high[at * width : (at + 1) * width], low[at * width : (at + 1) * width], spread[at])
+        (
+            high[at * width : (at + 1) * width],
+            low[at * width : (at + 1) * width],
+            spread[at],
+            tops[at * bits : (at + 1) * bits],
+            tight[at],
+        )
         for at in range(len(spread))
     ]
 

@@ -47,8 +47,11 @@ __all__ = [
     "vector_planes",
     "vector_quantize",
     "vector_refine",
+    "vector_refine_tight",
     "vector_scores",
+    "vector_tight_bounds",
     "vector_top",
+    "vector_tops",
 ]
 
 BACKENDS = ("auto", "native", "python")
@@ -128,6 +131,12 @@ vector_coarse_bounds: Callable[
 vector_above: Callable[[Sequence[float], float, int], tuple[list[int], int]] = _planes.above
 #: The int8 bounds and lower bounds of the vectors a coarse bound keeps (core/planes.py).
 vector_refine: Callable[..., int] = _planes.refine
+#: (tops, tight): the low nibbles' top bits of int8 codes (core/planes.py).
+vector_tops: Callable[[Buffer, int], tuple[bytes, array[float]]] = _planes.tops
+#: `vector_refine` from the raw of `vector_tight_bounds` (core/planes.py).
+vector_refine_tight: Callable[..., int] = _planes.refine_tight
+#: Tighter coarse bounds from the high plane and the top bits (core/planes.py).
+vector_tight_bounds: Callable[..., tuple[array[float], array[int]]] = _planes.tight_bounds
 
 
 def backend() -> Literal["native", "python"]:

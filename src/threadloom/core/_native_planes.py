@@ -11,10 +11,21 @@ from collections.abc import Sequence
 
 from threadloom._native import ffi, lib
 from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
-from threadloom.core.planes import half, split, vectors_in
+from threadloom.core.planes import half, split, top_bytes, vectors_in
 from threadloom.core.similarity import Buffer, check_metric
 
-__all__ = ["NativePlanes", "above", "coarse_bounds", "half", "planes", "refine", "split"]
+__all__ = [
+    "NativePlanes",
+    "above",
+    "coarse_bounds",
+    "half",
+    "planes",
+    "refine",
+    "refine_tight",
+    "split",
+    "tight_bounds",
+    "tops",
+]
 
 
 def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
@@ -34,6 +45,24 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
     )
     _check(rc, "tl_vector_planes")
     return bytes(high), bytes(low), spread
+
+
+def tops(codes: Buffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (tops, tight) of int8 codes (see core.planes.tops)."""
+    if dims < 1 or len(codes) % dims:
+        raise ValueError(f"codes do not hold whole vectors of {dims} codes")
+    count = len(codes) // dims
+    bits = bytearray(count * top_bytes(dims))
+    tight = array("d", bytes(8 * count))
+    rc = lib.tl_vector_tops(
+        ffi.from_buffer("int8_t[]", codes),
+        count,
+        dims,
+        ffi.from_buffer("uint8_t[]", bits, require_writable=True),
+        ffi.from_buffer("double[]", tight, require_writable=True),
+    )
+    _check(rc, "tl_vector_tops")
+    return bytes(bits), tight
 
 
 def above(values: Sequence[float], at_least: float, cap: int) -> tuple[list[int], int]:
@@ -89,7 +118,7 @@ class NativePlanes:
         _check(rc, "tl_vector_coarse_bounds")
         return out, raw
 
-    def refine(
+    def refine_tight(
         self,
         query_split: Buffer,
         query_params: Sequence[float],
@@ -104,6 +133,27 @@ class NativePlanes:
         bounds: array[float] | memoryview,
         lows: array[float] | memoryview,
     ) -> int:
+        """`refine` from `tight_bounds`' raw (see core.planes.refine_tight)."""
+        return self.refine(query_split, query_params, raw, low, params, dims, metric,
+                           at_least, below, coarse, bounds, lows, tight=True)  # fmt: skip
+
+    def refine(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        raw: array[int] | memoryview,
+        low: Buffer,
+        params: Sequence[float],
+        dims: int,
+        metric: str,
+        at_least: float,
+        below: float,
+        coarse: Sequence[float],
+        bounds: array[float] | memoryview,
+        lows: array[float] | memoryview,
+        *,
+        tight: bool = False,
+    ) -> int:
         """Refine the bounds of the vectors whose coarse bound is in [at_least, below);
         return how many have a bound of at least `at_least` (see core.planes.refine)."""
         code = _METRICS[check_metric(metric)]
@@ -114,7 +164,8 @@ class NativePlanes:
             )
         if len(lows) != count:
             raise ValueError(f"{len(lows)} lower bounds for {count} vectors")
-        rc = lib.tl_vector_refine(
+        kernel = lib.tl_vector_refine_tight if tight else lib.tl_vector_refine
+        rc = kernel(
             ffi.from_buffer("int8_t[]", query_split),
             ffi.from_buffer("double[]", _doubles(query_params)),
             ffi.from_buffer("int64_t[]", raw),
@@ -132,8 +183,45 @@ class NativePlanes:
         )
         return _check(rc, "tl_vector_refine")
 
+    def tight_bounds(
+        self,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        high: Buffer,
+        top_bits: Buffer,
+        params: Sequence[float],
+        tight: Sequence[float],
+        dims: int,
+        metric: str,
+    ) -> tuple[array[float], array[int]]:
+        """Return (bounds, raw): tighter coarse bounds from the high plane and the top bits
+        (see core.planes.tight_bounds)."""
+        code = _METRICS[check_metric(metric)]
+        count = vectors_in(query_split, query_params, high, params, dims)
+        if len(tight) != count or len(top_bits) != count * top_bytes(dims):
+            raise ValueError(f"top bits or their spreads do not hold {count} vectors")
+        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
+        rc = lib.tl_vector_tight_bounds(
+            ffi.from_buffer("int8_t[]", query_split),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            ffi.from_buffer("uint8_t[]", high),
+            ffi.from_buffer("uint8_t[]", top_bits),
+            ffi.from_buffer("double[]", _doubles(params)),
+            ffi.from_buffer("double[]", _doubles(tight)),
+            count,
+            dims,
+            code,
+            self.features,
+            ffi.from_buffer("double[]", out, require_writable=True),
+            ffi.from_buffer("int64_t[]", raw, require_writable=True),
+        )
+        _check(rc, "tl_vector_tight_bounds")
+        return out, raw
+
 
 _ZERO, _NONE = array("d", [0.0]), array("q", [0])
 _DEFAULT = NativePlanes(FEATURES)
 coarse_bounds = _DEFAULT.coarse_bounds
 refine = _DEFAULT.refine
+tight_bounds = _DEFAULT.tight_bounds
+refine_tight = _DEFAULT.refine_tight

@@ -13,7 +13,12 @@ h and l in two planes of `half(dims)` bytes: byte e holds dim 2e in its low nibb
 - `refine` computes, for the vectors whose coarse bound is in [at_least, below), the int8
   bound itself from the high nibbles' dot (`coarse_bounds` returns it) and the low plane
   (equal bit for bit to `similarity.bounds`) and a lower bound by the same error terms
-  (what a search uses to know it refined enough).
+  (what a search uses to know it refined enough);
+- `tight_bounds` is `coarse_bounds` with the low nibbles' top bits t = l >> 3 (`tops`: a
+  bit per dim, bit-sliced) read as well: with m = l & 7, Q.l = 8 Q.t + 3.5 sum Q +
+  Q.(m - 3.5) <= 8 Q.t + 3.5 sum Q + |Q| |m - 3.5| (`tight`), half the slack (on uniform
+  data a tenth as many vectors then reach the top's least score and need the low plane),
+  for a sixth more bytes streamed.
 
 Every double is computed in the C core's order, so both backends agree bit for bit.
 """
@@ -35,7 +40,19 @@ from threadloom.core.similarity import (
     check_metric,
 )
 
-__all__ = ["UP", "above", "coarse_bounds", "half", "planes", "refine", "split", "vectors_in"]
+__all__ = [
+    "UP",
+    "above",
+    "coarse_bounds",
+    "half",
+    "planes",
+    "refine",
+    "refine_tight",
+    "split",
+    "tight_bounds",
+    "tops",
+    "vectors_in",
+]
 
 #: 1 + 2**-40: the coarse dot's Cauchy-Schwarz term is rounded up by it (it covers the
 #: rounding of the two square roots and their product, so the bound stays sound).
@@ -67,6 +84,80 @@ def planes(codes: Buffer, dims: int) -> tuple[bytes, bytes, array[float]]:
         low.extend(ls[e] | ls[e + 1] << 4 for e in range(0, len(ls), 2))
         spread.append(0.5 * math.sqrt(sum((2 * u - 15) ** 2 for u in ls[:dims])))
     return bytes(high), bytes(low), spread
+
+
+def top_bytes(dims: int) -> int:
+    """Bytes of one vector's top bits (`tops`): 32 per 256 dims, rounded up."""
+    return 32 * ((half(dims) + 127) // 128)
+
+
+def tops(codes: Buffer, dims: int) -> tuple[bytes, array[float]]:
+    """Return (tops, tight) of int8 codes: per vector its low nibbles' top bits
+    t = ((c + 128) >> 3) & 1 in `top_bytes(dims)` bytes (row 2s: the even dims of plane
+    bytes 32s..32s + 31, row 2s + 1: their odd dims; row r is bit r % 8 of byte e % 32 of
+    block r // 8) and |m - 3.5| = sqrt(sum (2 m - 7)^2) / 2 over its m = (c + 128) & 7.
+
+    Raises:
+        ValueError: codes that are not whole vectors of `dims`.
+    """
+    raw = bytes(codes)
+    if dims < 1 or len(raw) % dims:
+        raise ValueError(f"codes do not hold whole vectors of {dims} codes")
+    bits = bytearray()
+    tight = array("d")
+    for start in range(0, len(raw), dims):
+        block = bytearray(top_bytes(dims))
+        total = 0
+        for j, c in enumerate(raw[start : start + dims]):
+            u = (c + 128) & 0xFF
+            e, row = j // 2, 2 * (j // 64) + (j & 1)
+            block[32 * (row // 8) + e % 32] |= (u >> 3 & 1) << row % 8
+            total += (2 * (u & 7) - 7) ** 2
+        bits.extend(block)
+        tight.append(0.5 * math.sqrt(total))
+    return bytes(bits), tight
+
+
+def tight_bounds(
+    query_split: Buffer,
+    query_params: Sequence[float],
+    high: Buffer,
+    top_bits: Buffer,
+    params: Sequence[float],
+    tight: Sequence[float],
+    dims: int,
+    metric: str,
+) -> tuple[array[float], array[int]]:
+    """`coarse_bounds`, tighter: raw = Q.(2 h + t) from the high plane and the top bits
+    (`tops`), the codes' dot bounded by 8 raw - 128 sum Q + 3.5 sum Q + |Q| tight, at
+    least `similarity.bounds` (`refine_tight` refines from this raw).
+
+    Raises:
+        ValueError: an unknown metric, or buffers of different vector counts.
+    """
+    checked = check_metric(metric)
+    count = vectors_in(query_split, query_params, high, params, dims)
+    stride = top_bytes(dims)
+    if len(tight) != count or len(top_bits) != count * stride:
+        raise ValueError(f"top bits or their spreads do not hold {count} vectors")
+    even, odd, total, norm = _query(query_split, dims)
+    qs, qn, qr = query_params
+    tiny = dims * FLOAT32_TINY
+    width = half(dims)
+    plane, bits = bytes(high), bytes(top_bits)
+    out, raws = array("d"), array("q")
+    for i in range(count):
+        vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
+        raw = 2 * _nibble_dot(plane, width * i, even, odd)
+        for e in range(width):
+            at, row = stride * i + 32 * (e // 128) + e % 32, 2 * (e // 32) % 8
+            raw += (bits[at] >> row & 1) * even[e] + (bits[at] >> (row + 1) & 1) * odd[e]
+        raws.append(raw)
+        dot = float(8 * raw - 128 * total) + 3.5 * total + (norm * tight[i]) * UP
+        approx = (qs * vs) * dot
+        high_sum = approx + (qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny)
+        out.append(_bound(checked, high_sum, qn, vn, tiny))
+    return out, raws
 
 
 def split(query_codes: Buffer, dims: int) -> bytes:
@@ -115,6 +206,26 @@ def coarse_bounds(
     return out, raws
 
 
+def refine_tight(
+    query_split: Buffer,
+    query_params: Sequence[float],
+    raw: Sequence[int],
+    low: Buffer,
+    params: Sequence[float],
+    dims: int,
+    metric: str,
+    at_least: float,
+    below: float,
+    coarse: Sequence[float],
+    bounds: MutableSequence[float],
+    lows: MutableSequence[float],
+) -> int:
+    """`refine` from `tight_bounds`' raw = Q.(2 h + t): the codes' dot is
+    8 raw - 128 sum Q + Q.m, m = l & 7 from the low plane (the same bounds bit for bit)."""
+    return refine(query_split, query_params, raw, low, params, dims, metric, at_least, below,
+                  coarse, bounds, lows, tight=True)  # fmt: skip
+
+
 def refine(
     query_split: Buffer,
     query_params: Sequence[float],
@@ -128,6 +239,8 @@ def refine(
     coarse: Sequence[float],
     bounds: MutableSequence[float],
     lows: MutableSequence[float],
+    *,
+    tight: bool = False,
 ) -> int:
     """For each vector i whose coarse[i] is in [at_least, below): bounds[i] = its int8
     bound (`similarity.bounds`), from raw[i] (`coarse_bounds`) and its low plane, and
@@ -156,7 +269,8 @@ def refine(
         if not coarse[i] >= at_least:
             continue
         vs, vn, vr = params[PARAMS * i : PARAMS * i + PARAMS]
-        dot = 16 * raw[i] - 128 * total + _nibble_dot(lowp, width * i, even, odd)
+        low_dot = _nibble_dot(lowp, width * i, even, odd, 7 if tight else 15)
+        dot = (8 if tight else 16) * raw[i] - 128 * total + low_dot
         approx = (qs * vs) * float(dot)
         error = qr * vn + (qn + qr) * vr + BOUND_SLACK * (qn * vn) + tiny
         bounds[i] = _bound(checked, approx + error, qn, vn, tiny)
@@ -215,8 +329,8 @@ def _query(query_split: Buffer, dims: int) -> tuple[list[int], list[int], int, f
     )
 
 
-def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int]) -> int:
+def _nibble_dot(plane: bytes, start: int, even: list[int], odd: list[int], mask: int = 15) -> int:
     total = 0
     for e, byte in enumerate(plane[start : start + len(even)]):
-        total += (byte & 15) * even[e] + (byte >> 4) * odd[e]
+        total += (byte & mask) * even[e] + (byte >> 4 & mask) * odd[e]
     return total

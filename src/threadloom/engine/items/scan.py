@@ -3,14 +3,17 @@
 
 Every vector of the file is held in memory as int8 codes (`core.vector_quantize`) split
 into two 4-bit planes (`core.vector_planes`: the same bytes as the codes, and 8 more per
-vector), charged to a budget of their own (`codes_budget()`: 64 MiB unless
+vector) and the low nibbles' top bits again (`core.vector_tops`: a bit per dim, 8 more
+bytes), charged to a budget of their own (`codes_budget()`: 64 MiB unless
 THREADLOOM_VECTOR_BUDGET says otherwise, apart from the caches' THREADLOOM_MEMORY_BUDGET,
 so that 100k x 384 is searched exactly by default while the savers' caches keep their
 32 MiB). A search computes, from the high plane alone (half the bytes of the codes), a
 coarse upper bound of every vector's exact score (`core.vector_coarse_bounds`); then the
 int8 bound (`core.vector_bounds`'s, from both planes: `core.vector_refine`) of the best
 coarse bounds, widening fourfold until the `want`-th best lower bound of an item is at
-least every coarse bound left; then it reads the float32 vectors of the best bounds from
+least every coarse bound left, then of each entry whose coarse bound reaches it (after
+searches where many did, the coarse pass reads the low nibbles' top bits too:
+`core.vector_tight_bounds`); then it reads the float32 vectors of the best bounds from
 `store_vectors` and scores them exactly (`core.vector_scores`), widening fourfold until
 the `want`-th best exact score is above every bound not read yet. Every bound is sound
 (at least the exact score), so the result is exactly `VectorIndex.exact`'s, and the scan
@@ -44,7 +47,7 @@ import apsw
 
 from threadloom import core
 from threadloom.core.lru import Budget, Lru, MiB, parse_bytes
-from threadloom.core.planes import half, split
+from threadloom.core.planes import half, split, top_bytes
 from threadloom.core.similarity import PARAMS, Metric
 from threadloom.engine.items.rerank import Bounded, rerank, rescore, vector_matrix
 from threadloom.engine.sql import fetchall
@@ -67,7 +70,8 @@ _T = TypeVar("_T")
 VERSION_KEY: Final = "vector_version"
 #: Bytes the exact scan's codes may take in a process by default: the codes of
 #: EXACT_CODE_BYTES (vectors.py: 40 MiB, 109,226 x 384) with their ids, params and
-#: spread (`2 * ceil(dims / 2) + 48` bytes a vector: 45 MiB at 384 dims) fit.
+#: spread, top bits and their spread (`2 * ceil(dims / 2) + 32 * ceil(dims / 256) + 56`
+#: bytes a vector: 52.5 MiB at 384 dims) fit.
 CODES_BUDGET: Final = 64 * MiB
 #: The environment variable that sets it (bytes, or with a K/M/G suffix; 0: no codes).
 CODES_BUDGET_ENV: Final = "THREADLOOM_VECTOR_BUDGET"
@@ -86,6 +90,15 @@ _BATCH: Final = 4096
 #: Entries of the best coarse bounds whose int8 bounds a search computes first, to learn
 #: a least score of the top (at least 4 per wanted item; fourfold while fewer items).
 REFINE_FIRST: Final = 256
+#: Entries whose coarse bounds reach the least score of the top from which their int8
+#: bounds are computed on the scan threads (~0.1 us each: below, the hand-off costs more).
+PARALLEL_REFINE: Final = 8192
+#: Shares of the entries whose coarse bounds reached the top's least score from which the
+#: next search reads the top bits too (they halve the slack: on uniform data ~13.5% reach
+#: it, ~1.2% with them), and below which (read) it stops: ~0.1 us of refinement an entry
+#: against the ~1/4 more bytes of the tighter pass. Clustered data: ~0.2% either way.
+TIGHT_FROM: Final = 0.05
+LOOSE_BELOW: Final = 0.005
 #: Entries whose bounds reach the least score of the top that an unfiltered search hands
 #: the re-rank alone (more: all of them, ranked by their bounds).
 _REACHING: Final = 4096
@@ -101,6 +114,8 @@ class Codes:
         high, low: the 4-bit planes of the entries' int8 codes (`core.vector_planes`:
             `half(dims)` bytes an entry each), in segments (entries in order);
         params: PARAMS doubles an entry; spread: one double an entry.
+        tops, tight: the low nibbles' top bits (`core.vector_tops`: `top_bytes(dims)` an
+            entry) and their spread (one double an entry), in the same segments.
     """
 
     version: str | None
@@ -110,12 +125,15 @@ class Codes:
     low: tuple[bytes, ...]
     params: tuple[array[float], ...]
     spread: tuple[array[float], ...]
+    tops: tuple[bytes, ...]
+    tight: tuple[array[float], ...]
 
     @property
     def nbytes(self) -> int:
         """Estimated bytes held (planes, ids, items, params and spread)."""
         held = 8 * (len(self.ids) + len(self.items)) + 2 * sum(map(len, self.high))
-        return held + sum(8 * len(part) for part in (*self.params, *self.spread))
+        held += sum(map(len, self.tops))
+        return held + sum(8 * len(part) for part in (*self.params, *self.spread, *self.tight))
 
     def joined(self) -> Codes:
         """The same codes in one segment."""
@@ -127,6 +145,8 @@ class Codes:
             (b"".join(self.low),),
             (_joined(self.params),),
             (_joined(self.spread),),
+            (b"".join(self.tops),),
+            (_joined(self.tight),),
         )
 
 
@@ -137,11 +157,14 @@ class ExactScan:
         self.dims = dims
         self.metric: Metric = metric
         self._lock = threading.Lock()
+        #: Whether the next search's coarse pass reads the top bits too (`_tight_next`).
+        self.tight = False
         self._held: Lru[str, Codes] = Lru(1, budget=codes_budget(), cost=_cost)
 
     def fits(self, count: int) -> bool:
         """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
-        return count * (2 * half(self.dims) + 8 * (3 + PARAMS)) <= codes_budget().capacity
+        each = 2 * half(self.dims) + top_bytes(self.dims) + 8 * (4 + PARAMS)
+        return count * each <= codes_budget().capacity
 
     def held(self) -> Codes | None:
         """The codes in memory, if any (whatever their version)."""
@@ -179,6 +202,8 @@ class ExactScan:
         low: list[bytes] = []
         params: list[array[float]] = []
         spread: list[array[float]] = []
+        tops: list[bytes] = []
+        tight: list[array[float]] = []
         while True:
             rows = list(islice(cursor, _BATCH))
             if not rows:
@@ -192,8 +217,19 @@ class ExactScan:
             low.append(planes[1])
             params.append(param)
             spread.append(planes[2])
+            bits, loose = core.vector_tops(code, self.dims)
+            tops.append(bits)
+            tight.append(loose)
         held = Codes(
-            version, vector_ids, items, tuple(high), tuple(low), tuple(params), tuple(spread)
+            version,
+            vector_ids,
+            items,
+            tuple(high),
+            tuple(low),
+            tuple(params),
+            tuple(spread),
+            tuple(tops),
+            tuple(tight),
         )
         return held.joined()
 
@@ -218,6 +254,7 @@ class ExactScan:
                 quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
             code, param = quantized
             high, low, spread = core.vector_planes(code, self.dims)
+            bits, tight = core.vector_tops(code, self.dims)
             vector_ids = array("q", held.ids)
             vector_ids.extend(row[0] for row in rows)
             items = array("q", held.items)
@@ -230,6 +267,8 @@ class ExactScan:
                 (*held.low, low),
                 (*held.params, param),
                 (*held.spread, spread),
+                (*held.tops, bits),
+                (*held.tight, tight),
             )
             self._held.put("codes", codes.joined() if len(codes.high) > _SEGMENTS else codes)
 
@@ -285,7 +324,9 @@ class ExactScan:
         `score`: scores the items of some entries exactly, returning every item scored
         so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
-        scan = _Query(codes, split(query_codes, self.dims), query_params, _slices(codes))
+        scan = _Query(
+            codes, split(query_codes, self.dims), query_params, _slices(codes), self.tight
+        )
         coarse, raw = self._coarse(scan)
         bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
         arrays = (raw, coarse, bounds, lows)
@@ -303,8 +344,11 @@ class ExactScan:
             best = sorted(picked, key=lambda entry: -bounds[entry])[: 2 * want]
             exact = sorted(score(best).values(), reverse=True)
             least = max(least, exact[want - 1] if len(exact) >= want else -_INF)
+        _, reaching = core.vector_above(coarse, least, 0)
         if least < below:
-            self._refine(scan, (least, below), arrays, threaded=True)
+            # A few thousand refinements take less than handing them to another thread.
+            self._refine(scan, (least, below), arrays, threaded=reaching >= PARALLEL_REFINE)
+        self.tight = _tight_next(scan.tight, reaching, len(coarse))
         return bounds, least
 
     def _coarse(self, scan: _Query) -> tuple[array[float], array[int]]:
@@ -316,11 +360,25 @@ class ExactScan:
 
         def run(job: tuple[int, int, int]) -> tuple[array[float], array[int]]:
             segment, start, end = job
+            high = memoryview(scan.codes.high[segment])[start * width : end * width]
+            params = memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS]
+            if scan.tight:
+                stride = top_bytes(self.dims)
+                return core.vector_tight_bounds(
+                    scan.split,
+                    scan.params,
+                    high,
+                    memoryview(scan.codes.tops[segment])[start * stride : end * stride],
+                    params,
+                    memoryview(scan.codes.tight[segment])[start:end],
+                    self.dims,
+                    self.metric,
+                )
             return core.vector_coarse_bounds(
                 scan.split,
                 scan.params,
-                memoryview(scan.codes.high[segment])[start * width : end * width],
-                memoryview(scan.codes.params[segment])[start * PARAMS : end * PARAMS],
+                high,
+                params,
                 memoryview(scan.codes.spread[segment])[start:end],
                 self.dims,
                 self.metric,
@@ -355,7 +413,8 @@ class ExactScan:
             segment, start, end = job
             first = firsts[segment]
             raw, coarse, bounds, lows = (view[first + start : first + end] for view in views)
-            return core.vector_refine(
+            refine = core.vector_refine_tight if scan.tight else core.vector_refine
+            return refine(
                 scan.split,
                 scan.params,
                 raw,
@@ -382,6 +441,7 @@ class _Query:
     split: bytes
     params: array[float]
     jobs: list[tuple[int, int, int]]
+    tight: bool = False
 
 
 _codes_budget: Budget | None = None
@@ -466,6 +526,14 @@ def _threshold(values: array[float], size: int) -> float:
         return -_INF
     stride = max(1, len(values) // (4 * size))
     return heapq.nlargest(size // stride + 1, values[::stride])[-1]
+
+
+def _tight_next(tight: bool, reaching: int, entries: int) -> bool:
+    """Whether the next search reads the top bits, after one that did (`tight`) or not saw
+    `reaching` of `entries` coarse bounds reach the top's least score."""
+    if tight:
+        return reaching >= LOOSE_BELOW * entries
+    return reaching >= TIGHT_FROM * entries
 
 
 def _least_of_top(entries: list[int], lows: array[float], items: array[int], want: int) -> float:
