@@ -318,6 +318,40 @@ def test_the_default_codes_budget_keeps_100k_x_384_exact() -> None:
     assert not scan.fits(2 * EXACT_CODE_BYTES // 384)
 
 
+@pytest.mark.parametrize("dims", [80, 96, 128, 147, 256, 384, 1024, 1536, 4096])
+def test_the_exact_limit_fits_the_budget_whatever_the_dims(dims: int) -> None:
+    """From 80 dims (below, the per-vector ids and params alone outgrow the budget at
+    `exact_up_to`, as they always did) the planes of `exact_up_to` vectors fit the codes'
+    budget: the top bits, held beside them when they fit too, never push the exact limit
+    over it, which at 80-147 dims they did (the search fell back to the lists below its
+    own exact limit)."""
+    index = VectorIndex(dims)
+    assert index.scan.fits(index.exact_up_to)
+    assert index.scan.fits(index.exact_up_to, tops=True) == (dims >= 148)
+
+
+def test_codes_beyond_the_top_bits_budget_search_exactly_without_them(
+    file: File, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Codes that fit the budget only without their top bits are held without them, and
+    the search stays exact (the coarse pass never asks for top bits it lacks)."""
+    rng = random.Random(5)
+    index = VectorIndex(DIMS, "cosine")
+    _put(file, index, _uniform(rng, 600))
+    plain = 2 * ((DIMS + 1) // 2) + 8 * (3 + scan.PARAMS)
+    monkeypatch.setattr(scan, "codes_budget", lambda: lru.Budget(650 * plain))
+    monkeypatch.setattr(scan, "TIGHT_FROM", 0.0)
+    queries = [[rng.uniform(-1, 1) for _ in range(DIMS)] for _ in range(3)]
+    with file.read() as conn:
+        for query in queries:
+            assert index.search(conn, query, 10) == index.exact(conn, query, 10)
+        held = index.scan.held()
+        assert held is not None and held.tops == () and held.tight == ()
+    _put(file, index, _uniform(rng, 20, first=601))
+    with file.read() as conn:
+        assert index.search(conn, queries[0], 10) == index.exact(conn, queries[0], 10)
+
+
 def test_the_coarse_pass_reads_the_top_bits_after_searches_where_many_reached_the_top(
     file: File, monkeypatch: pytest.MonkeyPatch
 ) -> None:

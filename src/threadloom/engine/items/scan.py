@@ -115,7 +115,8 @@ class Codes:
             `half(dims)` bytes an entry each), in segments (entries in order);
         params: PARAMS doubles an entry; spread: one double an entry.
         tops, tight: the low nibbles' top bits (`core.vector_tops`: `top_bytes(dims)` an
-            entry) and their spread (one double an entry), in the same segments.
+            entry) and their spread (one double an entry), in the same segments; both
+            empty when the budget holds the planes but not these (`ExactScan.fits`).
     """
 
     version: str | None
@@ -145,8 +146,8 @@ class Codes:
             (b"".join(self.low),),
             (_joined(self.params),),
             (_joined(self.spread),),
-            (b"".join(self.tops),),
-            (_joined(self.tight),),
+            (b"".join(self.tops),) if self.tops else (),
+            (_joined(self.tight),) if self.tight else (),
         )
 
 
@@ -161,9 +162,13 @@ class ExactScan:
         self.tight = False
         self._held: Lru[str, Codes] = Lru(1, budget=codes_budget(), cost=_cost)
 
-    def fits(self, count: int) -> bool:
-        """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`)."""
-        each = 2 * half(self.dims) + top_bytes(self.dims) + 8 * (4 + PARAMS)
+    def fits(self, count: int, tops: bool = False) -> bool:
+        """Whether the codes of `count` vectors fit the codes' budget (`codes_budget()`);
+        with `tops`, their top bits too. The exact scan's limit (`exact_up_to`) is set by
+        the planes alone: the top bits are held only when they fit as well."""
+        each = 2 * half(self.dims) + 8 * (3 + PARAMS)
+        if tops:
+            each += top_bytes(self.dims) + 8
         return count * each <= codes_budget().capacity
 
     def held(self) -> Codes | None:
@@ -191,11 +196,11 @@ class ExactScan:
             held = self.held()
             if held is not None and held.version == version:
                 return held
-            loaded = self._load(conn, version)
+            loaded = self._load(conn, version, self.fits(count, tops=True))
             self._held.put("codes", loaded)
             return loaded
 
-    def _load(self, conn: apsw.Connection, version: str | None) -> Codes:
+    def _load(self, conn: apsw.Connection, version: str | None, with_tops: bool) -> Codes:
         cursor = conn.execute("SELECT id, item, vector FROM store_vectors")
         vector_ids, items = array("q"), array("q")
         high: list[bytes] = []
@@ -217,9 +222,10 @@ class ExactScan:
             low.append(planes[1])
             params.append(param)
             spread.append(planes[2])
-            bits, loose = core.vector_tops(code, self.dims)
-            tops.append(bits)
-            tight.append(loose)
+            if with_tops:
+                bits, loose = core.vector_tops(code, self.dims)
+                tops.append(bits)
+                tight.append(loose)
         held = Codes(
             version,
             vector_ids,
@@ -254,7 +260,11 @@ class ExactScan:
                 quantized = core.vector_quantize(b"".join(row[3] for row in rows), self.dims)
             code, param = quantized
             high, low, spread = core.vector_planes(code, self.dims)
-            bits, tight = core.vector_tops(code, self.dims)
+            tops: tuple[bytes, ...] = ()
+            tight: tuple[array[float], ...] = ()
+            if held.tops and self.fits(len(held.ids) + len(rows), tops=True):
+                bits, loose = core.vector_tops(code, self.dims)
+                tops, tight = (*held.tops, bits), (*held.tight, loose)
             vector_ids = array("q", held.ids)
             vector_ids.extend(row[0] for row in rows)
             items = array("q", held.items)
@@ -267,8 +277,8 @@ class ExactScan:
                 (*held.low, low),
                 (*held.params, param),
                 (*held.spread, spread),
-                (*held.tops, bits),
-                (*held.tight, tight),
+                tops,
+                tight,
             )
             self._held.put("codes", codes.joined() if len(codes.high) > _SEGMENTS else codes)
 
@@ -325,7 +335,11 @@ class ExactScan:
         so far."""
         query_codes, query_params = core.vector_quantize(query, self.dims)
         scan = _Query(
-            codes, split(query_codes, self.dims), query_params, _slices(codes), self.tight
+            codes,
+            split(query_codes, self.dims),
+            query_params,
+            _slices(codes),
+            self.tight and bool(codes.tops),
         )
         coarse, raw = self._coarse(scan)
         bounds, lows = array("d", coarse), array("d", [-_INF]) * len(coarse)
@@ -531,6 +545,8 @@ def _threshold(values: array[float], size: int) -> float:
 def _tight_next(tight: bool, reaching: int, entries: int) -> bool:
     """Whether the next search reads the top bits, after one that did (`tight`) or not saw
     `reaching` of `entries` coarse bounds reach the top's least score."""
+    if not entries:
+        return False
     if tight:
         return reaching >= LOOSE_BELOW * entries
     return reaching >= TIGHT_FROM * entries
