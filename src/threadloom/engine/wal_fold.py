@@ -16,6 +16,14 @@ WAL holds RESTART pages, the thread's last pass (a RESTART checkpoint: the frame
 since its copy, then the WAL started over) runs with the process's writers held off: its
 syncs cost 5-400 ms on a busy disk, so it runs once per RESTART pages, not per AUTO.
 
+The long job's own steps take `step()`, and a pass of the thread (its PASSIVE copies and
+the last pass) excludes them: traced at 300k vectors, a training step whose commit or
+page spills wrote the WAL while the thread synced it or the database took up to 2.1 s
+(the disk busy with the sync), with the writers queued behind it; the writers' own
+commits (a few pages) were not slowed so. A pass also leaves the last pass only the
+frames the writers committed meanwhile, not a step's hundreds of pages. Between passes
+a waiting step goes first, so the job moves on at least one step per pass.
+
 Invariants: the WAL stays bounded, at about RESTART pages while `aside` is held (no
 `journal_size_limit` then, so no writer's commit truncates it) and as before after;
 frames a reader still uses wait for it, as ever; a write that begins outside `aside`
@@ -52,6 +60,8 @@ _RETRY: Final = 0.01
 #: the pass with the writers held off has little left to copy.
 _PASSES: Final = 3
 _REST: Final = 64
+#: Seconds between looks while a step of the long job waits to go before a pass.
+_YIELD: Final = 0.001
 
 
 class Folding:
@@ -92,6 +102,10 @@ class Folding:
         self._thread: threading.Thread | None = None
         #: Checkpoints the thread ran (it copies what it finds: one may fold several commits).
         self.folds = 0
+        #: Held by a pass of the thread and by a `step` of the long job; the steps waiting.
+        self._quiet = threading.Lock()
+        self._waiting = 0
+        self._count = threading.Lock()
 
     @property
     def active(self) -> bool:
@@ -126,6 +140,26 @@ class Folding:
             if thread is not None:
                 thread.join()
 
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """A step of the long job (its write transaction): no pass of the thread runs
+        meanwhile, as its syncs slow the step's writes and the writers queue behind those
+        (see the module docstring). Outside `aside`, nothing to wait for."""
+        if not self.active:
+            yield
+            return
+        with self._count:
+            self._waiting += 1
+        try:
+            self._quiet.acquire()
+        finally:
+            with self._count:
+                self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._quiet.release()
+
     def prepare(self, conn: apsw.Connection) -> None:
         """Set `conn`'s checkpoints for the write transaction it begins: left to the
         thread while `aside` is held, else SQLite's automatic one."""
@@ -155,8 +189,13 @@ class Folding:
                 self._due.wait()
                 self._due.clear()
                 stopping = self._stop.is_set()
+                # A step waiting goes first (one step per pass at least); a step that
+                # starts waiting after this look waits for this pass.
+                while self._waiting and not self._stop.is_set():
+                    self._stop.wait(_YIELD)
                 try:
-                    self._fold(conn)
+                    with self._quiet:
+                        self._fold(conn)
                     self.folds += 1
                 except (apsw.BusyError, apsw.LockedError):
                     # Another checkpoint runs (a close, a connection outside `aside`):
