@@ -17,7 +17,7 @@ from pathlib import Path
 import apsw
 
 from threadloom.engine.file import WAL_LIMIT, File
-from threadloom.engine.wal_fold import AUTO, Folding
+from threadloom.engine.wal_fold import AUTO, RESTART, Folding
 
 
 def _wal(file: File) -> tuple[int, int]:
@@ -127,5 +127,27 @@ def test_a_step_outside_aside_waits_for_nothing(tmp_path: Path) -> None:
             _grow(file, AUTO + 200)
             frames, copied = _wal(file)
             assert frames > AUTO and copied == frames
+    finally:
+        file.close()
+
+
+def test_past_restart_pages_a_quiet_wal_starts_over(tmp_path: Path) -> None:
+    """Once the WAL holds RESTART pages and no writer commits while the thread copies
+    them, the next writer starts the WAL over: its frames are the WAL's first, and the
+    file keeps its size (no truncation inside `aside`)."""
+    file = File(tmp_path / "fold.db")
+    try:
+        with file.checkpoints_aside():
+            _grow(file, RESTART + 100)
+            frames, _ = _wal(file)
+            assert frames > RESTART
+            deadline = time.monotonic() + 60
+            while _wal(file)[1] < frames and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _wal(file) == (frames, frames)
+            size = Path(file.path + "-wal").stat().st_size
+            _grow(file, 10)
+            assert _wal(file)[0] < 20
+            assert Path(file.path + "-wal").stat().st_size == size
     finally:
         file.close()
