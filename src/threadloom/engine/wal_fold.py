@@ -153,7 +153,8 @@ class Folding:
     def step(self) -> Iterator[None]:
         """A step of the long job (its write transaction): no pass of the thread runs
         meanwhile, as its syncs slow the step's writes and the writers queue behind those
-        (see the module docstring). Outside `aside`, nothing to wait for."""
+        (see the module docstring). Outside `aside`, nothing to wait for. Taken before the
+        write lock, never inside a write: the thread holds it while it waits for that."""
         if not self.active:
             yield
             return
