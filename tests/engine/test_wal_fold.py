@@ -17,7 +17,7 @@ from pathlib import Path
 import apsw
 
 from threadloom.engine.file import WAL_LIMIT, File
-from threadloom.engine.wal_fold import AUTO, Folding
+from threadloom.engine.wal_fold import AUTO, RESTART, Folding
 
 
 def _wal(file: File) -> tuple[int, int]:
@@ -95,5 +95,59 @@ def test_outside_aside_commits_checkpoint_as_sqlite_does(tmp_path: Path) -> None
         assert _autocheckpoint(conn) == AUTO
         frames, copied = _wal(file)
         assert frames > AUTO and copied == frames
+    finally:
+        file.close()
+
+
+def test_no_checkpoint_runs_while_a_step_of_the_job_is_held(tmp_path: Path) -> None:
+    """A commit past AUTO pages inside `between_checkpoints` leaves its frames uncopied
+    until the step ends (the thread waits for it), and the thread copies them after."""
+    file = File(tmp_path / "fold.db")
+    try:
+        with file.checkpoints_aside():
+            with file.between_checkpoints():
+                _grow(file, AUTO + 200)
+                frames, _ = _wal(file)
+                time.sleep(0.5)  # ample for the thread to have copied them, were it free
+                assert _wal(file)[1] == 0 and file.folding.folds == 0
+            deadline = time.monotonic() + 30
+            while _wal(file)[1] < frames and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _wal(file)[1] >= frames
+    finally:
+        file.close()
+
+
+def test_a_step_outside_aside_waits_for_nothing(tmp_path: Path) -> None:
+    """Without `checkpoints_aside`, `between_checkpoints` takes no lock: steps nest and a
+    commit past AUTO pages checkpoints in the commit, as SQLite's does."""
+    file = File(tmp_path / "fold.db")
+    try:
+        with file.between_checkpoints(), file.between_checkpoints():
+            _grow(file, AUTO + 200)
+            frames, copied = _wal(file)
+            assert frames > AUTO and copied == frames
+    finally:
+        file.close()
+
+
+def test_past_restart_pages_a_quiet_wal_starts_over(tmp_path: Path) -> None:
+    """Once the WAL holds RESTART pages and no writer commits while the thread copies
+    them, the next writer starts the WAL over: its frames are the WAL's first, and the
+    file keeps its size (no truncation inside `aside`)."""
+    file = File(tmp_path / "fold.db")
+    try:
+        with file.checkpoints_aside():
+            _grow(file, RESTART + 100)
+            frames, _ = _wal(file)
+            assert frames > RESTART
+            deadline = time.monotonic() + 60
+            while _wal(file)[1] < frames and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert _wal(file) == (frames, frames)
+            size = Path(file.path + "-wal").stat().st_size
+            _grow(file, 10)
+            assert _wal(file)[0] < 20
+            assert Path(file.path + "-wal").stat().st_size == size
     finally:
         file.close()

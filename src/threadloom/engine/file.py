@@ -501,6 +501,10 @@ class File:
         """While held, commits leave the WAL's checkpoints to a thread (wal_fold.py)."""
         return self.folding.aside()
 
+    def between_checkpoints(self) -> contextlib.AbstractContextManager[None]:
+        """Around a step's `write` in `checkpoints_aside`: no checkpoint meanwhile (wal_fold)."""
+        return self.folding.step()
+
     # -- closing ---------------------------------------------------------------------------
 
     def checkpoint_wal(self) -> None:

@@ -12,11 +12,23 @@ AUTO pages since its last copy: PASSIVE, without a lock, writers committing mean
 
 Only a writer that finds every frame copied starts the WAL over, and a checkpoint that
 races commits never catches up (measured: 30,000 pages by a training's end). So once the
-WAL holds RESTART pages, the thread's last pass (a RESTART checkpoint: the frames added
-since its copy, then the WAL started over) runs with the process's writers held off: its
-syncs cost 5-400 ms on a busy disk, so it runs once per RESTART pages, not per AUTO.
+WAL holds RESTART pages, the thread's last pass (a RESTART checkpoint, after which the
+next writer starts the WAL over) runs with the process's writers held off, once per
+RESTART pages, not per AUTO. A RESTART that finds frames left copies them and syncs the
+WAL and the database (5 ms to 1.1 s each, traced on a busy disk), so it is held only at a
+moment with none left: a PASSIVE pass copied every frame and no writer committed since;
+else the lock goes at once and another PASSIVE pass outside it tries again (`_restart`).
+From FORCE pages it copies what is left under the lock, as before.
 
-Invariants: the WAL stays bounded, at about RESTART pages while `aside` is held (no
+The long job's own steps take `step()`, and a pass of the thread (its PASSIVE copies and
+the last pass) excludes them: traced at 300k vectors, a training step whose commit or
+page spills wrote the WAL while the thread synced it or the database took up to 2.1 s
+(the disk busy with the sync), with the writers queued behind it; the writers' own
+commits (a few pages) were not slowed so. A pass also leaves the last pass only the
+frames the writers committed meanwhile, not a step's hundreds of pages. Between passes
+a waiting step goes first, so the job moves on at least one step per pass.
+
+Invariants: the WAL stays bounded, at RESTART to FORCE pages while `aside` is held (no
 `journal_size_limit` then, so no writer's commit truncates it) and as before after;
 frames a reader still uses wait for it, as ever; a write that begins outside `aside`
 checkpoints as SQLite does; the thread stops, after a last checkpoint, when the last
@@ -37,7 +49,7 @@ import apsw
 
 from threadloom.engine import lock_wait
 
-__all__ = ["AUTO", "Folding"]
+__all__ = ["AUTO", "FORCE", "RESTART", "Folding"]
 
 log = logging.getLogger("threadloom.engine")
 
@@ -46,12 +58,19 @@ AUTO: Final = 1000
 #: WAL pages from which the thread's last pass holds the writers off and starts the WAL
 #: over (32 MiB at 4 KiB pages).
 RESTART: Final = 8 * AUTO
+#: WAL pages from which the last pass copies what is left with the writers held off
+#: (two syncs under the lock) rather than wait for a moment with nothing left.
+FORCE: Final = 2 * RESTART
+#: Tries of one pass at a moment with nothing left to copy (see `Folding._restart`).
+_TRIES: Final = 4
 #: Seconds the thread waits before trying again when another checkpoint was running.
 _RETRY: Final = 0.01
 #: PASSIVE passes of one wake-up (fewer once at most _REST pages are left uncopied), so
 #: the pass with the writers held off has little left to copy.
 _PASSES: Final = 3
 _REST: Final = 64
+#: Seconds between looks while a step of the long job waits to go before a pass.
+_YIELD: Final = 0.001
 
 
 class Folding:
@@ -92,6 +111,10 @@ class Folding:
         self._thread: threading.Thread | None = None
         #: Checkpoints the thread ran (it copies what it finds: one may fold several commits).
         self.folds = 0
+        #: Held by a pass of the thread and by a `step` of the long job; the steps waiting.
+        self._quiet = threading.Lock()
+        self._waiting = 0
+        self._count = threading.Lock()
 
     @property
     def active(self) -> bool:
@@ -126,6 +149,27 @@ class Folding:
             if thread is not None:
                 thread.join()
 
+    @contextlib.contextmanager
+    def step(self) -> Iterator[None]:
+        """A step of the long job (its write transaction): no pass of the thread runs
+        meanwhile, as its syncs slow the step's writes and the writers queue behind those
+        (see the module docstring). Outside `aside`, nothing to wait for. Taken before the
+        write lock, never inside a write: the thread holds it while it waits for that."""
+        if not self.active:
+            yield
+            return
+        with self._count:
+            self._waiting += 1
+        try:
+            self._quiet.acquire()
+        finally:
+            with self._count:
+                self._waiting -= 1
+        try:
+            yield
+        finally:
+            self._quiet.release()
+
     def prepare(self, conn: apsw.Connection) -> None:
         """Set `conn`'s checkpoints for the write transaction it begins: left to the
         thread while `aside` is held, else SQLite's automatic one."""
@@ -155,8 +199,13 @@ class Folding:
                 self._due.wait()
                 self._due.clear()
                 stopping = self._stop.is_set()
+                # A step waiting goes first (one step per pass at least); a step that
+                # starts waiting after this look waits for this pass.
+                while self._waiting and not self._stop.is_set():
+                    self._stop.wait(_YIELD)
                 try:
-                    self._fold(conn)
+                    with self._quiet:
+                        self._fold(conn)
                     self.folds += 1
                 except (apsw.BusyError, apsw.LockedError):
                     # Another checkpoint runs (a close, a connection outside `aside`):
@@ -173,22 +222,41 @@ class Folding:
             self._retire(conn)
 
     def _fold(self, conn: apsw.Connection) -> None:
-        """Copy the WAL into the database: the bulk without a lock, then the rest (frames
-        committed meanwhile) with this process's writers queued behind it."""
-        for _ in range(_PASSES):
-            _, self._copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
-            if self._pages - self._copied <= _REST:
-                break
+        """Copy the WAL into the database without a lock, then, past RESTART pages, let
+        it start over with this process's writers queued behind (see `_restart`)."""
+        log = self._passive(conn)
         if self._pages < RESTART:
             return  # the WAL grows on, its frames copied and synced: no lock taken
-        # RESTART starts the WAL over here, not in the next writer's commit; it waits for
-        # no reader or other process's writer (no busy handler): then it is a PASSIVE one.
+        # RESTART waits for no reader or other process's writer (no busy handler): then
+        # it is a PASSIVE one, and the WAL starts over at a later pass.
         conn.set_busy_timeout(0)
         try:
-            with self._writers():
-                conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_RESTART)
-            self._copied = 0
+            self._restart(conn, log)
         except apsw.BusyError:
-            pass  # a reader still uses the WAL: started over at a later pass
+            pass
         finally:
             conn.set_busy_handler(lock_wait.Waiting(conn.filename))
+
+    def _passive(self, conn: apsw.Connection) -> int:
+        """PASSIVE passes (fewer once at most _REST pages are left); the WAL's frames as
+        the last one found them."""
+        log = 0
+        for _ in range(_PASSES):
+            log, self._copied = conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+            if self._pages - self._copied <= _REST:
+                break
+        return log
+
+    def _restart(self, conn: apsw.Connection, log: int) -> None:
+        """A RESTART checkpoint with the writers held off, so the next writer starts the
+        WAL over. Held only while no frame is left to copy (none committed since the
+        PASSIVE pass copied every one): then it copies and syncs nothing; else the lock
+        goes at once and a PASSIVE pass outside it copies what is left, up to _TRIES
+        times. From FORCE pages the RESTART copies the rest (two syncs) under the lock."""
+        for _ in range(_TRIES):
+            with self._writers():
+                if self._pages == log == self._copied or self._pages >= FORCE:
+                    conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_RESTART)
+                    self._copied = 0
+                    return
+            log = self._passive(conn)

@@ -71,10 +71,11 @@ def run(file: Transactions, dims: int, stop: Callable[[], bool] = lambda: False)
         generation = _generation(conn)
     done = 0
     # Each step rewrites ~100 KiB of chunks a list: the WAL's checkpoints run on a thread
-    # of their own (wal_fold.py), not in the commits that hold the write lock.
+    # of their own (wal_fold.py), not in the commits that hold the write lock, nor beside
+    # them (`between_checkpoints`).
     with file.checkpoints_aside():
         while not stop():
-            with file.write() as conn:
+            with file.between_checkpoints(), file.write() as conn:
                 before = time.monotonic()  # the lock is held from here to the commit
                 if _generation(conn) != generation or not due(conn):
                     return done  # a training began or ended meanwhile: its end packs

@@ -239,7 +239,9 @@ class Training:
         centroids = self._centroids(plan, stop)
         if stop():
             return False
-        with file.write() as conn:
+        # Each write takes `between_checkpoints` first: no checkpoint syncs while it holds
+        # the write lock (wal_fold.py).
+        with file.between_checkpoints(), file.write() as conn:
             state = self._begin(conn, plan, centroids, take_over=False)
         if state is None:
             return False
@@ -247,13 +249,13 @@ class Training:
             with file.read() as conn:
                 rows = self._read(conn, state)
             if not rows:
-                with file.write() as conn:
+                with file.between_checkpoints(), file.write() as conn:
                     finished = self._finish(conn, state)
                 if finished:  # then its lists' short chunks, in steps of their own
                     vector_packing.run(file, self.dims, stop)
                 return finished
             targets = self._assigned(state, rows)
-            with file.write() as conn:
+            with file.between_checkpoints(), file.write() as conn:
                 before = time.monotonic()  # the lock is held from here to the commit
                 if not self._move(conn, state, rows, targets):
                     return False
