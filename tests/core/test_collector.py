@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import pytest
 
@@ -44,4 +45,25 @@ def test_a_small_batch_leaves_the_collector_alone() -> None:
         assert not gc.isenabled()
         with collector.paused(1):
             assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_pause_lasts_one_batch_however_many_threads_overlap() -> None:
+    """The thread that paused the collector enables it when it leaves, even while another
+    thread's batch is still inside: overlapping batches never keep it off for good."""
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector.paused():
+            inside.set()
+            leave.wait(10)
+
+    with collector.paused():
+        assert not gc.isenabled()
+        worker = threading.Thread(target=other)
+        worker.start()
+        assert inside.wait(10)
+    assert gc.isenabled()  # the owner left; the other batch runs on with it on
+    leave.set()
+    worker.join()
     assert gc.isenabled()

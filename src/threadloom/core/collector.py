@@ -5,17 +5,21 @@ rows, index keys, the embedders' vectors as lists of floats): the collector's yo
 generations fill and are traversed again and again, and a full collection walks every
 object of the process (its imported modules too). A 10,000-item load spent 12-15% of
 its time there (bench/README.md, "Bulk loads"). Reference counting still frees what the
-batch drops; only cycles wait, until the batch ends and the collector runs once.
+batch drops; only cycles wait, until the collector is enabled again and its next
+collection runs.
 
 Only a batch of `PAUSE_FROM` items or more pauses it (`paused(size)`): the collector's
 work grows with what a batch allocates, so an agent's single put or search gains
-nothing from a pause, and a server whose threads run small batches back to back must
-not find its collector off for good.
+nothing from a pause.
 
-`paused()` is re-entrant and shared by threads: the first to enter disables the
-collector (if it was enabled), the last to leave enables it again, so an application
-that disabled it itself keeps it disabled. Changing the collector's state from another
-thread while a batch runs is not tracked: the last batch to leave restores what it found.
+One thread at a time owns a pause: the first to enter `paused()` disables the collector
+(if it was enabled) and enables it again when it leaves, whether or not other threads'
+batches are still inside; those do not pause it again, they run on with it off until
+the owner leaves, then with it on. So the collector is never off for longer than one
+batch, however many threads run batches back to back, and an application that
+disabled it itself keeps it disabled. Re-entry on one thread (a batch inside a batch)
+leaves the pause to the outermost. Changing the collector's state from another thread
+while a batch runs is not tracked: the owner enables it again when it leaves.
 """
 
 from __future__ import annotations
@@ -30,27 +34,27 @@ from typing import Final
 PAUSE_FROM: Final = 64
 
 _lock = threading.Lock()
-_inside = 0
-_resume = False
+#: The thread that disabled the collector (None: no pause is running).
+_owner: int | None = None
 
 
 @contextlib.contextmanager
 def paused(size: int | None = None) -> Iterator[None]:
-    """Disable the cyclic garbage collector for the duration (enabled again after);
-    with `size`, only when it is `PAUSE_FROM` or more (a smaller batch leaves it be)."""
-    global _inside, _resume
+    """Disable the cyclic garbage collector for the duration (enabled again after, by
+    the thread that disabled it); with `size`, only when it is `PAUSE_FROM` or more."""
+    global _owner
     if size is not None and size < PAUSE_FROM:
         yield
         return
+    took = False
     with _lock:
-        if _inside == 0:
-            _resume = gc.isenabled()
+        if _owner is None and gc.isenabled():
             gc.disable()
-        _inside += 1
+            _owner, took = threading.get_ident(), True
     try:
         yield
     finally:
-        with _lock:
-            _inside -= 1
-            if _inside == 0 and _resume:
+        if took:
+            with _lock:
+                _owner = None
                 gc.enable()
