@@ -227,3 +227,27 @@ def test_values_the_serializer_cannot_load_are_one_error(
     assert err[1].startswith("hint: give migrate the serializer the application's SqliteSaver")
     report = migrate(str(source), str(tmp_path / "m.db"), apply=True, serde=serde).as_dict()
     assert report["copied"] == report["checkpoints"] > 0
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--from", "nats", "--source-url", "nats://127.0.0.1:1", "--db", "m.db"],
+        ["--to", "postgres", "m.db", "--target-url", "postgresql://127.0.0.1:1/x"],
+    ],
+    ids=["from-nats", "to-postgres"],
+)
+def test_no_vacuum_where_nothing_would_vacuum_is_refused(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """`--no-vacuum` with `--from nats` (an import, never vacuumed) or `--to postgres`
+    (no file written) is a usage error before anything is opened, not a setting dropped."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exited:
+        cli(["migrate", *argv, "--no-vacuum"])
+    assert exited.value.code == 2
+    assert "--no-vacuum" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -13,6 +13,8 @@ import asyncio
 import json
 import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from tests.migration import _graphs
 from tests.migration._chat import write_chats
 from threadloom import Saver, migrate
+from threadloom.engine import lock_wait
 from threadloom.engine.checks import verify
 from threadloom.protocol import WRITES
 
@@ -317,3 +320,43 @@ def test_a_migration_into_a_new_file_ends_dense(tmp_path: Path) -> None:
         assert verify(a.file).sound
     again = migrate(str(source), str(dense), apply=True).as_dict()
     assert again["copied"] == 0 and "vacuumed" not in again
+
+
+def test_a_vacuum_that_cannot_run_leaves_the_migration_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process writing to the new file when the run ends keeps VACUUM out: the
+    migration still returns its report, with `vacuum_error` saying why, and the file
+    holds every thread as written (a rerun copies nothing)."""
+    source = tmp_path / "chats.sqlite"
+    write_chats(source, 3, 4)
+    target = tmp_path / "memory.db"
+    monkeypatch.setattr(lock_wait, "BUSY_TIMEOUT_MS", 200)
+    hold = (
+        "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute('BEGIN IMMEDIATE'); "
+        "print('held', flush=True); sys.stdin.read()"
+    )
+    holders: list[subprocess.Popen[str]] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == total:  # the last thread is in: another process takes the write lock
+            holder = subprocess.Popen(
+                [sys.executable, "-c", hold, str(target)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            holders.append(holder)
+            assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+
+    try:
+        report = migrate(str(source), str(target), apply=True, progress=progress).as_dict()
+    finally:
+        for holder in holders:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait(30)
+    assert "vacuumed" not in report and "while another connection uses it" in report["vacuum_error"]
+    assert report["copied"] == report["checkpoints"] == 12
+    again = migrate(str(source), str(target), apply=True).as_dict()
+    assert again["copied"] == 0 and again["present"] == 12

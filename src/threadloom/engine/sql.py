@@ -49,17 +49,26 @@ def ids(values: Iterable[Any]) -> Any:
 
 def vacuum(conn: apsw.Connection, path: str) -> None:
     """Run VACUUM on `conn` (the file rewritten without free pages, its b-trees dense).
+    It needs free disk space about the file's size (the copy, then the WAL).
 
     Raises:
-        EngineError: another connection kept the file busy (VACUUM needs it to itself).
+        EngineError: another connection kept the file busy (VACUUM needs it to itself),
+            the disk was full, or SQLite failed otherwise; the file is as it was.
     """
     try:
         conn.execute("VACUUM")
     except apsw.BusyError as exc:
         raise EngineError(
             f"cannot VACUUM {path!r} while another connection uses it ({exc}); "
-            "stop the other processes and run compact again"
+            "stop the other processes and run `threadloom compact` on it again"
         ) from exc
+    except apsw.FullError as exc:
+        raise EngineError(
+            f"cannot VACUUM {path!r}: the disk is full ({exc}); VACUUM needs free space "
+            "about the file's size: free some and run `threadloom compact` on it"
+        ) from exc
+    except apsw.Error as exc:
+        raise EngineError(f"VACUUM of {path!r} failed: {exc}") from exc
 
 
 #: Most rows one multi-row INSERT binds (`insert_values`).

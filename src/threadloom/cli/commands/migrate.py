@@ -143,6 +143,8 @@ def run(args: argparse.Namespace) -> int:
     if args.store and args.kind == "nats":
         raise MigrationError("--store reads a SqliteStore or PostgresStore, not NATS")
     kind = detect_kind(source, args.kind)
+    if args.no_vacuum and kind == "nats":
+        args.usage_error("--no-vacuum: a migration --from nats never vacuums; leave it out")
     with shown("threads", quiet=args.json) as progress:
         if kind == "nats":
             found = _from_nats(args, source or "", progress)
@@ -163,6 +165,8 @@ def _out(args: argparse.Namespace) -> int:
                         (args.store_source, "--store-source")):  # fmt: skip
         if given:
             args.usage_error(f"{name} names a source to migrate in; --to reads the file SOURCE")
+    if args.no_vacuum:
+        args.usage_error("--no-vacuum is about a file migrated into; --to writes PostgreSQL")
     if args.source and args.db and args.source != args.db:
         args.usage_error(f"two files given: {args.source} and --db {args.db}; give one")
     path = args.source or args.db
@@ -338,6 +342,8 @@ def _print(found: dict[str, Any]) -> None:
                 f"them once embedded (threadloom reembed {target} --embed MODULE:NAME "
                 "--dims N --apply)"
             )
+    if found.get("vacuum_error"):
+        print(f"not vacuumed (the migration is complete): {found['vacuum_error']}")
     vacuumed = found.get("vacuumed")
     if vacuumed:
         print(

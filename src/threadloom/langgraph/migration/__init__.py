@@ -27,13 +27,14 @@ command line reads `KINDS` for every command); `migrate` loads it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from threadloom.engine.format import Found, identify
-from threadloom.errors import InvalidArgumentError, MigrationError, NotOurFileError
+from threadloom.errors import EngineError, InvalidArgumentError, MigrationError, NotOurFileError
 from threadloom.langgraph.migration import sources
 from threadloom.langgraph.migration.report import MigrationReport, StoreReport, ThreadReport
 from threadloom.langgraph.migration.sources import KINDS, Options, Source, ThreadHistory
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int], None]
+
+log = logging.getLogger("threadloom.migrate")
 
 
 def _is_url(source: str) -> bool:
@@ -208,10 +211,12 @@ def migrate(
             before anything is written (the command line's `--thread`); otherwise it is
             listed in the report's `not_found`.
         to: None (into a threadloom file) or "postgres" (out of one, see above).
-        vacuum: when this run created the target file and wrote to it, end by
-            rewriting it without free pages, its b-trees dense (VACUUM; the report's
-            `vacuumed`). A file that existed before is never rewritten: `threadloom
-            compact` does that when its users are stopped.
+        vacuum: when this run created the target file, end by rewriting it without free
+            pages, its b-trees dense (VACUUM, which needs free disk space about the file's
+            size; the report's `vacuumed`). A VACUUM that fails (a full disk, another
+            process on the file) leaves the migrated file as written and says why in the
+            report's `vacuum_error`. A file that existed before is never rewritten:
+            `threadloom compact` does that when its users are stopped.
 
     Raises:
         MigrationError: the source is missing, unreadable, of another kind, or failed
@@ -287,7 +292,12 @@ def migrate(
             if owned and saver is not None:
                 saver.close()
         if created and vacuum:
-            report.vacuumed = _vacuum(str(path))
+            try:
+                report.vacuumed = _vacuum(str(path))
+            except EngineError as exc:  # every thread is in: the migration stands
+                report.vacuum_error = str(exc)
+                log.warning("%s: the migration is complete, the VACUUM after it is not: %s",
+                            path, exc)  # fmt: skip
     finally:
         if items is not None:
             items.close()

@@ -81,7 +81,7 @@ class MigrationReport:
     plus `writes_copied`, `skipped` (diverged threads left alone), `conflicts` (a
     checkpoint id the target holds with other content), `not_found` (threads asked for
     that the source lacks), with the Store `store`, and `vacuumed` (the bytes before and
-    after the VACUUM that ends a migration into a new file).
+    after the VACUUM that ends a migration into a new file) or `vacuum_error`.
     """
 
     mode: str
@@ -101,6 +101,8 @@ class MigrationReport:
     store: StoreReport | None = None
     #: The target's bytes before and after the closing VACUUM (`migrate(vacuum=True)`).
     vacuumed: tuple[int, int] | None = None
+    #: Why the closing VACUUM failed (the migration itself is complete).
+    vacuum_error: str | None = None
 
     @property
     def applied(self) -> bool:
@@ -149,4 +151,6 @@ class MigrationReport:
             out["store"] = self.store.as_dict()
         if self.vacuumed is not None:
             out["vacuumed"] = {"bytes_before": self.vacuumed[0], "bytes_after": self.vacuumed[1]}
+        if self.vacuum_error is not None:
+            out["vacuum_error"] = self.vacuum_error
         return out
