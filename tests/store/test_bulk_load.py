@@ -14,7 +14,7 @@ from langgraph.store.base import PutOp
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Store
 from threadloom.engine.checks.verify import verify
-from threadloom.engine.items import vector_values
+from threadloom.engine.items import rows, vector_values
 from threadloom.engine.items.jsontext import check_json
 from threadloom.errors import InvalidValueError
 
@@ -200,10 +200,21 @@ def test_a_refused_value_is_named_by_its_place(value: Any, message: str) -> None
         check_json(value)
 
 
-def test_a_batchs_new_items_get_their_own_rows_in_every_namespace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("order", ["as-returned", "reversed"])
+def test_a_batchs_new_items_get_their_own_rows_in_every_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, order: str
+) -> None:
     """New items sharing keys across namespaces, in a batch whose size is no power of
     two, each get their own row id: filters, text and vector searches find each item
-    under its own namespace and key."""
+    under its own namespace and key. SQLite does not promise the order of RETURNING
+    rows: with them handed back reversed, every item still gets its own id."""
+    if order == "reversed":
+        plain = rows.insert_values
+
+        def reversed_rows(*args: Any, **kwargs: Any) -> list[Any]:
+            return list(reversed(plain(*args, **kwargs)))
+
+        monkeypatch.setattr(rows, "insert_values", reversed_rows)
     spaces = [("bulk", "a"), ("bulk", "b"), ("bulk", "c")]
     ops = [
         PutOp(ns, f"k{i}", {"text": f"word{s} item{i}", "n": 1000 * s + i})

@@ -283,6 +283,8 @@ REFUSED: list[dict[str, object]] = [
     {"text": "yes"},
     {"index": {"dims": 3}},
     {"index": {"dims": -3, "embed": _embed}},
+    {"index": {"dims": "384", "embed": _embed}},
+    {"index": {"dims": True, "embed": _embed}},
     {"index": {"dims": 3, "embed": _embed, "distance_type": "hamming"}},
     {"index": {"dims": 3, "embed": _embed, "search_mode": "fuzzy"}},
 ]

@@ -68,15 +68,15 @@ class Indexing:
                 "index needs 'dims' (the embedding size) and 'embed' (an Embeddings, or "
                 "a function from texts to vectors)"
             )
-        self.embeddings = ensure_embeddings(index["embed"])
-        self.embedder = Embedder(self.embeddings, identity(index, self.embeddings))
-        self.fields = _fields(_index_fields(index))
         metric = cast(Metric, dict(index).get("distance_type", "cosine"))
         if metric not in ("cosine", "l2", "inner_product"):
             raise InvalidArgumentError(
                 f"distance_type {metric!r} is not one of cosine, l2, inner_product"
             )
-        self.vectors = VectorIndex(int(index["dims"]), metric)
+        self.vectors = VectorIndex(index["dims"], metric)  # checks dims: an int, 1 or more
+        self.embeddings = ensure_embeddings(index["embed"])
+        self.embedder = Embedder(self.embeddings, identity(index, self.embeddings))
+        self.fields = _fields(_index_fields(index))
 
     def texts(
         self, value: Mapping[str, Any], index: Sequence[str] | None = None

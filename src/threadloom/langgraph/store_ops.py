@@ -120,7 +120,8 @@ def check_key(key: object) -> None:
         check_text(key, f"the item key {key!r}")
 
 
-#: The keys of a Store's `ttl` (LangGraph's `TTLConfig`, plus threadloom's `omit_expired`).
+#: The keys of a Store's `ttl`: those of LangGraph's `TTLConfig` (langgraph-checkpoint 4.x).
+#: A key a later LangGraph adds is refused until it is added here (docs/langgraph.md).
 TTL_KEYS: Final = ("default_ttl", "refresh_on_read", "sweep_interval_minutes", "omit_expired")
 
 
