@@ -96,7 +96,7 @@ PARALLEL_REFINE: Final = 8192
 #: Shares of the entries whose coarse bounds reached the top's least score from which the
 #: next search reads the top bits too (they halve the slack: on uniform data ~13.5% reach
 #: it, ~1.2% with them), and below which (read) it stops: ~0.1 us of refinement an entry
-#: against the ~1/4 more bytes of the tighter pass. Clustered data: ~0.2% either way.
+#: against the third more bytes of the tighter pass. Clustered data: ~0.2% either way.
 TIGHT_FROM: Final = 0.05
 LOOSE_BELOW: Final = 0.005
 #: Entries whose bounds reach the least score of the top that an unfiltered search hands
