@@ -35,10 +35,12 @@
 #define TL_KNOWN_FEATURES ((unsigned)TL_HW_SHA | (unsigned)TL_HW_AVX2)
 
 /* The exact scan's shared steps (vectors_p.c): the score bound from `high` = approx +
- * error (similarity._bound), the query's sum of codes and |codes| from its split codes,
- * and the arguments' check of tl_vector_coarse_bounds. */
+ * error (similarity._bound), the query's sum of codes and |codes| from its split codes
+ * with its params and float32 tiny, and the arguments' check of tl_vector_coarse_bounds. */
 TL_INTERNAL double tl_p_bound(int metric, double high, double qn, double vn, double tiny);
-TL_INTERNAL void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm);
+TL_INTERNAL void tl_p_query(const int8_t *split, const double *params, size_t dims,
+                            int64_t *total, double *norm, double *qs, double *qn, double *qr,
+                            double *tiny);
 TL_INTERNAL int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
                            const double *query_params);
 

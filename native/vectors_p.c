@@ -137,17 +137,24 @@ int tl_vector_planes(const int8_t *codes, size_t count, size_t dims, uint8_t *hi
     return TL_OK;
 }
 
-/* The query's sum of codes and |codes| (planes._query). */
-TL_INTERNAL void tl_p_query(const int8_t *split, size_t width, int64_t *total, double *norm)
+/* The query's sum of codes and |codes| (planes._query), its three params (scale, norm,
+ * residual) and similarity.FLOAT32_TINY for `dims`. */
+TL_INTERNAL void tl_p_query(const int8_t *split, const double *params, size_t dims,
+                            int64_t *total, double *norm, double *qs, double *qn, double *qr,
+                            double *tiny)
 {
     int64_t sum = 0, squares = 0;
-    size_t e;
+    size_t e, width = (dims + 1) / 2;
     for (e = 0; e < 2 * width; e++) {
         sum += split[e];
         squares += (int64_t)split[e] * split[e];
     }
     *total = sum;
     *norm = sqrt((double)squares);
+    *qs = params[0];
+    *qn = params[1];
+    *qr = params[2];
+    *tiny = (double)dims * ldexp(1.0, -149);
 }
 
 TL_INTERNAL int tl_p_check(unsigned features, int metric, size_t dims, const int8_t *query_split,
@@ -171,11 +178,7 @@ int tl_vector_coarse_bounds(const int8_t *query_split, const double *query_param
          (high == NULL || params == NULL || spread == NULL || bounds == NULL || raw == NULL))) {
         return TL_EINVAL;
     }
-    tl_p_query(query_split, width, &total, &norm);
-    qs = query_params[0];
-    qn = query_params[1];
-    qr = query_params[2];
-    tiny = (double)dims * ldexp(1.0, -149);
+    tl_p_query(query_split, query_params, dims, &total, &norm, &qs, &qn, &qr, &tiny);
     for (i = 0; i < count; i++) {
         const double *p = params + TL_P_PARAMS * i;
         double vs = p[0], vn = p[1], vr = p[2];
@@ -262,11 +265,7 @@ static int64_t tl_p_refine(const int8_t *query_split, const double *query_params
                        bounds == NULL || lows == NULL))) {
         return TL_EINVAL;
     }
-    tl_p_query(query_split, width, &total, &norm);
-    qs = query_params[0];
-    qn = query_params[1];
-    qr = query_params[2];
-    tiny = (double)dims * ldexp(1.0, -149);
+    tl_p_query(query_split, query_params, dims, &total, &norm, &qs, &qn, &qr, &tiny);
     i = 0;
     while (i < count) {
         for (n = 0; i < count && n < TL_P_BLOCK; i++) {

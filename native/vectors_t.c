@@ -121,11 +121,7 @@ int tl_vector_tight_bounds(const int8_t *query_split, const double *query_params
                        bounds == NULL || raw == NULL))) {
         return TL_EINVAL;
     }
-    tl_p_query(query_split, width, &total, &norm);
-    qs = query_params[0];
-    qn = query_params[1];
-    qr = query_params[2];
-    tiny = (double)dims * ldexp(1.0, -149);
+    tl_p_query(query_split, query_params, dims, &total, &norm, &qs, &qn, &qr, &tiny);
     for (i = 0; i < count; i++) {
         const double *p = params + TL_T_PARAMS * i;
         const uint8_t *h = high + i * width, *t = tops + i * stride;
