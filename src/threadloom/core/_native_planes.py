@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
+from typing import Any
 
 from threadloom._native import ffi, lib
 from threadloom.core._native import _METRICS, FEATURES, _check, _doubles
@@ -97,26 +98,16 @@ class NativePlanes:
         metric: str,
     ) -> tuple[array[float], array[int]]:
         """Return (bounds, raw): upper bounds of the scores (see core.planes.coarse_bounds)."""
-        code = _METRICS[check_metric(metric)]
         count = vectors_in(query_split, query_params, high, params, dims)
         if len(spread) != count:
             raise ValueError(f"{len(spread)} spreads for {count} vectors")
-        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
-        rc = lib.tl_vector_coarse_bounds(
-            ffi.from_buffer("int8_t[]", query_split),
-            ffi.from_buffer("double[]", _doubles(query_params)),
+        vectors = (
             ffi.from_buffer("uint8_t[]", high),
             ffi.from_buffer("double[]", _doubles(params)),
             ffi.from_buffer("double[]", _doubles(spread)),
-            count,
-            dims,
-            code,
-            self.features,
-            ffi.from_buffer("double[]", out, require_writable=True),
-            ffi.from_buffer("int64_t[]", raw, require_writable=True),
         )
-        _check(rc, "tl_vector_coarse_bounds")
-        return out, raw
+        return self._bounds("tl_vector_coarse_bounds", query_split, query_params, vectors,
+                            count, dims, metric)  # fmt: skip
 
     def refine_tight(
         self,
@@ -196,18 +187,35 @@ class NativePlanes:
     ) -> tuple[array[float], array[int]]:
         """Return (bounds, raw): tighter coarse bounds from the high plane and the top bits
         (see core.planes.tight_bounds)."""
-        code = _METRICS[check_metric(metric)]
         count = vectors_in(query_split, query_params, high, params, dims)
         if len(tight) != count or len(top_bits) != count * top_bytes(dims):
             raise ValueError(f"top bits or their spreads do not hold {count} vectors")
-        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
-        rc = lib.tl_vector_tight_bounds(
-            ffi.from_buffer("int8_t[]", query_split),
-            ffi.from_buffer("double[]", _doubles(query_params)),
+        vectors = (
             ffi.from_buffer("uint8_t[]", high),
             ffi.from_buffer("uint8_t[]", top_bits),
             ffi.from_buffer("double[]", _doubles(params)),
             ffi.from_buffer("double[]", _doubles(tight)),
+        )
+        return self._bounds("tl_vector_tight_bounds", query_split, query_params, vectors,
+                            count, dims, metric)  # fmt: skip
+
+    def _bounds(
+        self,
+        kernel: str,
+        query_split: Buffer,
+        query_params: Sequence[float],
+        vectors: tuple[Any, ...],
+        count: int,
+        dims: int,
+        metric: str,
+    ) -> tuple[array[float], array[int]]:
+        """Run a bounds kernel (coarse or tight) over `count` vectors' buffers."""
+        code = _METRICS[check_metric(metric)]
+        out, raw = array("d", _ZERO) * count, array("q", _NONE) * count
+        rc = getattr(lib, kernel)(
+            ffi.from_buffer("int8_t[]", query_split),
+            ffi.from_buffer("double[]", _doubles(query_params)),
+            *vectors,
             count,
             dims,
             code,
@@ -215,7 +223,7 @@ class NativePlanes:
             ffi.from_buffer("double[]", out, require_writable=True),
             ffi.from_buffer("int64_t[]", raw, require_writable=True),
         )
-        _check(rc, "tl_vector_tight_bounds")
+        _check(rc, kernel)
         return out, raw
 
 
