@@ -157,25 +157,14 @@ def fields(value: Mapping[str, Any]) -> tuple[list[tuple[str, bytes]], bool]:
         indexed and filters check the value itself).
     """
     if len(value) <= MAX_FIELDS:
-        # The common value, flat with text, int and constant leaves, keyed here without
-        # the walk (a bulk load calls this once per item); any other leaf: the walk.
+        # The common value, flat (no object inside), keyed here without the walk's
+        # generator and path tuples (a bulk load calls this once per item).
         rows: list[tuple[str, bytes]] = []
         for name, leaf in value.items():
-            kind = type(leaf)
-            if kind is str:
-                raw = leaf.encode("utf-8", "surrogatepass")
-                if len(raw) <= SHORT:
-                    found = STRING + raw
-                else:
-                    found = LONG + raw[:SHORT] + blake3.blake3(raw).digest(length=8)
-            elif kind is int:
-                digits = number(leaf)  # never None for an int
-                found = NAN if digits is None else NUMBER + digits
-            elif leaf is None or kind is bool:
-                found = NULL if leaf is None else TRUE if leaf else FALSE
-            else:
+            if isinstance(leaf, Mapping):
                 break
-            rows.append((path_text((name,)), found))
+            found = key(leaf)
+            rows.append((path_text((name,)), NAN if found is None else found))
         else:
             return rows, True
     return _fields(value)
