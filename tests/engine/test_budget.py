@@ -48,6 +48,7 @@ def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
         "list memo": scope.planner._lists,
         "thread rows": scope._thread_rows,
         "chunk bases": scope.chunk_bases,
+        "decoded chunks": scope.planner.decoded._kept,
     }
 
 
@@ -59,6 +60,7 @@ def test_every_cache_stays_within_its_capacity_and_the_budget(
     monkeypatch.setattr(scope_module, "CLOSURE_BYTES", 64 * 1024)
     monkeypatch.setattr(scope_module, "PENDING_BYTES", 16 * 1024)
     monkeypatch.setattr(scope_module, "LIST_MEMO_BYTES", 64 * 1024)
+    monkeypatch.setattr(scope_module, "DECODED_BYTES", 32 * 1024)
     monkeypatch.setattr(scope_module, "THREAD_ROW_BYTES", 20 * 200)
     monkeypatch.setattr(scope_module, "MEMORY_REFS", 300)
     budget = MemoryBudget(1024 * 1024)

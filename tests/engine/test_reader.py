@@ -258,3 +258,47 @@ def test_a_listing_leaves_the_writers_memory_alone_and_a_get_fills_it(saver: Sav
         *messages,
         "six",
     ]
+
+
+def test_list_chunks_read_again_skip_the_serializer_and_stay_fresh(saver: Saver) -> None:
+    """A conversation's messages read a third time come from the decoded chunks (no
+    serializer call for them), equal to what was put, of the same classes, and fresh: a
+    node mutating one read's messages leaves every later read, and the listing, intact."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    config: Any = {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}
+    messages: list[Any] = []
+    for step in range(1, 9):
+        messages = [
+            *messages,
+            HumanMessage(f"question {step} " + "q" * 200, id=f"h{step}"),
+            AIMessage("", id=f"a{step}", tool_calls=[{"name": "f", "args": {}, "id": f"c{step}"}]),
+            ToolMessage(f"result {step} " + "r" * 300, tool_call_id=f"c{step}", id=f"t{step}"),
+        ]
+        made = empty_checkpoint()
+        made["id"] = f"1f0d0000-0000-6000-8000-{step:012d}"
+        made["channel_values"] = {"messages": messages}
+        made["channel_versions"] = {"messages": step}
+        config = saver.put(config, made, {"step": step}, {"messages": step})
+    latest = {"configurable": {"thread_id": "chat", "checkpoint_ns": ""}}
+    decoded = saver.checkpoints.scope.planner.decoded
+    reads = [saver.get_tuple(latest) for _ in range(4)]
+    assert decoded.hits > 0
+    for read in reads:
+        assert read is not None
+        got = read.checkpoint["channel_values"]["messages"]
+        assert got == messages and [type(m) for m in got] == [type(m) for m in messages]
+    first = reads[2]
+    assert first is not None
+    first.checkpoint["channel_values"]["messages"][1].tool_calls[0]["args"]["x"] = 1
+    first.checkpoint["channel_values"]["messages"].clear()
+    listed = [*saver.list(latest), *saver.list(latest)]
+    assert [len(t.checkpoint["channel_values"]["messages"]) for t in listed[:8]] == [
+        3 * step for step in range(8, 0, -1)
+    ]
+    assert all(
+        t.checkpoint["channel_values"]["messages"] == messages[: 3 * (8 - i)]
+        for i, t in enumerate(listed[8:])
+    )
+    last = saver.get_tuple(latest)
+    assert last is not None and last.checkpoint["channel_values"]["messages"] == messages

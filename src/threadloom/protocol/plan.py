@@ -33,6 +33,7 @@ from threadloom.protocol.constants import (
     WRITES,
     WRITES_IDX_MAP,
 )
+from threadloom.protocol.decoded import DECODED_BYTES, DecodedChunks
 from threadloom.protocol.redact import RedactingSerializer, redact_secrets
 from threadloom.protocol.refs import (
     chunk_ref,
@@ -127,7 +128,10 @@ class Planner:
         serialization: the serializer and its traits (see `Serialization`); None plans
             keys only (every serialization raises a ProtocolError).
         memo_bytes: most estimated bytes of list encodings kept (default LIST_MEMO_BYTES).
-        budget: the byte budget the list memo also draws on (None: `memo_bytes` alone).
+        decoded_bytes: most bytes of decoded list chunks kept (`decoded`; default
+            DECODED_BYTES, 0 keeps none).
+        budget: the byte budget the list memo and the decoded chunks also draw on (None:
+            their own capacities alone).
     """
 
     def __init__(
@@ -136,6 +140,7 @@ class Planner:
         serialization: Serialization | None = None,
         *,
         memo_bytes: int | None = None,
+        decoded_bytes: int | None = None,
         budget: Budget | None = None,
     ) -> None:
         if not isinstance(agent_id, str) or not agent_id:
@@ -152,6 +157,12 @@ class Planner:
         self.memo_bytes = LIST_MEMO_BYTES if memo_bytes is None else memo_bytes
         self._lists: Lru[tuple[str, str | None, str], ListMemo] = Lru(
             self.memo_bytes, lambda memo: memo.size, budget=budget
+        )
+        #: List chunks as the serializer decoded them, kept to be read again.
+        self.decoded = DecodedChunks(
+            self.serde.loads_typed,
+            DECODED_BYTES if decoded_bytes is None else decoded_bytes,
+            budget,
         )
 
     @property

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from threadloom.errors import MissingDocumentsError, ProtocolError
+from threadloom.protocol.decoded import load_elements
 
 Fetched = Mapping[str, Mapping[str, Any]]
 
@@ -51,16 +52,16 @@ def raw_value(stored: Mapping[str, Any], fetched: Fetched) -> tuple[str, bytes]:
 
 
 class RawList(NamedTuple):
-    """A list channel's elements as typed payloads, plus one framed msgpack array.
+    """A list channel's elements as typed payloads, and the chunks they came in.
 
     Attributes:
         items: each element's `(kind, payload)`, in list order.
-        framed: when every element is plain msgpack, the same elements as one msgpack
-            array (header + their encodings), which decodes in one call.
+        parts: each chunk's ref and number of elements, in list order (`items` is
+            their elements end to end), so a reader can decode chunk by chunk.
     """
 
     items: list[tuple[str, bytes]]
-    framed: tuple[str, bytes] | None
+    parts: tuple[tuple[str, int], ...] = ()
 
 
 RawChannel = tuple[str, bytes] | RawList
@@ -95,6 +96,7 @@ def raw_channels(
             continue
         met = chunks if chunks is not None else {}
         items: list[tuple[str, bytes]] = []
+        parts: list[tuple[str, int]] = []
         for chunk in blob["chunks"]:
             elements = met.get(chunk)
             if elements is None:
@@ -104,42 +106,45 @@ def raw_channels(
                 ]
                 met[chunk] = elements
             items.extend(elements)
+            parts.append((chunk, len(elements)))
         if len(items) != blob["length"]:
             raise ProtocolError(
                 f"List blob {entry['blob']} records {blob['length']} elements "
                 f"but its chunks hold {len(items)}"
             )
-        raw[channel] = RawList(items, _framed(items))
+        raw[channel] = RawList(items, tuple(parts))
     return raw
 
 
-def _framed(items: list[tuple[str, bytes]]) -> tuple[str, bytes] | None:
-    # A msgpack array is its header followed by its elements' encodings, so plain
-    # msgpack elements decode as one array: one crossing into the decoder, not one each.
-    payloads = [payload for kind, payload in items if kind == "msgpack"]
-    count = len(items)
-    if count < 2 or len(payloads) != count:
-        return None
-    if count < 0x10000:
-        header = bytes((0xDC,)) + count.to_bytes(2, "big")
-    else:
-        header = bytes((0xDD,)) + count.to_bytes(4, "big")
-    return "msgpack", header + b"".join(payloads)
+#: What decodes one list chunk: `(chunk ref, its stored elements) -> elements`
+#: (`DecodedChunks.reader`), fresh objects on every call.
+Elements = Callable[[str, list[tuple[str, bytes]]], list[Any]]
 
 
-def load_channels(raw: Mapping[str, RawChannel], loads: Any) -> dict[str, Any]:
-    """Deserialize raw channels into channel values (fresh objects on every call)."""
+def load_channels(
+    raw: Mapping[str, RawChannel], loads: Any, elements: Elements | None = None
+) -> dict[str, Any]:
+    """Deserialize raw channels into channel values (fresh objects on every call).
+
+    Args:
+        raw: the channels' raw payloads (`raw_channels`).
+        loads: the serializer's `loads_typed`.
+        elements: decodes a list chunk by its ref (`DecodedChunks.reader`); None
+            decodes each list whole with `loads`.
+    """
     values: dict[str, Any] = {}
     for channel, item in raw.items():
         if not isinstance(item, RawList):
             values[channel] = loads(item)
-            continue
-        if item.framed is not None:
-            loaded = loads(item.framed)
-            if isinstance(loaded, list) and len(loaded) == len(item.items):
-                values[channel] = loaded
-                continue
-        values[channel] = [loads(typed) for typed in item.items]
+        elif elements is not None and item.parts:
+            whole: list[Any] = []
+            start = 0
+            for ref, count in item.parts:
+                whole.extend(elements(ref, item.items[start : start + count]))
+                start += count
+            values[channel] = whole
+        else:
+            values[channel] = load_elements(item.items, loads)
     return values
 
 
@@ -162,10 +167,13 @@ def undecoded_channels(raw: Mapping[str, RawChannel]) -> dict[str, Any]:
 
 
 def channel_values(
-    channels: Mapping[str, Mapping[str, Any]], fetched: Fetched, loads: Any
+    channels: Mapping[str, Mapping[str, Any]],
+    fetched: Fetched,
+    loads: Any,
+    elements: Elements | None = None,
 ) -> dict[str, Any]:
     """Return the channel values of a schema-2 checkpoint from its entries."""
-    return load_channels(raw_channels(channels, fetched), loads)
+    return load_channels(raw_channels(channels, fetched), loads, elements)
 
 
 def restore(
@@ -177,6 +185,7 @@ def restore(
     sort_key: Callable[[Mapping[str, Any]], Any] | None = None,
     raw: Mapping[str, RawChannel] | None = None,
     undecoded: bool = False,
+    elements: Elements | None = None,
 ) -> Restored:
     """Rebuild a checkpoint tuple from a checkpoint document, its writes and fetched documents.
 
@@ -190,6 +199,7 @@ def restore(
         raw: the channels' raw payloads when already known (`raw_channels`).
         undecoded: leave a schema-2 checkpoint's channel values as their stored payloads
             (`Undecoded`), for a copy that writes them elsewhere without decoding them.
+        elements: decodes a list chunk by its ref (`load_channels`).
 
     Raises:
         ProtocolError: unsupported schema or inconsistent documents.
@@ -201,7 +211,7 @@ def restore(
         if raw is None:
             raw = raw_channels(data["channels"], fetched)
         checkpoint["channel_values"] = (
-            undecoded_channels(raw) if undecoded else load_channels(raw, loads)
+            undecoded_channels(raw) if undecoded else load_channels(raw, loads, elements)
         )
         metadata = loads(raw_value(data["metadata"], fetched))
     elif schema == 1:

@@ -50,7 +50,7 @@ def closure_cost(item: tuple[Mapping[str, Any], tuple[Mapping[str, Any], Any]]) 
     `fetched` holds only the value documents the checkpoint's own entries reach (the
     reader's `_own`), counted in full although the value cache may hold the same objects:
     a closure keeps them alive after the cache lets them go. So are the channels' raw
-    payloads (a list's elements and their framed copy), which the closure alone may keep.
+    payloads (a list's elements), which the closure alone may keep.
     """
     doc, (fetched, raw) = item
     channels = doc.get("channels") or {}
@@ -61,10 +61,8 @@ def closure_cost(item: tuple[Mapping[str, Any], tuple[Mapping[str, Any], Any]]) 
         if isinstance(channel, tuple) and len(channel) == 2 and isinstance(channel[1], bytes):
             size += _OVERHEAD + len(channel[1])  # (kind, payload)
             continue
-        items, framed = channel
-        # The framed copy holds every element's payload once more (plus a header).
-        size += 64 * len(items)
-        size += 2 * len(framed[1]) if framed is not None else sum(len(p) for _, p in items)
+        items, parts = channel
+        size += 64 * len(items) + 64 * len(parts) + sum(len(p) for _, p in items)
     return size
 
 

@@ -291,6 +291,7 @@ class Reader:
                 sort_key=writes_sort_key,
                 raw=raw if doc["_schema"] == 2 else None,
                 undecoded=undecoded,
+                elements=scope.planner.decoded.reader(row.thread_id),
             )
             identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
             if remember and doc["_schema"] == 2 and identity not in scope.memory:
@@ -348,6 +349,7 @@ class Reader:
         collected: dict[str, list[list[tuple[str, str, Any]]]] = {c: [] for c in channels}
         seeds: dict[str, Any] = {}
         scope = self.scope
+        chunks = scope.planner.decoded.reader(conf["thread_id"])
         with scope.file.read() as conn:
             thread = scope.thread(conn, conf["thread_id"])
             chain = chain_of(conn, thread, ns, conf.get("checkpoint_id")) if thread else []
@@ -378,7 +380,7 @@ class Reader:
                     here = {ch: stored[ch] for ch in remaining if ch in stored}
                     if here:
                         fetched = self.values.reachable(conn, thread, [{"channels": here}])
-                        seeds.update(channel_values(here, fetched, scope.planner.loads))
+                        seeds.update(channel_values(here, fetched, scope.planner.loads, chunks))
                         remaining -= here.keys()
         result: dict[str, dict[str, Any]] = {}
         for channel in channels:

@@ -63,6 +63,9 @@ CHUNK_BASE_BYTES = 256 * 1024
 MEMORY_REFS = 20_000
 #: Estimated bytes of list encodings (and fingerprints) the planner keeps per scope.
 LIST_MEMO_BYTES = 4 * MiB
+#: Bytes of list chunks kept as the serializer decoded them (pickles), per scope: a read
+#: of a chunk met before unpickles it instead of running the serializer again.
+DECODED_BYTES = 4 * MiB
 #: Estimated bytes of remembered thread row ids per scope (~200 bytes each).
 THREAD_ROW_BYTES = 512 * 1024
 #: Threads whose cached values, list encodings, remembered refs, resolved checkpoints and
@@ -140,7 +143,11 @@ class Scope:
         self.serialization = serialization
         self.budget = budget if budget is not None else process_budget()
         self.planner = Planner(
-            agent_id, serialization, memo_bytes=LIST_MEMO_BYTES, budget=self.budget
+            agent_id,
+            serialization,
+            memo_bytes=LIST_MEMO_BYTES,
+            decoded_bytes=DECODED_BYTES,
+            budget=self.budget,
         )
         self.memory = KnownReferences(MEMORY_REFS, self.budget)
         self.cache = ValueCache(cache_bytes, self.budget)
@@ -303,6 +310,7 @@ class Scope:
         self.memory.forget(thread_id)
         self._thread_rows.pop(thread_id)
         self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
+        self.planner.decoded.forget(thread_id)
         if thread is not None:
             self.cache.drop(thread)
 
@@ -331,6 +339,7 @@ class Scope:
         self.pending.drop_where(lambda key: key[1] == thread_id)
         self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
         self.planner.forget_lists(thread_id)
+        self.planner.decoded.forget(thread_id)
 
     def thread_ids(self) -> list[str]:
         """Return the thread ids of this scope that hold checkpoints, sorted."""
@@ -473,6 +482,7 @@ class Scope:
         self.chunk_bases.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
+        self.planner.decoded.forget()
         with self._active_lock:
             self._active.clear()
 
