@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -302,3 +303,43 @@ def test_list_chunks_read_again_skip_the_serializer_and_stay_fresh(saver: Saver)
     )
     last = saver.get_tuple(latest)
     assert last is not None and last.checkpoint["channel_values"]["messages"] == messages
+
+
+class CollectorWatch:
+    """LangGraph's serializer, noting whether the cyclic collector ran while it decoded."""
+
+    def __init__(self) -> None:
+        from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+        self.serde = JsonPlusSerializer()
+        self.states: list[bool] = []
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return self.serde.dumps_typed(obj)
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        self.states.append(gc.isenabled())
+        return self.serde.loads_typed(data)
+
+
+def test_a_read_of_long_lists_decodes_with_the_collector_paused(db_path: Path) -> None:
+    """Decoding a page whose lists hold PAUSE_FROM elements or more runs with the cyclic
+    collector off and leaves it on; a short list leaves it alone throughout."""
+    from threadloom.core.collector import PAUSE_FROM
+
+    watch = CollectorWatch()
+    with Saver.from_conn_string(str(db_path), serde=watch) as saver:
+        for thread, length in (("short", 3), ("long", PAUSE_FROM + 6)):
+            made = empty_checkpoint()
+            made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+            made["channel_values"] = {"items": [{"n": n, "text": "x" * 200} for n in range(length)]}
+            made["channel_versions"] = {"items": 1}
+            config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            saver.put(config, made, {}, {"items": 1})
+        assert gc.isenabled()
+        for thread, paused in (("short", False), ("long", True)):
+            watch.states.clear()
+            got = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+            assert got is not None and got.checkpoint["channel_values"]["items"][-1]["n"] > 1
+            assert watch.states and any(watch.states) is not paused
+            assert gc.isenabled()

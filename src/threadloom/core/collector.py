@@ -1,4 +1,4 @@
-"""The cyclic garbage collector held off while a batch is written (core layer).
+"""The cyclic garbage collector held off while a batch is written or a read decodes (core layer).
 
 A Store batch allocates many small containers that live until it ends (its writes,
 rows, index keys, the embedders' vectors as lists of floats): the collector's young
@@ -7,6 +7,9 @@ object of the process (its imported modules too). A 10,000-item load spent 12-15
 its time there (bench/README.md, "Bulk loads"). Reference counting still frees what the
 batch drops; only cycles wait, until the collector is enabled again and its next
 collection runs.
+
+A checkpoint read decoding lists of `PAUSE_FROM` elements or more pauses it the same
+way (the decoded messages all stay alive: half of a long listing went to collections).
 
 Only a batch of `PAUSE_FROM` items or more pauses it (`paused(size)`): the collector's
 work grows with what a batch allocates, so an agent's single put or search gains

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import apsw
 
+from threadloom.core import collector
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.values import Values, reached
 from threadloom.engine.format import heads, keys
@@ -32,7 +33,7 @@ from threadloom.engine.format.tables import (
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError, MissingDocumentsError
 from threadloom.protocol import Restored, configurable, read_entries, references, restore
-from threadloom.protocol.restore import RawChannel, channel_values, raw_channels
+from threadloom.protocol.restore import RawChannel, RawList, channel_values, raw_channels
 
 #: Most checkpoints `list` loads per page (the first page holds one, or `limit`).
 PAGE = 64
@@ -278,38 +279,51 @@ class Reader:
                 closures[i] = (_own(docs[i], fetched), raw)
                 scope.closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
         loaded = []
-        for i, (row, doc, closure) in enumerate(zip(rows, docs, closures, strict=True)):
-            mine = writes[row.id]
-            fetched, raw = closure or ({}, {})
-            if any(references(w) for w in mine):
-                fetched = {**fetched, **self.values.reachable(conn, row.thread, mine)}
-            result = restore(
-                doc,
-                mine,
-                fetched,
-                scope.planner.loads,
-                sort_key=writes_sort_key,
-                raw=raw if doc["_schema"] == 2 else None,
-                undecoded=undecoded,
-                elements=scope.planner.decoded.reader(row.thread_id),
-            )
-            identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
-            if remember and doc["_schema"] == 2 and identity not in scope.memory:
-                # What the checkpoint reaches through its channels too: resolved above,
-                # or again (cache first) when its closure came from the cache.
-                every = whole.get(i)
-                if every is None:
-                    every = self.values.reachable(conn, row.thread, [doc])
-                every = {**every, **fetched}
-                referenced: set[str] = set()
-                for item in [doc, *mine]:
-                    reached(item, every, referenced)
-                scope.memory.remember(
-                    identity,
-                    referenced,
-                    read_entries(doc["channels"], result.checkpoint.get("channel_versions") or {}),
+        # Decoding builds many objects that all stay alive: with the cyclic collector on,
+        # its young generations fill again and again and full collections walk the
+        # whole process (half of a long listing, bench/README.md). One pause per page.
+        elements = sum(
+            len(channel.items)
+            for closure in closures
+            if closure is not None
+            for channel in closure[1].values()
+            if isinstance(channel, RawList)
+        )
+        with collector.paused(elements):
+            for i, (row, doc, closure) in enumerate(zip(rows, docs, closures, strict=True)):
+                mine = writes[row.id]
+                fetched, raw = closure or ({}, {})
+                if any(references(w) for w in mine):
+                    fetched = {**fetched, **self.values.reachable(conn, row.thread, mine)}
+                result = restore(
+                    doc,
+                    mine,
+                    fetched,
+                    scope.planner.loads,
+                    sort_key=writes_sort_key,
+                    raw=raw if doc["_schema"] == 2 else None,
+                    undecoded=undecoded,
+                    elements=scope.planner.decoded.reader(row.thread_id),
                 )
-            loaded.append(Loaded(result, doc))
+                identity = (row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+                if remember and doc["_schema"] == 2 and identity not in scope.memory:
+                    # What the checkpoint reaches through its channels too: resolved above,
+                    # or again (cache first) when its closure came from the cache.
+                    every = whole.get(i)
+                    if every is None:
+                        every = self.values.reachable(conn, row.thread, [doc])
+                    every = {**every, **fetched}
+                    referenced: set[str] = set()
+                    for item in [doc, *mine]:
+                        reached(item, every, referenced)
+                    scope.memory.remember(
+                        identity,
+                        referenced,
+                        read_entries(
+                            doc["channels"], result.checkpoint.get("channel_versions") or {}
+                        ),
+                    )
+                loaded.append(Loaded(result, doc))
         return loaded
 
     def document(self, conn: apsw.Connection, row: CheckpointRow) -> dict[str, Any]:
