@@ -343,3 +343,26 @@ def test_a_read_of_long_lists_decodes_with_the_collector_paused(db_path: Path) -
             assert got is not None and got.checkpoint["channel_values"]["items"][-1]["n"] > 1
             assert watch.states and any(watch.states) is not paused
             assert gc.isenabled()
+
+
+def test_a_whole_value_read_again_skips_the_serializer_and_stays_fresh(saver: Saver) -> None:
+    """A channel holding one big value (a dict stored in a blob of its own) is decoded
+    by the serializer on its first two reads only, and every read gets its own copy."""
+    value = {"documents": {f"doc-{n}": "text " * 40 for n in range(20)}, "count": 20}
+    config: Any = {"configurable": {"thread_id": "big", "checkpoint_ns": ""}}
+    made = empty_checkpoint()
+    made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+    made["channel_values"] = {"context": value}
+    made["channel_versions"] = {"context": 1}
+    saver.put(config, made, {}, {"context": 1})
+    decoded = saver.checkpoints.scope.planner.decoded
+    reads = []
+    for _ in range(4):
+        got = saver.get_tuple(config)
+        assert got is not None
+        reads.append(got.checkpoint["channel_values"]["context"])
+    assert (decoded.misses, decoded.hits) == (2, 2)
+    assert all(read == value for read in reads)
+    reads[3]["documents"].clear()
+    again = saver.get_tuple(config)
+    assert again is not None and again.checkpoint["channel_values"]["context"] == value

@@ -1,8 +1,9 @@
 """What the serializer made of a list chunk, kept so a re-read skips the serializer.
 
 No I/O. A list channel's elements are stored in content-addressed chunk documents
-(SPEC §4): one chunk ref always names the same elements, so what the serializer makes
-of them once is what it makes every time. `DecodedChunks` keeps that as a pickle made
+(SPEC §4), and a value over the inline limit in a blob of its own: one chunk or blob
+ref always names the same payloads, so what the serializer makes of them once is what
+it makes every time. `DecodedChunks` keeps that as a pickle made
 in this process from the serializer's own result (never written to a file, never read
 from one) and unpickles it on every later read of the chunk. Each read still gets
 fresh objects (graph nodes mutate what a read returns), built several times faster than
@@ -78,7 +79,7 @@ def _pickled(values: list[Any]) -> bytes:
 
 
 class DecodedChunks:
-    """Decoded list chunks by (thread id, chunk ref), as pickles.
+    """Decoded list chunks (and whole values' blobs) by (thread id, ref), as pickles.
 
     Args:
         loads: the serializer's `loads_typed`.
@@ -97,8 +98,9 @@ class DecodedChunks:
 
         Args:
             thread_id: the thread reading it (what `forget` drops by).
-            ref: the chunk document's ref.
-            items: the chunk's elements as stored, already fetched and checked.
+            ref: the chunk document's ref (or a whole value's blob ref).
+            items: the chunk's elements as stored, already fetched and checked (a whole
+                value: its one payload).
         """
         key = (thread_id, ref)
         kept = self._kept.get(key)

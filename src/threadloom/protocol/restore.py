@@ -52,16 +52,20 @@ def raw_value(stored: Mapping[str, Any], fetched: Fetched) -> tuple[str, bytes]:
 
 
 class RawList(NamedTuple):
-    """A list channel's elements as typed payloads, and the chunks they came in.
+    """A list channel's elements as typed payloads and the chunks they came in (or a
+    value stored in a blob of its own, `whole`).
 
     Attributes:
         items: each element's `(kind, payload)`, in list order.
         parts: each chunk's ref and number of elements, in list order (`items` is
             their elements end to end), so a reader can decode chunk by chunk.
+        whole: the channel's value is not a list but one value stored in a blob of its
+            own: `items` holds its payload and `parts` the blob's ref.
     """
 
     items: list[tuple[str, bytes]]
     parts: tuple[tuple[str, int], ...] = ()
+    whole: bool = False
 
 
 RawChannel = tuple[str, bytes] | RawList
@@ -92,7 +96,8 @@ def raw_channels(
             continue
         blob = _get(fetched, entry["blob"])
         if "chunks" not in blob:
-            raw[channel] = raw_value(blob["value"], fetched)
+            # A value over INLINE_LIMIT stored whole: decoded alone, by its blob's ref.
+            raw[channel] = RawList([raw_value(blob["value"], fetched)], ((entry["blob"], 1),), True)
             continue
         met = chunks if chunks is not None else {}
         items: list[tuple[str, bytes]] = []
@@ -136,6 +141,9 @@ def load_channels(
     for channel, item in raw.items():
         if not isinstance(item, RawList):
             values[channel] = loads(item)
+        elif item.whole:
+            ref = item.parts[0][0]
+            values[channel] = elements(ref, item.items)[0] if elements else loads(item.items[0])
         elif elements is not None and item.parts:
             whole: list[Any] = []
             start = 0
@@ -160,8 +168,8 @@ def undecoded_channels(raw: Mapping[str, RawChannel]) -> dict[str, Any]:
     """The raw channels as `Undecoded` payloads (a list channel: one per element)."""
     return {
         channel: [Undecoded(*typed) for typed in item.items]
-        if isinstance(item, RawList)
-        else Undecoded(*item)
+        if isinstance(item, RawList) and not item.whole
+        else Undecoded(*(item.items[0] if isinstance(item, RawList) else item))
         for channel, item in raw.items()
     }
 

@@ -61,7 +61,7 @@ def closure_cost(item: tuple[Mapping[str, Any], tuple[Mapping[str, Any], Any]]) 
         if isinstance(channel, tuple) and len(channel) == 2 and isinstance(channel[1], bytes):
             size += _OVERHEAD + len(channel[1])  # (kind, payload)
             continue
-        items, parts = channel
+        items, parts = channel.items, channel.parts
         size += 64 * len(items) + 64 * len(parts) + sum(len(p) for _, p in items)
     return size
 
