@@ -366,3 +366,28 @@ def test_a_whole_value_read_again_skips_the_serializer_and_stays_fresh(saver: Sa
     reads[3]["documents"].clear()
     again = saver.get_tuple(config)
     assert again is not None and again.checkpoint["channel_values"]["context"] == value
+
+
+@pytest.mark.parametrize("kind", ["custom", "encrypting"])
+def test_serializers_not_known_pure_decode_on_every_read(db_path: Path, kind: str) -> None:
+    """Only LangGraph's JsonPlusSerializer has what it decodes kept: a serializer of the
+    application's own may do more than decode, and an encrypting one's plaintext is not
+    kept past a read. Their reads decode every time and stay right."""
+    serde: Any = (
+        CollectorWatch()
+        if kind == "custom"
+        else EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+    )
+    value = {"documents": {f"doc-{n}": "text " * 40 for n in range(20)}}
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    made = empty_checkpoint()
+    made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+    made["channel_values"] = {"context": value, "messages": [{"text": "m" * 300}] * 40}
+    made["channel_versions"] = {"context": 1, "messages": 1}
+    with Saver.from_conn_string(str(db_path), serde=serde) as saver:
+        saver.put(config, made, {}, {"context": 1, "messages": 1})
+        for _ in range(4):
+            got = saver.get_tuple(config)
+            assert got is not None and got.checkpoint["channel_values"]["context"] == value
+        decoded = saver.checkpoints.scope.planner.decoded
+        assert decoded.hits == 0 and decoded.weight == 0

@@ -44,6 +44,7 @@ def serialization(
         merge_metadata=_MergeDropping(dropped_metadata) if dropped_metadata else _merge_metadata,
         whole_lists=type(base).dumps_typed is JsonPlusSerializer.dumps_typed,
         encrypts=encrypts(base),
+        pure_loads=type(base).loads_typed is JsonPlusSerializer.loads_typed,
     )
 
 

@@ -129,7 +129,8 @@ class Planner:
             keys only (every serialization raises a ProtocolError).
         memo_bytes: most estimated bytes of list encodings kept (default LIST_MEMO_BYTES).
         decoded_bytes: most bytes of decoded list chunks kept (`decoded`; default
-            DECODED_BYTES, 0 keeps none).
+            DECODED_BYTES, 0 keeps none; none either unless the serialization's
+            `pure_loads`).
         budget: the byte budget the list memo and the decoded chunks also draw on (None:
             their own capacities alone).
     """
@@ -159,10 +160,9 @@ class Planner:
             self.memo_bytes, lambda memo: memo.size, budget=budget
         )
         #: List chunks as the serializer decoded them, kept to be read again.
+        kept = DECODED_BYTES if decoded_bytes is None else decoded_bytes
         self.decoded = DecodedChunks(
-            self.serde.loads_typed,
-            DECODED_BYTES if decoded_bytes is None else decoded_bytes,
-            budget,
+            self.serde.loads_typed, kept if given.pure_loads else 0, budget
         )
 
     @property
