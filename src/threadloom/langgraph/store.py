@@ -51,10 +51,10 @@ from threadloom.langgraph.store_ops import (
     Prepared,
     as_item,
     as_search_item,
+    check_get,
     check_labels,
     check_ttl_config,
     namespace_matches,
-    validate,
 )
 from threadloom.langgraph.store_search import Searching
 from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
@@ -156,7 +156,8 @@ class _StoreBase(Searching):
 
     def _run(self, prepared: Prepared) -> list[Result]:
         if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
-            return [self._get(prepared.ops[0])]
+            op = prepared.ops[0]
+            return [self._get(op.namespace, op.key, op.refresh_ttl)]
         # The batch's many short-lived containers would set off collections over and
         # over (core/collector.py); the embedder ran before, with the collector on.
         with collector.paused(len(prepared.ops)):
@@ -229,16 +230,17 @@ class _StoreBase(Searching):
             self._retrain()
         return written
 
-    def _get(self, op: GetOp) -> Item | None:
-        """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
+    def _get(self, namespace: tuple[str, ...], key: str, refresh_ttl: bool) -> Item | None:
+        """One checked get: one statement, atomic by itself (no BEGIN/COMMIT round
+        trips); an item with a TTL has it restarted when `refresh_ttl`."""
         live_at = None
         if self.ttl_config and self.ttl_config.get("omit_expired"):
             live_at = now_us()
         with self.file.connection(self.items.reads) as conn:
-            stored = self.items.get(conn, op.namespace, op.key, live_at)
+            stored = self.items.get(conn, namespace, key, live_at)
         if stored is None:
             return None
-        if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
+        if refresh_ttl and stored.ttl is not None and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, [stored.id], now_us())
         return as_item(stored)
@@ -425,10 +427,11 @@ class Store(Sweeping, _StoreBase, BaseStore):
     ) -> Item | None:
         """`BaseStore.get`, without a batch around the one statement it runs."""
         if refresh_ttl is None:
-            refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
-        op = GetOp(namespace, str(key), bool(refresh_ttl))
-        validate(op)
-        return self._get(op)
+            ttl = self.ttl_config
+            refresh_ttl = ttl.get("refresh_on_read", True) if ttl else True
+        key = str(key)
+        check_get(namespace, key)  # `validate` of the GetOp, without making the op
+        return self._get(namespace, key, bool(refresh_ttl))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = self._prepare(ops)

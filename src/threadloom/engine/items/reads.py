@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 import apsw
@@ -83,6 +84,24 @@ _IN_NAMESPACE: Final = (
     f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
     "WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) AND x.key = ?2"
 )
+#: `_IN_NAMESPACE` unless the item expired by `?3`.
+_LIVE_IN_NAMESPACE: Final = _IN_NAMESPACE + " AND (x.expires_at IS NULL OR x.expires_at > ?3)"
+
+
+def _stored(row: Sequence[Any], value: dict[str, Any]) -> Stored:
+    """The item of a row of ITEM_COLUMNS (and an optional score) with its decoded value."""
+    expires, ttl = row[_EXPIRES], row[_TTL]
+    return Stored(
+        int(row[_ID]),
+        tuple(str(row[_NAME]).split(".")),
+        str(row[_KEY]),
+        value,
+        int(row[_CREATED]),
+        int(row[_UPDATED]),
+        None if expires is None else int(expires),
+        None if ttl is None else float(ttl),
+        None if len(row) <= _SCORE or row[_SCORE] is None else float(row[_SCORE]),
+    )
 
 
 class ItemReads:
@@ -121,45 +140,38 @@ class ItemReads:
         an optional score after them), each body checked."""
         if not rows:
             return []
-        content = self.file.content
+        if len(rows) == 1 and rows[0][_BODY][:1] not in _CHUNKED:
+            return [self._inline(conn, rows[0])]
         checks = [(r[_BODY], self._unsealed(r), f"store item {r[_NAME]}/{r[_KEY]}") for r in rows]
-        if len(rows) == 1 and checks[0][0][:1] not in _CHUNKED:
-            # The common get: one inline body, decoded without the batch machinery.
-            body, expected, name = checks[0]
-            raw = unframe(body, lambda ident: content.dictionary(conn, ident), name)
-            check(raw, expected, name)
-            raws = [raw]
-        else:
-            raws = content.raw_many(conn, checks)
-        out = []
-        for row, raw in zip(rows, raws, strict=True):
-            value = _json(bytes(raw).decode("utf-8", "surrogatepass"))
-            out.append(
-                Stored(
-                    int(row[_ID]),
-                    tuple(str(row[_NAME]).split(".")),
-                    str(row[_KEY]),
-                    value,
-                    int(row[_CREATED]),
-                    int(row[_UPDATED]),
-                    None if row[_EXPIRES] is None else int(row[_EXPIRES]),
-                    None if row[_TTL] is None else float(row[_TTL]),
-                    None if len(row) <= _SCORE or row[_SCORE] is None else float(row[_SCORE]),
-                )
-            )
-        return out
+        raws = self.file.content.raw_many(conn, checks)
+        return [
+            _stored(row, _json(bytes(raw).decode("utf-8", "surrogatepass")))
+            for row, raw in zip(rows, raws, strict=True)
+        ]
+
+    def _inline(self, conn: apsw.Connection, row: Sequence[Any]) -> Stored:
+        """The item of a row whose body is inline (not in blocks), its body checked: the
+        common get, decoded without the batch machinery."""
+        name = f"store item {row[_NAME]}/{row[_KEY]}"
+        raw = unframe(row[_BODY], partial(self.file.content.dictionary, conn), name)
+        check(raw, self._unsealed(row), name)
+        return _stored(row, _json(raw.decode("utf-8", "surrogatepass")))
 
     def get(
         self, conn: apsw.Connection, namespace: Sequence[str], key: str, live_at: int | None
     ) -> Stored | None:
         """One item, or None; `live_at`: omit it if it expired by then."""
-        sql = _IN_NAMESPACE
-        args: list[Any] = [namespace_name(namespace), key]
-        if live_at is not None:
-            sql += " AND (x.expires_at IS NULL OR x.expires_at > ?3)"
-            args.append(live_at)
-        found = self.decode(conn, fetchall(conn, sql, args))
-        return found[0] if found else None
+        if live_at is None:
+            rows = conn.execute(_IN_NAMESPACE, (namespace_name(namespace), key)).fetchall()
+        else:
+            bound = (namespace_name(namespace), key, live_at)
+            rows = conn.execute(_LIVE_IN_NAMESPACE, bound).fetchall()
+        if not rows:
+            return None
+        row: Sequence[Any] = rows[0]
+        if row[_BODY][:1] in _CHUNKED:
+            return self.decode(conn, [row])[0]
+        return self._inline(conn, row)
 
     def namespaces(
         self,
