@@ -96,9 +96,12 @@ class _StoreBase(Searching):
         ttl: TTLConfig | None,
         readonly: bool | None,
         text: bool | None = None,
+        indexing: Indexing | None = None,
     ) -> None:
-        # The settings are checked before the file is opened: refused ones create nothing.
-        indexing = checked_settings(index, ttl, text)
+        # The settings are checked before the file is opened: refused ones create nothing
+        # (`indexing`: checked already, by `AsyncStore.from_conn_string`).
+        if indexing is None:
+            indexing = checked_settings(index, ttl, text)
         self.file = File.open(path, readonly=readonly, page_size=page_size_of(index))
         try:
             vectors = self._configure(indexing, ttl)
@@ -462,6 +465,18 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         readonly: bool | None = None,
         text: bool | None = None,
     ) -> None:
+        self._open(path, index, ttl, readonly, text, None)
+
+    def _open(
+        self,
+        path: str | os.PathLike[str],
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        readonly: bool | None,
+        text: bool | None,
+        indexing: Indexing | None,
+    ) -> None:
+        """`__init__`, with the settings' `Indexing` when they were checked already."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -471,7 +486,7 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
                 "(`async with AsyncStore.from_conn_string(path) as store:`), or use Store"
             ) from None
         AsyncBatchedBaseStore.__init__(self)
-        self._setup(path, index, ttl, readonly, text)
+        self._setup(path, index, ttl, readonly, text, indexing)
         self._init_sweeping()
 
     @classmethod
@@ -489,13 +504,15 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         # A file is opened (and migrated) on a worker thread; the store then shares it.
         # (":memory:" is private to each open, and new: nothing to migrate.)
         file = None
-        checked_settings(index, ttl, text)  # refused settings create no file
+        indexing = checked_settings(index, ttl, text)  # refused settings create no file
         if str(path) != MEMORY:
             file = await asyncio.to_thread(
                 File.open, path, readonly=readonly, page_size=page_size_of(index)
             )
         try:
-            store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
+            # The store takes the settings checked above (not built again).
+            store = cls.__new__(cls)
+            store._open(path, index, ttl, readonly, text, indexing)
         finally:
             if file is not None:
                 file.close()
