@@ -571,8 +571,7 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         if held is not None and getattr(local, "pid", None) == os.getpid():
             return held
         conn = self._conn = file._acquire(self._refresh, self._needs)
-        local.held = conn
-        local.pid = file._pid  # `_acquire` made it this process's (`_forked`)
+        local.held, local.pid = conn, file._pid  # `_acquire` made it this process's pid
         return conn
 
     def __exit__(self, kind: Any, exc: BaseException | None, trace: Any) -> None:
@@ -580,11 +579,8 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         if conn is None:  # a nested borrow: the outer one gives the connection back
             return
         self._conn = None
-        file = self._file
-        file._local.held = None
-        file._release(conn)
-        if exc is None:
-            return
+        self._file._local.held = None
+        self._file._release(conn)
         if isinstance(exc, apsw.ReadOnlyError):
             # The file or its folder stopped being writable after it was opened.
             raise ReadOnlyError(
