@@ -287,5 +287,16 @@ def test_a_metadata_key_row_changed_to_match_a_filter_raises(tmp_path: Path) -> 
 def test_an_identity_from_a_shared_prefix_is_the_same_identity() -> None:
     from threadloom.engine.format.seal import identity_after, prefix
 
-    for first, rest in [(("store_items", "a.b", ""), ("k",)), (("vals", "ns", "agent"), (1, None))]:
+    cases = [
+        (("store_items", "a.b", ""), ("k",)),
+        # One text part takes a path of its own (a Store item's key, read by every get).
+        (("store_items", "a.b", ""), ("",)),
+        (("store_items", "é.b", ""), ("ключ \x1f s3:abc 🦜 \udc80",)),
+        (("vals", "ns", "agent"), (1, None)),
+        (("vals", "ns", "agent"), (7,)),
+        (("vals", "ns", "agent"), (None,)),
+        (("vals", "ns", "agent"), ("a", "b")),
+    ]
+    for first, rest in cases:
         assert identity_after(prefix(*first), *rest) == identity(*first, *rest)
+    assert identity_after(prefix("t"), "ab") != identity_after(prefix("t"), "a", "b")

@@ -21,6 +21,8 @@ from langgraph.store.sqlite.aio import AsyncSqliteStore
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import AsyncStore, Store
 from threadloom.errors import NoEventLoopError, ReadOnlyError
+from threadloom.langgraph import store as store_module
+from threadloom.langgraph.store_index import Indexing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,6 +70,34 @@ def test_async_memory_store() -> None:
 
     item = asyncio.run(run())
     assert item is not None
+
+
+def test_async_from_conn_string_builds_the_index_settings_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`AsyncStore.from_conn_string` checks the settings before it opens the file, and
+    the store it opens keeps those: its embedder is wrapped and its vector index made once,
+    as `Store.from_conn_string`'s and `AsyncStore(...)`'s are."""
+    made: list[Indexing] = []
+
+    class Counted(Indexing):
+        def __init__(self, index: Any, text: bool | None) -> None:
+            super().__init__(index, text)
+            made.append(self)
+
+    monkeypatch.setattr(store_module, "Indexing", Counted)
+    index: Any = {"dims": 4, "embed": lambda texts: [[1.0, 0.0, 0.0, 0.0] for _ in texts]}
+
+    async def run() -> object:
+        async with AsyncStore.from_conn_string(tmp_path / "s.db", index=index) as store:
+            await store.aput(("a",), "k", {"text": "tea"})
+            assert store.indexing is made[-1]
+            return await store.aget(("a",), "k")
+
+    assert asyncio.run(run()) is not None
+    assert len(made) == 1
+    with Store.from_conn_string(tmp_path / "s.db", index=index):
+        assert len(made) == 2
 
 
 #: The public methods of AsyncSqliteStore's own that are coroutines.

@@ -173,6 +173,33 @@ def test_a_damaged_item_raises_and_verify_names_it(tmp_path: Path) -> None:
         assert any("filter index" in p for p in problems)
 
 
+def test_every_get_checks_its_row_also_for_a_key_read_just_before(tmp_path: Path) -> None:
+    """A get unseals the row's digest with the key it asked for and checks the body
+    against it on every read, alone or in a batch, also for keys read a moment ago
+    (whose identity digests the store keeps): a body changed under its digest, or
+    another item's body and digest copied in, raises and names the item."""
+    with Store.from_conn_string(tmp_path / "m.db") as store:
+        for key in "abc":
+            store.put(("u",), key, {"text": f"about {key}"})
+        for key in "abc":
+            item = store.get(("u",), key)
+            assert item is not None and item.value == {"text": f"about {key}"}
+        with store.file.write() as conn:
+            a = "SELECT {} FROM store_items WHERE key = 'a'"
+            conn.execute(f"UPDATE store_items SET body = ({a.format('body')}) WHERE key = 'b'")
+            conn.execute(
+                f"UPDATE store_items SET (body, digest) = ({a.format('body, digest')}) "
+                "WHERE key = 'c'"
+            )
+        for key in "bc":
+            with pytest.raises(CorruptionError, match=f"store item u/{key} is damaged"):
+                store.get(("u",), key)
+            with pytest.raises(CorruptionError, match=f"store item u/{key} is damaged"):
+                store.batch([GetOp(("u",), "a"), GetOp(("u",), key)])
+        item = store.get(("u",), "a")
+        assert item is not None and item.value == {"text": "about a"}
+
+
 def test_a_dictionary_retraining_keeps_every_item_and_its_indexes(store: Store) -> None:
     """Retraining re-encodes item bodies in place: filter rows, text rows and namespaces
     hang on the item rows and must survive (a delete and re-insert would drop them)."""

@@ -297,7 +297,8 @@ class File:
         with self._lock:
             if self._closed:
                 raise EngineError("the file is closed; open a new Saver")
-            self._forked()
+            if self._pid != os.getpid():
+                self._forked()
             found: apsw.Connection | None = None
             while self._idle:
                 conn = self._idle.pop()
@@ -350,7 +351,7 @@ class File:
     def connection(self, needs: Collection[str] = ()) -> _Borrowed:
         """Borrow a connection (this thread's current one, if it already holds one);
         `needs`: the features its statements read (`features.Copies.current`)."""
-        return _Borrowed(self, needs=needs)
+        return _Borrowed(self, True, needs)
 
     def damaged(self, exc: BaseException) -> CorruptionError:
         """The error a read raises when SQLite's own structures are damaged."""
@@ -567,11 +568,10 @@ class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
         file = self._file
         local = file._local
         held: apsw.Connection | None = getattr(local, "held", None)
-        pid = os.getpid()
-        if held is not None and getattr(local, "pid", None) == pid:
+        if held is not None and getattr(local, "pid", None) == os.getpid():
             return held
         conn = self._conn = file._acquire(self._refresh, self._needs)
-        local.held, local.pid = conn, pid
+        local.held, local.pid = conn, file._pid  # `_acquire` made it this process's pid
         return conn
 
     def __exit__(self, kind: Any, exc: BaseException | None, trace: Any) -> None:

@@ -51,10 +51,10 @@ from threadloom.langgraph.store_ops import (
     Prepared,
     as_item,
     as_search_item,
+    check_get,
     check_labels,
     check_ttl_config,
     namespace_matches,
-    validate,
 )
 from threadloom.langgraph.store_search import Searching
 from threadloom.langgraph.store_ttl import AsyncSweeping, Sweeping
@@ -96,9 +96,12 @@ class _StoreBase(Searching):
         ttl: TTLConfig | None,
         readonly: bool | None,
         text: bool | None = None,
+        indexing: Indexing | None = None,
     ) -> None:
-        # The settings are checked before the file is opened: refused ones create nothing.
-        indexing = checked_settings(index, ttl, text)
+        # The settings are checked before the file is opened: refused ones create nothing
+        # (`indexing`: checked already, by `AsyncStore.from_conn_string`).
+        if indexing is None:
+            indexing = checked_settings(index, ttl, text)
         self.file = File.open(path, readonly=readonly, page_size=page_size_of(index))
         try:
             vectors = self._configure(indexing, ttl)
@@ -156,7 +159,8 @@ class _StoreBase(Searching):
 
     def _run(self, prepared: Prepared) -> list[Result]:
         if len(prepared.ops) == 1 and isinstance(prepared.ops[0], GetOp):
-            return [self._get(prepared.ops[0])]
+            op = prepared.ops[0]
+            return [self._get(op.namespace, op.key, op.refresh_ttl)]
         # The batch's many short-lived containers would set off collections over and
         # over (core/collector.py); the embedder ran before, with the collector on.
         with collector.paused(len(prepared.ops)):
@@ -229,16 +233,17 @@ class _StoreBase(Searching):
             self._retrain()
         return written
 
-    def _get(self, op: GetOp) -> Item | None:
-        """One get: one statement, atomic by itself (no BEGIN/COMMIT round trips)."""
+    def _get(self, namespace: tuple[str, ...], key: str, refresh_ttl: bool) -> Item | None:
+        """One checked get: one statement, atomic by itself (no BEGIN/COMMIT round
+        trips); an item with a TTL has it restarted when `refresh_ttl`."""
         live_at = None
         if self.ttl_config and self.ttl_config.get("omit_expired"):
             live_at = now_us()
         with self.file.connection(self.items.reads) as conn:
-            stored = self.items.get(conn, op.namespace, op.key, live_at)
+            stored = self.items.get(conn, namespace, key, live_at)
         if stored is None:
             return None
-        if op.refresh_ttl and stored.ttl is not None and not self.file.readonly:
+        if refresh_ttl and stored.ttl is not None and not self.file.readonly:
             with self.file.write() as conn:
                 self.items.refresh(conn, [stored.id], now_us())
         return as_item(stored)
@@ -425,10 +430,11 @@ class Store(Sweeping, _StoreBase, BaseStore):
     ) -> Item | None:
         """`BaseStore.get`, without a batch around the one statement it runs."""
         if refresh_ttl is None:
-            refresh_ttl = (self.ttl_config or {}).get("refresh_on_read", True)
-        op = GetOp(namespace, str(key), bool(refresh_ttl))
-        validate(op)
-        return self._get(op)
+            ttl = self.ttl_config
+            refresh_ttl = ttl.get("refresh_on_read", True) if ttl else True
+        key = str(key)
+        check_get(namespace, key)  # `validate` of the GetOp, without making the op
+        return self._get(namespace, key, bool(refresh_ttl))
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = self._prepare(ops)
@@ -459,6 +465,18 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         readonly: bool | None = None,
         text: bool | None = None,
     ) -> None:
+        self._open(path, index, ttl, readonly, text, None)
+
+    def _open(
+        self,
+        path: str | os.PathLike[str],
+        index: IndexConfig | None,
+        ttl: TTLConfig | None,
+        readonly: bool | None,
+        text: bool | None,
+        indexing: Indexing | None,
+    ) -> None:
+        """`__init__`, with the settings' `Indexing` when they were checked already."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
@@ -468,7 +486,7 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
                 "(`async with AsyncStore.from_conn_string(path) as store:`), or use Store"
             ) from None
         AsyncBatchedBaseStore.__init__(self)
-        self._setup(path, index, ttl, readonly, text)
+        self._setup(path, index, ttl, readonly, text, indexing)
         self._init_sweeping()
 
     @classmethod
@@ -486,13 +504,15 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
         # A file is opened (and migrated) on a worker thread; the store then shares it.
         # (":memory:" is private to each open, and new: nothing to migrate.)
         file = None
-        checked_settings(index, ttl, text)  # refused settings create no file
+        indexing = checked_settings(index, ttl, text)  # refused settings create no file
         if str(path) != MEMORY:
             file = await asyncio.to_thread(
                 File.open, path, readonly=readonly, page_size=page_size_of(index)
             )
         try:
-            store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
+            # The store takes the settings checked above (not built again).
+            store = cls.__new__(cls)
+            store._open(path, index, ttl, readonly, text, indexing)
         finally:
             if file is not None:
                 file.close()

@@ -70,22 +70,27 @@ def as_time(us: int) -> datetime:
 
 
 def as_item(stored: Stored) -> Item:
+    created = as_time(stored.created_at)
+    # An item never put again has one time: one datetime for both (they are immutable).
+    updated = created if stored.updated_at == stored.created_at else as_time(stored.updated_at)
     return Item(
         value=stored.value,
         key=stored.key,
         namespace=stored.namespace,
-        created_at=as_time(stored.created_at),
-        updated_at=as_time(stored.updated_at),
+        created_at=created,
+        updated_at=updated,
     )
 
 
 def as_search_item(stored: Stored) -> SearchItem:
+    created = as_time(stored.created_at)
+    updated = created if stored.updated_at == stored.created_at else as_time(stored.updated_at)
     return SearchItem(
         namespace=stored.namespace,
         key=stored.key,
         value=stored.value,
-        created_at=as_time(stored.created_at),
-        updated_at=as_time(stored.updated_at),
+        created_at=created,
+        updated_at=updated,
         score=stored.score,
     )
 
@@ -168,6 +173,12 @@ def check_ttl_config(ttl: object) -> None:
             raise InvalidArgumentError(f"ttl {flag} is True or False, not {ttl[flag]!r}")
 
 
+def check_get(namespace: Sequence[Any], key: object) -> None:
+    """A get's namespace and key (`validate` of a GetOp; `Store.get` makes no op)."""
+    check_labels(namespace, full=False)
+    check_key(key)
+
+
 def validate(op: Op) -> None:
     if isinstance(op, PutOp):
         check_labels(op.namespace, full=True)
@@ -180,8 +191,7 @@ def validate(op: Op) -> None:
             check_json(op.value)
             check_minutes(op.ttl, "an item's ttl")
     elif isinstance(op, GetOp):
-        check_labels(op.namespace, full=False)
-        check_key(op.key)
+        check_get(op.namespace, op.key)
     elif isinstance(op, SearchOp):
         check_labels(op.namespace_prefix, full=False)
     elif isinstance(op, ListNamespacesOp):

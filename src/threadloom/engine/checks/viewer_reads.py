@@ -17,8 +17,9 @@ from typing import Any
 
 import apsw
 
+from threadloom.engine.items.reads import ITEM_COLUMNS
 from threadloom.engine.items.records import Stored, namespace_name
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items
+from threadloom.engine.items.rows import Items
 from threadloom.engine.sql import fetchall
 from threadloom.protocol import MAX_PAGE
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import apsw
 
 from threadloom.engine.items import fieldkeys
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items
+from threadloom.engine.items.reads import ITEM_COLUMNS
+from threadloom.engine.items.rows import Items
 from threadloom.engine.sql import fetchall
 
 

@@ -20,8 +20,9 @@ import apsw
 from threadloom.engine.format import text
 from threadloom.engine.items import fieldkeys, fusion
 from threadloom.engine.items.fieldkeys import Compiled, Condition
+from threadloom.engine.items.reads import ITEM_COLUMNS
 from threadloom.engine.items.records import Stored, prefix_clause
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items
+from threadloom.engine.items.rows import Items
 from threadloom.engine.sql import fetchall, ids
 
 #: A vector search over at most this many filtered items computes them all, exactly.

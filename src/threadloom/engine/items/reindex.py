@@ -17,8 +17,9 @@ from typing import Any, Final
 import apsw
 
 from threadloom.engine.items import vector_codes
+from threadloom.engine.items.reads import ITEM_COLUMNS
 from threadloom.engine.items.records import Stored, prefix_clause
-from threadloom.engine.items.rows import ITEM_COLUMNS, Items
+from threadloom.engine.items.rows import Items
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import InvalidArgumentError
 

@@ -10,7 +10,6 @@ search can meet a stale vector or token. Times are integer microseconds since th
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -20,17 +19,15 @@ import apsw
 from threadloom.engine.content.blocks import Packed
 from threadloom.engine.file import File
 from threadloom.engine.format import features, seal
-from threadloom.engine.format.codec import BLOCK_LIST, BLOCKS, check, unframe
-from threadloom.engine.format.tables import STORE_ITEMS
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.items import fieldkeys, vector_codes
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
 from threadloom.engine.items.paths import EPOCH_KEY as PATHS_EPOCH
 from threadloom.engine.items.paths import FieldPaths
+from threadloom.engine.items.reads import ItemReads, ItemRow
 from threadloom.engine.items.records import (
     MINUTE,
-    Stored,
     Write,
     namespace_name,
     now_us,
@@ -44,7 +41,6 @@ if TYPE_CHECKING:
     from threadloom.engine.items.vectors import VectorIndex
 
 _NAMED: Final = " JOIN store_namespaces n ON n.id = x.ns"
-_CHUNKED: Final = (bytes((BLOCKS,)), bytes((BLOCK_LIST,)))
 
 
 class OldRow(NamedTuple):
@@ -74,12 +70,8 @@ _PRESENT: Final = (
 _OLD_NAMED: Final = _OLD.replace("?1", "n.name") + " FROM store_items x" + _NAMED
 #: The features the Store's statements read (no schema check once seen: `features.Copies`).
 READS: Final = features.needed(features.STORE)
-#: `json.loads` of a str without its argument checks (the decoder it uses).
-_json: Final = json.JSONDecoder().decode
 #: The content store's and the field paths' epochs, read once by a write.
 _EPOCHS: Final = "SELECT key, value FROM meta WHERE key IN ('gc_epoch', ?)"
-#: How many identity digests `Items` keeps (about 100 bytes each).
-_IDENTITIES: Final = 4096
 
 
 class _Columns(NamedTuple):
@@ -92,60 +84,7 @@ class _Columns(NamedTuple):
     terms: int | None
 
 
-class ItemRow(NamedTuple):
-    """A row of ITEM_COLUMNS: a `Stored` item as read, before its body is decoded.
-
-    A search that ranks selects its score after these columns. The digest is read as
-    stored (sealed): `Items.decode` unseals it with the row's name and key.
-    """
-
-    id: int
-    name: str
-    key: str
-    body: bytes
-    digest: bytes
-    created_at: int
-    updated_at: int
-    expires_at: int | None
-    ttl: float | None
-
-
-#: The SQL of each `ItemRow` field (x = store_items; `{name}`: the namespace's name).
-_SOURCES: Final = {
-    "id": "x.id",
-    "name": "{name}",
-    "key": "x.key",
-    "body": "x.body",
-    "digest": "x.digest",
-    "created_at": "x.created_at",
-    "updated_at": "x.updated_at",
-    "expires_at": "x.expires_at",
-    "ttl": "x.ttl",
-}
-_COLUMNS: Final = ", ".join(_SOURCES[name] for name in ItemRow._fields)
-ITEM_COLUMNS: Final = _COLUMNS.format(name="n.name")
-# Where each field sits in a row of ITEM_COLUMNS. `decode` reads rows by these names
-# rather than building an `ItemRow` per row: it is the hot read path, and other modules'
-# queries (searches, verify) hand it plain rows with columns of their own after these.
-_ID: Final = ItemRow._fields.index("id")
-_NAME: Final = ItemRow._fields.index("name")
-_KEY: Final = ItemRow._fields.index("key")
-_BODY: Final = ItemRow._fields.index("body")
-_DIGEST: Final = ItemRow._fields.index("digest")
-_CREATED: Final = ItemRow._fields.index("created_at")
-_UPDATED: Final = ItemRow._fields.index("updated_at")
-_EXPIRES: Final = ItemRow._fields.index("expires_at")
-_TTL: Final = ItemRow._fields.index("ttl")
-#: The score a ranking search selects after the ITEM_COLUMNS.
-_SCORE: Final = len(ItemRow._fields)
-#: An item of one namespace named by `?1` (a subquery: SQLite plans it faster than a join).
-_IN_NAMESPACE: Final = (
-    f"SELECT {_COLUMNS.format(name='?1')} FROM store_items x "
-    "WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) AND x.key = ?2"
-)
-
-
-class Items:
+class Items(ItemReads):
     """The Store's items on one file.
 
     Args:
@@ -154,7 +93,7 @@ class Items:
     """
 
     def __init__(self, file: File, vectors: VectorIndex | None = None) -> None:
-        self.file = file
+        super().__init__(file)
         self.vectors = vectors
         #: The features the Store's statements read (`File.connection(needs)`).
         self.reads = READS
@@ -163,9 +102,6 @@ class Items:
         self._train_due = False
         #: Field path numbers (`paths.py`).
         self.paths = FieldPaths()
-        #: Identity digests of recently read items (the seal's half that never changes).
-        self._identities: dict[tuple[str, str], bytes] = {}
-        self._prefixes: dict[str, str] = {}
 
     # -- text ------------------------------------------------------------------------------
 
@@ -344,12 +280,7 @@ class Items:
     def _columns(self, w: Write, packed: Packed, now: int) -> _Columns:
         """What a put's row and index rows hold besides its body."""
         name = namespace_name(w.namespace)
-        start = self._prefixes.get(name)
-        if start is None:
-            if len(self._prefixes) >= _IDENTITIES:
-                self._prefixes.clear()
-            start = self._prefixes[name] = seal.prefix(STORE_ITEMS.name, name, "")
-        digest = seal.xor(packed.digest, seal.identity_after(start, w.key))
+        digest = seal.xor(packed.digest, seal.identity_after(self._prefix(name), w.key))
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
         rows, complete = fieldkeys.fields(w.value or {})
         terms = None
@@ -516,85 +447,3 @@ class Items:
             "WHERE id IN carray(?) AND ttl IS NOT NULL",
             (now, MINUTE, ids(list(items))),
         )
-
-    # -- reading ---------------------------------------------------------------------------
-
-    def _unsealed(self, row: Sequence[Any]) -> bytes:
-        """The body digest a row's seal leaves for its own name and key (b"" if damaged)."""
-        digest, name, key = row[_DIGEST], row[_NAME], row[_KEY]
-        if not isinstance(digest, bytes) or not isinstance(name, str) or not isinstance(key, str):
-            return b""
-        bound = self._identities.get((name, key))
-        if bound is None:
-            if len(self._identities) >= _IDENTITIES:
-                self._identities.clear()
-            start = self._prefixes.get(name)
-            if start is None:
-                if len(self._prefixes) >= _IDENTITIES:
-                    self._prefixes.clear()
-                start = self._prefixes[name] = seal.prefix(STORE_ITEMS.name, name, "")
-            bound = self._identities[(name, key)] = seal.identity_after(start, key)
-        return seal.xor(digest, bound) if len(digest) == len(bound) else b""
-
-    def decode(self, conn: apsw.Connection, rows: Sequence[Sequence[Any]]) -> list[Stored]:
-        """Items from rows of ITEM_COLUMNS (`ItemRow`s, or plain rows of those columns and
-        an optional score after them), each body checked."""
-        if not rows:
-            return []
-        content = self.file.content
-        checks = [(r[_BODY], self._unsealed(r), f"store item {r[_NAME]}/{r[_KEY]}") for r in rows]
-        if len(rows) == 1 and checks[0][0][:1] not in _CHUNKED:
-            # The common get: one inline body, decoded without the batch machinery.
-            body, expected, name = checks[0]
-            raw = unframe(body, lambda ident: content.dictionary(conn, ident), name)
-            check(raw, expected, name)
-            raws = [raw]
-        else:
-            raws = content.raw_many(conn, checks)
-        out = []
-        for row, raw in zip(rows, raws, strict=True):
-            value = _json(bytes(raw).decode("utf-8", "surrogatepass"))
-            out.append(
-                Stored(
-                    int(row[_ID]),
-                    tuple(str(row[_NAME]).split(".")),
-                    str(row[_KEY]),
-                    value,
-                    int(row[_CREATED]),
-                    int(row[_UPDATED]),
-                    None if row[_EXPIRES] is None else int(row[_EXPIRES]),
-                    None if row[_TTL] is None else float(row[_TTL]),
-                    None if len(row) <= _SCORE or row[_SCORE] is None else float(row[_SCORE]),
-                )
-            )
-        return out
-
-    def get(
-        self, conn: apsw.Connection, namespace: Sequence[str], key: str, live_at: int | None
-    ) -> Stored | None:
-        """One item, or None; `live_at`: omit it if it expired by then."""
-        sql = _IN_NAMESPACE
-        args: list[Any] = [namespace_name(namespace), key]
-        if live_at is not None:
-            sql += " AND (x.expires_at IS NULL OR x.expires_at > ?3)"
-            args.append(live_at)
-        found = self.decode(conn, fetchall(conn, sql, args))
-        return found[0] if found else None
-
-    def namespaces(
-        self,
-        conn: apsw.Connection,
-        prefix: Sequence[str],
-        live_at: int | None,
-    ) -> list[tuple[str, ...]]:
-        """The namespaces under `prefix` that hold items (live ones, with `live_at`)."""
-        clause, args = prefix_clause(prefix)
-        sql = f"SELECT n.name FROM store_namespaces n WHERE {clause}"
-        bound: list[Any] = list(args)
-        if live_at is not None:
-            sql += (
-                " AND EXISTS (SELECT 1 FROM store_items x WHERE x.ns = n.id AND "
-                "(x.expires_at IS NULL OR x.expires_at > ?))"
-            )
-            bound.append(live_at)
-        return [tuple(str(r[0]).split(".")) for r in fetchall(conn, sql, bound)]
