@@ -100,6 +100,24 @@ def test_async_from_conn_string_builds_the_index_settings_once(
         assert len(made) == 2
 
 
+def test_async_from_conn_string_runs_a_subclass_own_init(tmp_path: Path) -> None:
+    """A subclass of AsyncStore with an `__init__` of its own gets it run by
+    `from_conn_string` (the settings are then built again, by that `__init__`)."""
+
+    class Tagged(AsyncStore):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.tag = "mine"
+
+    async def run() -> str:
+        async with Tagged.from_conn_string(tmp_path / "s.db") as store:
+            await store.aput(("a",), "k", {"text": "tea"})
+            assert await store.aget(("a",), "k") is not None
+            return str(getattr(store, "tag", "skipped"))
+
+    assert asyncio.run(run()) == "mine"
+
+
 #: The public methods of AsyncSqliteStore's own that are coroutines.
 _UPSTREAM_COROUTINES = sorted(
     name

@@ -510,9 +510,12 @@ class AsyncStore(AsyncSweeping, _StoreBase, AsyncBatchedBaseStore):
                 File.open, path, readonly=readonly, page_size=page_size_of(index)
             )
         try:
-            # The store takes the settings checked above (not built again).
-            store = cls.__new__(cls)
-            store._open(path, index, ttl, readonly, text, indexing)
+            if cls.__init__ is AsyncStore.__init__:
+                # The store takes the settings checked above (not built again).
+                store = cls.__new__(cls)
+                store._open(path, index, ttl, readonly, text, indexing)
+            else:  # a subclass's own __init__ runs (it builds the settings again)
+                store = cls(path, index=index, ttl=ttl, readonly=readonly, text=text)
         finally:
             if file is not None:
                 file.close()
