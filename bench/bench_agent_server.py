@@ -68,9 +68,7 @@ def _registry_bytes(db: Path) -> tuple[int, int]:
     from threadloom.engine.conversations import ServerRecords
 
     with Saver.from_conn_string(str(db)) as saver:
-        scope = saver.checkpoints.scope.id
-        assert scope is not None
-        rows = ServerRecords(saver.checkpoints.file, scope).load()
+        rows = ServerRecords(saver.checkpoints.file, saver.checkpoints.scope).load()
     return len(rows), sum(len(r.body) for r in rows)
 
 
