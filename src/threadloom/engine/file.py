@@ -393,8 +393,9 @@ class File:
             started = time.monotonic()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                # Another connection may have made a feature since this one looked.
-                self._absent.refresh(conn, needs)
+                # Another connection may have made a feature since this one looked
+                # (no statement when nothing was committed since its own last commit).
+                self._absent.refresh(conn, needs, fresh=True)
                 self.folding.prepare(conn)
             except apsw.BusyError:
                 raise BusyError(
@@ -408,6 +409,7 @@ class File:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                self._absent.committed(conn)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -473,6 +475,7 @@ class File:
                 else:
                     for step in MIGRATIONS[version:]:
                         conn.execute(step)
+                self._absent.changed(conn)
                 if version < FORMAT_VERSION:
                     conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                     log.info("%s: on-disk format %d -> %d", self.path, version, FORMAT_VERSION)
