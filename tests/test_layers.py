@@ -45,6 +45,7 @@ ROOMS = [
     "foreign",
     "content",
     "threads",
+    "borrowed",
     "file",
     "changes",
     "checkpoints",

@@ -118,3 +118,33 @@ def test_sizes_parse_and_the_process_budget_reads_the_environment(
     monkeypatch.setenv(lru.BUDGET_ENV, "much")
     with pytest.raises(InvalidArgumentError):
         lru.process_budget()
+
+
+def test_a_grouped_map_drops_a_group_whatever_removed_its_other_entries() -> None:
+    """`drop_group` removes exactly the keys whose part at `group` is the value, also
+    after entries left by eviction (own capacity or the budget's), pop and replace."""
+    budget = Budget(1000)
+    lru_map: Lru[tuple[str, int], int] = Lru(6, group=0, budget=budget)
+    for thread in ("a", "b"):
+        for i in range(3):
+            lru_map.put((thread, i), i)
+    lru_map.put(("c", 0), 0)  # capacity 6: ("a", 0) goes
+    assert ("a", 0) not in lru_map
+    assert lru_map.pop(("a", 1)) == 1
+    lru_map.put(("b", 1), 10)  # replaced, still one entry of "b"
+    lru_map.drop_group("b")
+    assert sorted(k for k in [("a", 2), ("c", 0)] if k in lru_map) == [("a", 2), ("c", 0)]
+    assert len(lru_map) == 2 and budget.used == 2 and len(budget) == 2
+    lru_map.drop_group("a")
+    lru_map.drop_group("nobody")
+    assert len(lru_map) == 1 and ("c", 0) in lru_map
+    budget.resize(0)  # the budget evicts the last one: its group goes with it
+    assert len(lru_map) == 0
+    budget.resize(1000)
+    lru_map.put(("c", 1), 1)
+    assert ("c", 1) in lru_map
+    lru_map.drop_group("c")
+    assert len(lru_map) == 0
+    lru_map.clear()
+    with pytest.raises(InvalidArgumentError):
+        Lru[str, int](4).drop_group("a")

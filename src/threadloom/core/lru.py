@@ -135,6 +135,8 @@ class Lru(Generic[K, V]):
         keep_newest: hold the newest entry even when it alone outweighs `capacity`.
         budget: the budget this map also draws on (None: only `capacity` bounds it).
         cost: estimated bytes of a value charged to `budget` (default: its weight).
+        group: for tuple keys, the position of the part that groups them (a thread's
+            entries, say): `drop_group` then removes a group without a pass over the map.
     """
 
     def __init__(
@@ -145,6 +147,7 @@ class Lru(Generic[K, V]):
         keep_newest: bool = False,
         budget: Budget | None = None,
         cost: Callable[[V], int] | None = None,
+        group: int | None = None,
     ) -> None:
         self.capacity = capacity
         self._weigh = weigh
@@ -155,6 +158,9 @@ class Lru(Generic[K, V]):
         self._budget = budget
         self._lock = budget._lock if budget is not None else threading.Lock()
         self._token = budget._join(self) if budget is not None else 0
+        self._group = group
+        #: The keys held of each group (`group`), kept with every insert and removal.
+        self._groups: dict[Any, set[K]] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -193,6 +199,12 @@ class Lru(Generic[K, V]):
     def _remove(self, key: K) -> V:
         value, weight, cost = self._items.pop(key)
         self._total -= weight
+        if self._group is not None:
+            part = key[self._group]  # type: ignore[index]
+            members = self._groups[part]
+            members.discard(key)
+            if not members:
+                del self._groups[part]
         if self._budget is not None:
             self._budget._used -= cost
             del self._budget._order[(self._token, key)]
@@ -246,6 +258,13 @@ class Lru(Generic[K, V]):
                     continue
                 self._items[key] = (value, weight, cost)
                 self._total += weight
+                if self._group is not None:
+                    part = key[self._group]  # type: ignore[index]
+                    members = self._groups.get(part)
+                    if members is None:
+                        self._groups[part] = {key}
+                    else:
+                        members.add(key)
                 if budget is not None:
                     budget._order[(self._token, key)] = None
                     budget._used += cost
@@ -265,6 +284,18 @@ class Lru(Generic[K, V]):
         """Remove every key for which `wanted(key)` is true."""
         with self._lock:
             for key in [k for k in self._items if wanted(k)]:
+                self._remove(key)
+
+    def drop_group(self, part: Hashable) -> None:
+        """Remove every key whose part at `group` is `part` (as many steps as it has keys).
+
+        Raises:
+            InvalidArgumentError: the map was made without `group`.
+        """
+        if self._group is None:
+            raise InvalidArgumentError("drop_group needs a map made with group=")
+        with self._lock:
+            for key in list(self._groups.get(part, ())):
                 self._remove(key)
 
     def clear(self) -> None:

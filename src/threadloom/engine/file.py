@@ -28,11 +28,11 @@ import time
 import weakref
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
-from typing import Any
 
 import apsw
 
 from threadloom.engine import lock_wait
+from threadloom.engine.borrowed import Borrowed
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import features, functions
 from threadloom.engine.format.recognize import Kind, has_content, readable, recognize, uri, writable
@@ -348,10 +348,10 @@ class File:
         """True once the last user closed the file."""
         return self._closed
 
-    def connection(self, needs: Collection[str] = ()) -> _Borrowed:
+    def connection(self, needs: Collection[str] = ()) -> Borrowed:
         """Borrow a connection (this thread's current one, if it already holds one);
         `needs`: the features its statements read (`features.Copies.current`)."""
-        return _Borrowed(self, True, needs)
+        return Borrowed(self, needs=needs)
 
     def damaged(self, exc: BaseException) -> CorruptionError:
         """The error a read raises when SQLite's own structures are damaged."""
@@ -390,12 +390,13 @@ class File:
             raise EngineError("a write cannot start inside another transaction")
         # Queue on the lock before taking a connection: writers waiting their turn hold
         # none, so the pool grows with the readers, not with the queue of writers.
-        with self._writer_lock(), _Borrowed(self, refresh=False) as conn:
+        with self._writer_lock(), Borrowed(self, refresh=False) as conn:
             started = time.monotonic()
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                # Another connection may have made a feature since this one looked.
-                self._absent.refresh(conn, needs)
+                # Another connection may have made a feature since this one looked
+                # (no statement when nothing was committed since its own last commit).
+                self._absent.refresh(conn, needs, fresh=True)
                 self.folding.prepare(conn)
             except apsw.BusyError:
                 raise BusyError(
@@ -409,6 +410,7 @@ class File:
             try:
                 yield conn
                 conn.execute("COMMIT")
+                self._absent.committed(conn)
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -474,6 +476,7 @@ class File:
                 else:
                     for step in MIGRATIONS[version:]:
                         conn.execute(step)
+                self._absent.changed(conn)
                 if version < FORMAT_VERSION:
                     conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")
                     log.info("%s: on-disk format %d -> %d", self.path, version, FORMAT_VERSION)
@@ -552,44 +555,6 @@ class File:
                     conn.close()
             if self.scratch is not None:
                 shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-class _Borrowed(contextlib.AbstractContextManager["apsw.Connection"]):
-    """`File.connection()`: a plain class, not a generator (a get is a few microseconds,
-    and this is on every one of them)."""
-
-    __slots__ = ("_conn", "_file", "_needs", "_refresh")
-
-    def __init__(self, file: File, refresh: bool = True, needs: Collection[str] = ()) -> None:
-        self._file, self._refresh, self._needs = file, refresh, needs
-        self._conn: apsw.Connection | None = None
-
-    def __enter__(self) -> apsw.Connection:
-        file = self._file
-        local = file._local
-        held: apsw.Connection | None = getattr(local, "held", None)
-        if held is not None and getattr(local, "pid", None) == os.getpid():
-            return held
-        conn = self._conn = file._acquire(self._refresh, self._needs)
-        local.held, local.pid = conn, file._pid  # `_acquire` made it this process's pid
-        return conn
-
-    def __exit__(self, kind: Any, exc: BaseException | None, trace: Any) -> None:
-        conn = self._conn
-        if conn is None:  # a nested borrow: the outer one gives the connection back
-            return
-        self._conn = None
-        self._file._local.held = None
-        self._file._release(conn)
-        if isinstance(exc, apsw.ReadOnlyError):
-            # The file or its folder stopped being writable after it was opened.
-            raise ReadOnlyError(
-                f"{self._file.path!r} cannot be written ({exc}); give this process write "
-                "permission on the file and its folder (or work on a copy)"
-            ) from exc
-        if isinstance(exc, (apsw.CorruptError, apsw.NotADBError, UnicodeDecodeError)):
-            # SQLite found a damaged page, or a damaged row holds text that is not UTF-8.
-            raise self._file.damaged(exc) from exc
 
 
 @atexit.register

@@ -89,7 +89,7 @@ class DecodedChunks:
 
     def __init__(self, loads: Loads, capacity: int = DECODED_BYTES, budget: Budget | None = None):
         self._loads = loads
-        self._kept: Lru[tuple[str, str], bytes] = Lru(capacity, _cost, budget=budget)
+        self._kept: Lru[tuple[str, str], bytes] = Lru(capacity, _cost, budget=budget, group=0)
         self.hits = 0
         self.misses = 0
 
@@ -136,4 +136,4 @@ class DecodedChunks:
         if thread_id is None:
             self._kept.clear()
         else:
-            self._kept.drop_where(lambda key: key[0] == thread_id)
+            self._kept.drop_group(thread_id)

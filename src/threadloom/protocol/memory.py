@@ -57,6 +57,7 @@ class KnownReferences:
             keep_newest=True,
             budget=budget,
             cost=known_cost,
+            group=0,
         )
 
     @property
@@ -117,7 +118,7 @@ class KnownReferences:
 
     def forget(self, thread_id: str) -> None:
         """Forget every checkpoint of `thread_id`."""
-        self._lru.drop_where(lambda key: key[0] == thread_id)
+        self._lru.drop_group(thread_id)
 
 
 def read_entries(

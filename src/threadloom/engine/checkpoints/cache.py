@@ -76,7 +76,7 @@ class ValueCache:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY, budget: Budget | None = None) -> None:
         self.capacity = capacity
-        self._lru: Lru[Key, dict[str, Any]] = Lru(capacity, weight, budget=budget)
+        self._lru: Lru[Key, dict[str, Any]] = Lru(capacity, weight, budget=budget, group=0)
 
     @property
     def size(self) -> int:
@@ -102,11 +102,12 @@ class ValueCache:
     def drop(self, thread: int, refs: Iterable[str] | None = None) -> None:
         """Forget `refs` of `thread`, or all of the thread's entries when `refs` is None."""
         if refs is None:
-            self._lru.drop_where(lambda key: key[0] == thread)
+            self._lru.drop_group(thread)
             return
         for ref in refs:
             self._lru.pop((thread, ref))
 
     def drop_threads(self, threads: set[int]) -> None:
-        """Forget every entry of these threads (one pass over the cache)."""
-        self._lru.drop_where(lambda key: key[0] in threads)
+        """Forget every entry of these threads."""
+        for thread in threads:
+            self._lru.drop_group(thread)

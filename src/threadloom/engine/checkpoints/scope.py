@@ -152,17 +152,17 @@ class Scope:
         self.memory = KnownReferences(MEMORY_REFS, self.budget)
         self.cache = ValueCache(cache_bytes, self.budget)
         self.closures: Lru[tuple[Any, ...], tuple[dict[str, Any], Any]] = Lru(
-            CLOSURE_BYTES, closure_cost, budget=self.budget
+            CLOSURE_BYTES, closure_cost, budget=self.budget, group=0
         )
         #: Decoded pending writes by their row's identity and stored digest (`Reader.load`).
         self.pending: Lru[tuple[Any, ...], dict[str, Any]] = Lru(
-            PENDING_BYTES, weight, budget=self.budget
+            PENDING_BYTES, weight, budget=self.budget, group=1
         )
         #: The chunk version each list's later versions are stored as deltas of
         #: (`Writer._deltas`): (thread id, first element ref) -> (its ref, its msgpack).
         #: Only refs this scope stored whole since its epoch last moved.
         self.chunk_bases: Lru[tuple[str, str], tuple[str, bytes]] = Lru(
-            CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget
+            CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget, group=0
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
@@ -309,7 +309,7 @@ class Scope:
         """Forget what this process remembers of a thread (after deleting from it)."""
         self.memory.forget(thread_id)
         self._thread_rows.pop(thread_id)
-        self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
+        self.chunk_bases.drop_group(thread_id)
         self.planner.decoded.forget(thread_id)
         if thread is not None:
             self.cache.drop(thread)
@@ -335,9 +335,9 @@ class Scope:
         thread row id stays known)."""
         self.memory.forget(thread_id)
         self.cache.drop(thread)
-        self.closures.drop_where(lambda key: key[0] == thread)
-        self.pending.drop_where(lambda key: key[1] == thread_id)
-        self.chunk_bases.drop_where(lambda key: key[0] == thread_id)
+        self.closures.drop_group(thread)
+        self.pending.drop_group(thread_id)
+        self.chunk_bases.drop_group(thread_id)
         self.planner.forget_lists(thread_id)
         self.planner.decoded.forget(thread_id)
 

@@ -271,6 +271,13 @@ class Copies:
     would not prepare it again when another connection makes the feature in `main`:
     a connection is checked when it is taken from the pool and after a write begins,
     and made to see `main` again (`refresh`) when `main`'s schema moved on.
+
+    A write skips the check (a statement) when nothing changed `main` since its
+    connection's own last commit: SQLite's data version of `main` (a file control, no
+    statement), read inside the transaction, counts every commit of any connection or
+    process the connection has seen, and its own. A commit that made tables through
+    this connection (`ensure`, a migration: `changed`) does not count as checked, as
+    SQLite does not prepare again the statements its own connection cached on the copies.
     """
 
     def __init__(self, version: int) -> None:
@@ -281,6 +288,11 @@ class Copies:
         self._seen: dict[int, frozenset[str]] = {}
         #: Features the file was seen to hold (tables are never dropped).
         self._made: set[str] = set()
+        #: `main`'s data version at which each connection's copies were last known
+        #: current, inside a write (`current(fresh=True)`) or after its commit.
+        self._clean: dict[int, int] = {}
+        #: Connections whose write transaction made tables in `main` (`changed`).
+        self._changed: set[int] = set()
 
     def ensure(
         self,
@@ -294,6 +306,7 @@ class Copies:
         if feature in self._made:
             return
         if ensure(conn, feature):
+            self.changed(conn)
             if_rolled_back(self._made.clear)
         else:
             self._made.add(feature)
@@ -304,28 +317,65 @@ class Copies:
             return
         # Read first: a feature made between this and the attach is then seen as a change.
         version = _int(conn, "PRAGMA main.schema_version")
+        self._clean.pop(id(conn), None)
         if attach_absent(conn):
             self._attached[id(conn)] = version
             self._seen[id(conn)] = frozenset(present(conn))
 
-    def current(self, conn: apsw.Connection, needs: Collection[str] = ()) -> bool:
+    def current(
+        self, conn: apsw.Connection, needs: Collection[str] = (), fresh: bool = False
+    ) -> bool:
         """False if `main`'s schema changed since `conn`'s copies were attached, unless
         `main` held every feature of `needs` then: `main`'s tables are never dropped, so
-        statements reading only those (a Store's get, say) need no check of the schema."""
-        attached = self._attached.get(id(conn))
-        if attached is None or (needs and self._seen.get(id(conn), frozenset()).issuperset(needs)):
+        statements reading only those (a Store's get, say) need no check of the schema.
+        `fresh`: `conn` is in a transaction that reads `main` (a write's `BEGIN
+        IMMEDIATE`), so its data version is up to date: unchanged since the connection
+        was last known current, nothing is read."""
+        key = id(conn)
+        attached = self._attached.get(key)
+        if attached is None:
             return True
-        return attached == _int(conn, "PRAGMA main.schema_version")
+        if needs and self._seen.get(key, frozenset()).issuperset(needs):
+            if fresh:  # not checked: a commit of this transaction proves nothing
+                self._clean.pop(key, None)
+            return True
+        if not fresh:
+            return attached == _int(conn, "PRAGMA main.schema_version")
+        version = conn.data_version("main")
+        if self._clean.get(key) == version:
+            return True
+        if attached != _int(conn, "PRAGMA main.schema_version"):
+            return False
+        self._clean[key] = version
+        return True
 
-    def refresh(self, conn: apsw.Connection, needs: Collection[str] = ()) -> None:
+    def changed(self, conn: apsw.Connection) -> None:
+        """`conn`'s write transaction made tables in `main`: its statements cached on the
+        copies still read them, so its next write checks the schema again."""
+        self._changed.add(id(conn))
+        self._clean.pop(id(conn), None)
+
+    def committed(self, conn: apsw.Connection) -> None:
+        """After `conn`'s write committed: if its copies were known current when the
+        write began and it made no tables, they are current at its new data version."""
+        key = id(conn)
+        if key in self._changed:
+            self._changed.discard(key)
+            self._clean.pop(key, None)
+        elif key in self._clean:
+            self._clean[key] = conn.data_version("main")
+
+    def refresh(
+        self, conn: apsw.Connection, needs: Collection[str] = (), fresh: bool = False
+    ) -> None:
         """Make `conn` see the tables `main` gained since it looked (inside a transaction
         or not). Two things keep a connection on the copies: its cached schema of `main`,
         which SQLite reloads only when a statement reads `main`; and its prepared
         statements, which SQLite prepares again only when the schema of a database they
         read changes. So read a table of `main` (the schema reloads), then change the
-        `absent` database's schema (every prepared statement expires). `needs`: as
-        `current` takes it."""
-        if self.current(conn, needs):
+        `absent` database's schema (every prepared statement expires). `needs`, `fresh`:
+        as `current` takes them."""
+        if self.current(conn, needs, fresh):
             return
         version = _int(conn, "PRAGMA main.schema_version")
         fetchall(conn, "SELECT count(*) FROM main.meta")
@@ -339,11 +389,15 @@ class Copies:
                 conn.execute("PRAGMA query_only=1")
         self._attached[id(conn)] = version
         self._seen[id(conn)] = frozenset(present(conn))
+        if fresh:
+            self._clean[id(conn)] = conn.data_version("main")
 
     def forget(self, conn: apsw.Connection) -> None:
         """Drop what is noted of a connection about to close (its id may be reused)."""
         self._attached.pop(id(conn), None)
         self._seen.pop(id(conn), None)
+        self._clean.pop(id(conn), None)
+        self._changed.discard(id(conn))
 
 
 def _int(conn: apsw.Connection, sql: str) -> int:
