@@ -1,0 +1,104 @@
+"""Reads through the decoded chunks agree with LangGraph's InMemorySaver, read after read."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
+
+from threadloom import Saver
+
+text = st.text(alphabet="abcdefghij klmnop\u00e9\u4e2d", min_size=0, max_size=900)
+
+
+@st.composite
+def message(draw: st.DrawFn) -> Any:
+    kind = draw(st.sampled_from(["human", "ai", "tool"]))
+    body = draw(text)
+    n = draw(st.integers(0, 10**6))
+    if kind == "human":
+        return HumanMessage(body, id=f"h{n}")
+    if kind == "ai":
+        calls = [{"name": "f", "args": {"q": body[:20]}, "id": f"c{n}"}]
+        return AIMessage(body, id=f"a{n}", tool_calls=draw(st.sampled_from([[], calls])))
+    return ToolMessage(body, tool_call_id=f"c{n}", id=f"t{n}")
+
+
+#: One step of a conversation's list: append messages, rewrite one, drop one, start over.
+step = st.one_of(
+    st.tuples(st.just("append"), st.lists(message(), min_size=1, max_size=6)),
+    st.tuples(st.just("edit"), st.integers(0, 200), text),
+    st.tuples(st.just("drop"), st.integers(0, 200)),
+    st.tuples(st.just("reset"), st.lists(message(), max_size=4)),
+)
+
+
+def _apply(messages: list[Any], change: tuple[Any, ...]) -> list[Any]:
+    kind = change[0]
+    if kind == "append":
+        return [*messages, *change[1]]
+    if kind == "reset":
+        return list(change[1])
+    if not messages:
+        return messages
+    at = change[1] % len(messages)
+    if kind == "drop":
+        return messages[:at] + messages[at + 1 :]
+    edited = messages[at].model_copy(update={"content": change[2]})
+    return [*messages[:at], edited, *messages[at + 1 :]]
+
+
+def _values(tuples: list[Any]) -> list[Any]:
+    return [
+        (t.config["configurable"]["checkpoint_id"], t.checkpoint["channel_values"]) for t in tuples
+    ]
+
+
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(step, min_size=1, max_size=12))
+def test_reads_again_and_again_agree_with_the_in_memory_saver(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[Any, ...]]
+) -> None:
+    """Whatever a thread's list went through (appends, edits in place, drops, a fresh
+    start), every read, the first and the ones served from the decoded chunks, returns
+    what InMemorySaver returns, of the same classes; a read's objects mutated by the
+    caller change no later read."""
+    path: Path = tmp_path_factory.mktemp("decoded") / "d.db"
+    oracle = InMemorySaver()
+    with Saver.from_conn_string(str(path)) as saver:
+        configs: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}}] * 2
+        messages: list[Any] = []
+        for n, change in enumerate(steps, start=1):
+            messages = _apply(messages, change)
+            made = empty_checkpoint()
+            made["id"] = f"1f0d0000-0000-6000-8000-{n:012d}"
+            made["channel_values"] = {"messages": messages, "note": {"n": n, "pad": "p" * 1100}}
+            made["channel_versions"] = {"messages": n, "note": n}
+            versions = {"messages": n, "note": n}
+            configs = [
+                s.put(c, made, {"step": n}, versions)
+                for s, c in zip((saver, oracle), configs, strict=True)
+            ]
+        latest: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        for _ in range(3):
+            ours, theirs = saver.get_tuple(latest), oracle.get_tuple(latest)
+            assert ours is not None and theirs is not None
+            got = ours.checkpoint["channel_values"]
+            assert got == theirs.checkpoint["channel_values"]
+            assert [type(m) for m in got["messages"]] == [type(m) for m in messages]
+            got["messages"].append(HumanMessage("mutated by a node"))
+            got["note"]["n"] = -1
+            for m in got["messages"][:1]:
+                m.content = "changed in place"
+            listed = _values(list(saver.list(latest)))
+            assert listed == _values(list(oracle.list(latest)))
