@@ -368,16 +368,24 @@ def test_a_whole_value_read_again_skips_the_serializer_and_stays_fresh(saver: Sa
     assert again is not None and again.checkpoint["channel_values"]["context"] == value
 
 
-@pytest.mark.parametrize("kind", ["custom", "encrypting"])
+def _serializer(kind: str) -> Any:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    if kind == "custom":
+        return CollectorWatch()
+    if kind == "custom hook":
+        plain = JsonPlusSerializer()
+        return JsonPlusSerializer(__unpack_ext_hook__=plain._unpack_ext_hook)
+    return EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
+
+
+@pytest.mark.parametrize("kind", ["custom", "custom hook", "encrypting"])
 def test_serializers_not_known_pure_decode_on_every_read(db_path: Path, kind: str) -> None:
-    """Only LangGraph's JsonPlusSerializer has what it decodes kept: a serializer of the
-    application's own may do more than decode, and an encrypting one's plaintext is not
-    kept past a read. Their reads decode every time and stay right."""
-    serde: Any = (
-        CollectorWatch()
-        if kind == "custom"
-        else EncryptedSerializer.from_pycryptodome_aes(key=b"0123456789abcdef")
-    )
+    """Only LangGraph's JsonPlusSerializer as it comes has what it decodes kept: a
+    serializer of the application's own (or JsonPlus with a hook of its own) may do more
+    than decode, and an encrypting one's plaintext is not kept past a read. Their reads
+    decode every time and stay right."""
+    serde = _serializer(kind)
     value = {"documents": {f"doc-{n}": "text " * 40 for n in range(20)}}
     config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     made = empty_checkpoint()
@@ -391,3 +399,27 @@ def test_serializers_not_known_pure_decode_on_every_read(db_path: Path, kind: st
             assert got is not None and got.checkpoint["channel_values"]["context"] == value
         decoded = saver.checkpoints.scope.planner.decoded
         assert decoded.hits == 0 and decoded.weight == 0
+
+
+def test_a_thread_back_after_others_ran_reads_its_decoded_chunks(saver: Saver) -> None:
+    """More threads than a scope keeps active (ACTIVE_THREADS) interleave: a thread coming
+    back still finds its decoded chunks, so it pays no new pickling and decodes nothing."""
+    from threadloom.engine.checkpoints.scope import ACTIVE_THREADS
+
+    threads = [f"t{n}" for n in range(ACTIVE_THREADS + 4)]
+    for thread in threads:
+        made = empty_checkpoint()
+        made["id"] = "1f0d0000-0000-6000-8000-000000000001"
+        made["channel_values"] = {"items": [{"n": n, "text": "x" * 300} for n in range(40)]}
+        made["channel_versions"] = {"items": 1}
+        config: Any = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        saver.put(config, made, {}, {"items": 1})
+    decoded = saver.checkpoints.scope.planner.decoded
+    for _ in range(2):  # met once, then kept
+        for thread in threads:
+            saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+    misses, hits = decoded.misses, decoded.hits
+    for thread in threads:
+        got = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+        assert got is not None and len(got.checkpoint["channel_values"]["items"]) == 40
+    assert decoded.misses == misses and decoded.hits > hits

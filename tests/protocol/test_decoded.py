@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import pickle
+import sys
+import types
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadloom.core.lru import Budget
+from threadloom.langgraph.tuples import KEPT_CLASSES
 from threadloom.protocol.decoded import DecodedChunks, frame, load_elements
 
 SERDE = JsonPlusSerializer()
@@ -45,7 +51,7 @@ def test_a_chunk_met_again_is_unpickled_equal_and_fresh() -> None:
     messages = _messages()
     items = [SERDE.dumps_typed(m) for m in messages]
     serde = Counting()
-    chunks = DecodedChunks(serde.loads_typed)
+    chunks = DecodedChunks(serde.loads_typed, kept_classes=KEPT_CLASSES)
     reads = [chunks.elements("t", "c-1", items) for _ in range(4)]
     assert serde.calls == 2  # one framed call per decode, two decodes
     assert (chunks.misses, chunks.hits) == (2, 2)
@@ -101,7 +107,7 @@ def test_a_class_without_equality_is_never_kept() -> None:
 
 def test_kept_chunks_are_charged_to_the_budget_and_forgotten_by_thread() -> None:
     budget = Budget(1024 * 1024)
-    chunks = DecodedChunks(SERDE.loads_typed, 512 * 1024, budget)
+    chunks = DecodedChunks(SERDE.loads_typed, 512 * 1024, budget, KEPT_CLASSES)
     items = [SERDE.dumps_typed(m) for m in _messages()]
     for thread in ("a", "b"):
         for _ in range(2):
@@ -134,3 +140,107 @@ def test_framed_elements_decode_as_they_do_one_by_one() -> None:
     mixed = [*items, SERDE.dumps_typed(b"raw"), SERDE.dumps_typed(None)]
     assert frame(mixed) is None
     assert load_elements(mixed, SERDE.loads_typed) == [*values, b"raw", None]
+
+
+@dataclasses.dataclass
+class Tracked:
+    """An application's class whose construction does more than build it."""
+
+    n: int
+    built: list[int] = dataclasses.field(default_factory=list, compare=False)
+
+    def __post_init__(self) -> None:
+        BUILT.append(self.n)
+
+
+BUILT: list[int] = []
+
+
+class TrackedSerializer:
+    """Decodes every payload into a `Tracked`, as a serializer running the class does."""
+
+    def loads_typed(self, typed: tuple[str, bytes]) -> Any:
+        return Tracked(len(typed[1]))
+
+
+def test_an_application_class_is_built_by_the_serializer_on_every_read() -> None:
+    """A class outside `kept_classes` (its constructor may count, log or register) is never
+    kept, even when its pickle would load back equal: each read runs its constructor."""
+    chunks = DecodedChunks(TrackedSerializer().loads_typed, kept_classes=KEPT_CLASSES)
+    items = [("bytes", b"a"), ("bytes", b"bb")]
+    expected = [Tracked(1), Tracked(2)]
+    BUILT.clear()
+    for _ in range(4):
+        assert chunks.elements("t", "c-app", items) == expected
+    assert BUILT == [1, 2] * 4 and chunks.hits == 0
+    allowed = {*KEPT_CLASSES, (Tracked.__module__, Tracked.__qualname__)}
+    trusting = DecodedChunks(TrackedSerializer().loads_typed, kept_classes=allowed)
+    for _ in range(4):
+        trusting.elements("t", "c-app", items)
+    assert trusting.hits == 2  # named, it is kept: the list is what decides
+
+
+def test_a_chunk_too_big_to_stay_kept_is_not_pickled_again_and_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A chunk over a quarter of the capacity is marked, not pickled: every read decodes
+    it once, none pays for a pickle the map could not keep."""
+    serde = Counting()
+    chunks = DecodedChunks(serde.loads_typed, 64 * 1024, kept_classes=KEPT_CLASSES)
+    items = [SERDE.dumps_typed({"text": "x" * 20_000}), SERDE.dumps_typed({"n": 1})]
+    pickled: list[object] = []
+    real = pickle.dumps
+
+    def counting_dumps(obj: object, *args: Any, **kwargs: Any) -> bytes:
+        pickled.append(obj)
+        return real(obj, *args, **kwargs)
+
+    monkeypatch.setattr(pickle, "dumps", counting_dumps)
+    for _ in range(6):
+        assert chunks.elements("t", "c-big", items)[1] == {"n": 1}
+    assert pickled == [] and chunks.hits == 0 and serde.calls == 6
+    assert chunks.weight < 1024
+    small = [SERDE.dumps_typed({"n": n}) for n in range(3)]
+    for _ in range(3):
+        chunks.elements("t", "c-small", small)
+    assert len(pickled) == 1 and chunks.hits == 1  # the same map keeps a small chunk
+
+
+def test_a_kept_pickle_that_no_longer_loads_falls_back_to_the_serializer() -> None:
+    """A class named by a kept pickle that went away (a module reloaded or unloaded) does
+    not fail the read: the serializer decodes the chunk, and it is not kept again."""
+    module = types.ModuleType("threadloom_test_fleeting")
+
+    class Thing:
+        def __init__(self, payload: bytes) -> None:
+            self.payload = payload
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Thing) and other.payload == self.payload
+
+    class Replacement(Thing):
+        pass
+
+    Thing.__module__, Thing.__qualname__ = module.__name__, "Thing"
+    vars(module)["Thing"] = Thing
+    makes: list[type[Thing]] = [Thing]
+
+    def loads(typed: tuple[str, bytes]) -> Any:
+        return makes[0](typed[1])
+
+    sys.modules[module.__name__] = module
+    try:
+        chunks = DecodedChunks(loads, kept_classes={(module.__name__, "Thing")})
+        items = [("bytes", b"a"), ("bytes", b"b")]
+        for _ in range(3):
+            chunks.elements("t", "c-thing", items)
+        assert chunks.hits == 1
+        del vars(module)["Thing"]
+        makes[0] = Replacement
+        for _ in range(3):
+            got = chunks.elements("t", "c-thing", items)
+            assert [type(g) for g in got] == [Replacement, Replacement]
+            assert [g.payload for g in got] == [b"a", b"b"]
+        assert chunks.hits == 1
+    finally:
+        sys.modules.pop(module.__name__, None)

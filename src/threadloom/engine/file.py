@@ -351,7 +351,7 @@ class File:
     def connection(self, needs: Collection[str] = ()) -> Borrowed:
         """Borrow a connection (this thread's current one, if it already holds one);
         `needs`: the features its statements read (`features.Copies.current`)."""
-        return Borrowed(self, needs=needs)
+        return Borrowed(self, True, needs)
 
     def damaged(self, exc: BaseException) -> CorruptionError:
         """The error a read raises when SQLite's own structures are damaged."""

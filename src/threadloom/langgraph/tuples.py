@@ -44,8 +44,60 @@ def serialization(
         merge_metadata=_MergeDropping(dropped_metadata) if dropped_metadata else _merge_metadata,
         whole_lists=type(base).dumps_typed is JsonPlusSerializer.dumps_typed,
         encrypts=encrypts(base),
-        pure_loads=type(base).loads_typed is JsonPlusSerializer.loads_typed,
+        kept_classes=KEPT_CLASSES if decodes_purely(base) else None,
     )
+
+
+#: The classes whose decoded objects a read may keep (as pickles) and copy for later
+#: reads: LangChain's messages and documents, LangGraph's own types and the standard
+#: library's values, which JsonPlusSerializer builds with no side effect and no event.
+#: An application's own classes are decoded on every read (their constructors and
+#: validators may do more), as is a class that moved module since this list was made.
+KEPT_CLASSES: frozenset[tuple[str, str]] = frozenset(
+    [
+        *(
+            (f"langchain_core.messages.{module}", f"{name}{chunk}")
+            for module, name in (
+                ("ai", "AIMessage"),
+                ("human", "HumanMessage"),
+                ("system", "SystemMessage"),
+                ("tool", "ToolMessage"),
+                ("chat", "ChatMessage"),
+                ("function", "FunctionMessage"),
+            )
+            for chunk in ("", "Chunk")
+        ),
+        ("langchain_core.messages.modifier", "RemoveMessage"),
+        ("langchain_core.documents.base", "Document"),
+        ("langgraph.types", "Send"),
+        ("langgraph.types", "Interrupt"),
+        ("langgraph.types", "Command"),
+        ("builtins", "set"),
+        ("builtins", "frozenset"),
+        ("collections", "deque"),
+        ("datetime", "date"),
+        ("datetime", "datetime"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("decimal", "Decimal"),
+        ("uuid", "UUID"),
+    ]
+)
+
+
+def decodes_purely(serde: Serializer) -> bool:
+    """Whether `serde` is LangGraph's JsonPlusSerializer decoding as it comes: its own
+    `loads_typed`, JSON reviver and msgpack ext hook (not one given to it or set by a
+    subclass or on the instance). Anything else may do more than decode."""
+    if type(serde).loads_typed is not JsonPlusSerializer.loads_typed:
+        return False
+    if "loads_typed" in vars(serde) or getattr(serde, "_custom_unpack_ext_hook", True):
+        return False
+    if getattr(type(serde), "_reviver", None) is not getattr(JsonPlusSerializer, "_reviver", None):
+        return False
+    hook = getattr(serde, "_unpack_ext_hook", None)
+    return str(getattr(hook, "__qualname__", "")).startswith("_create_msgpack_ext_hook")
 
 
 def encrypts(serde: Serializer) -> bool:

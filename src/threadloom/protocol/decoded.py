@@ -9,17 +9,21 @@ from one) and unpickles it on every later read of the chunk. Each read still get
 fresh objects (graph nodes mutate what a read returns), built several times faster than
 LangGraph's msgpack hooks build them (bench/README.md, "Reads: the decoded chunks").
 
-A pickle is kept only when it loads back equal to what the serializer made; elements
-that cannot be pickled or do not come back equal (a class without `__eq__`, a NaN, a
-class defined in a function) are decoded by the serializer on every read, as before.
+A pickle is kept only when it names no class outside `kept_classes` (the classes the
+adapter knows the serializer builds with no side effect: LangChain's messages, dates,
+UUIDs; plain dicts, lists, strings and numbers need none) and loads back equal to what
+the serializer made. Anything else (an application's own classes, whose constructors
+and validators the serializer runs on every read; a class without `__eq__`; a NaN) is
+decoded by the serializer on every read, as before. So is a chunk too big to keep.
 Reading a chunk still fetches and checks its stored documents first: the cache only
 replaces the decoding of bytes already verified.
 """
 
 from __future__ import annotations
 
+import io
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from threadloom.core.lru import Budget, Lru
@@ -67,12 +71,25 @@ def _cost(pickled: bytes) -> int:
     return len(pickled) + _OVERHEAD
 
 
-def _pickled(values: list[Any]) -> bytes:
+class _Checked(pickle.Unpickler):
+    """Loads a pickle only if every class it names is one of `allowed`."""
+
+    def __init__(self, data: bytes, allowed: Collection[tuple[str, str]]) -> None:
+        super().__init__(io.BytesIO(data))
+        self._allowed = allowed
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in self._allowed:
+            raise pickle.UnpicklingError(f"{module}.{name} is decoded on every read")
+        return super().find_class(module, name)
+
+
+def _pickled(values: list[Any], allowed: Collection[tuple[str, str]]) -> bytes:
     # Whatever the elements' classes do when pickled, compared or loaded again is theirs
     # to raise: any failure only means this chunk is decoded every time.
     try:
         data = pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
-        same = bool(pickle.loads(data) == values)
+        same = bool(_Checked(data, allowed).load() == values)
     except Exception:
         return _REFUSED
     return data if same and data else _REFUSED
@@ -85,11 +102,25 @@ class DecodedChunks:
         loads: the serializer's `loads_typed`.
         capacity: bytes of pickles kept (0 keeps none: every read decodes).
         budget: the byte budget the entries are charged to as well.
+        kept_classes: the `(module, qualified name)` of every class a kept pickle may
+            name (none: only builtin containers, strings and numbers are kept).
+
+    `hits` and `misses` count reads served each way (approximate when threads read at
+    once: they are statistics, not accounts).
     """
 
-    def __init__(self, loads: Loads, capacity: int = DECODED_BYTES, budget: Budget | None = None):
+    def __init__(
+        self,
+        loads: Loads,
+        capacity: int = DECODED_BYTES,
+        budget: Budget | None = None,
+        kept_classes: Collection[tuple[str, str]] = frozenset(),
+    ):
         self._loads = loads
         self._kept: Lru[tuple[str, str], bytes] = Lru(capacity, _cost, budget=budget, group=0)
+        #: A chunk whose payloads exceed this is not pickled: it could not stay kept.
+        self._largest = capacity // 4
+        self._classes = frozenset(kept_classes)
         self.hits = 0
         self.misses = 0
 
@@ -105,9 +136,15 @@ class DecodedChunks:
         key = (thread_id, ref)
         kept = self._kept.get(key)
         if kept is not None and len(kept) > 1:
-            self.hits += 1
-            values: list[Any] = pickle.loads(kept)
-            return values
+            try:
+                values: list[Any] = pickle.loads(kept)
+            except Exception:
+                # A class it names went away since (a module reloaded or unloaded): the
+                # serializer decides what these bytes are now.
+                self._kept.put(key, _REFUSED)
+            else:
+                self.hits += 1
+                return values
         values = load_elements(items, self._loads)
         self.misses += 1
         if kept is None:
@@ -115,7 +152,8 @@ class DecodedChunks:
             # threads read once and forgotten); pickled when met again.
             self._kept.put(key, _SEEN)
         elif kept == _SEEN:
-            self._kept.put(key, _pickled(values))
+            big = sum(len(payload) for _, payload in items) > self._largest
+            self._kept.put(key, _REFUSED if big else _pickled(values, self._classes))
         return values
 
     def reader(self, thread_id: str) -> Callable[[str, list[Typed]], list[Any]]:

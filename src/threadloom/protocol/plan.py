@@ -129,8 +129,8 @@ class Planner:
             keys only (every serialization raises a ProtocolError).
         memo_bytes: most estimated bytes of list encodings kept (default LIST_MEMO_BYTES).
         decoded_bytes: most bytes of decoded list chunks kept (`decoded`; default
-            DECODED_BYTES, 0 keeps none; none either unless the serialization's
-            `pure_loads`).
+            DECODED_BYTES, 0 keeps none; none either unless the serialization names
+            its `kept_classes`).
         budget: the byte budget the list memo and the decoded chunks also draw on (None:
             their own capacities alone).
     """
@@ -161,8 +161,12 @@ class Planner:
         )
         #: List chunks as the serializer decoded them, kept to be read again.
         kept = DECODED_BYTES if decoded_bytes is None else decoded_bytes
+        classes = given.kept_classes
         self.decoded = DecodedChunks(
-            self.serde.loads_typed, kept if given.pure_loads else 0, budget
+            self.serde.loads_typed,
+            kept if classes is not None and not given.encrypts else 0,
+            budget,
+            classes or frozenset(),
         )
 
     @property

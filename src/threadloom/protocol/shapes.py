@@ -146,11 +146,12 @@ class Serialization:
             the engine then writes no text of a conversation outside it (no title read
             from the messages; no title, summary or tags set in the clear unless the
             adapter allows that field: `Scope.keeps_text`).
-        pure_loads: `serde.loads_typed` makes equal objects of equal bytes and does
-            nothing else (LangGraph's JsonPlusSerializer), so what it made of a stored
-            chunk may be kept and copied for later reads (`protocol.decoded`). False (the
-            default, and for a serializer that encrypts: its plaintext is not kept past
-            a read) decodes on every read.
+        kept_classes: `serde.loads_typed` makes equal objects of equal bytes and does
+            nothing else when they hold only builtin containers, strings, numbers and
+            instances of these classes (`(module, qualified name)`), so what it made of
+            a stored chunk may be kept and copied for later reads (`protocol.decoded`).
+            None (the default: a serializer not known to be pure) and a serializer
+            that encrypts (its plaintext is not kept past a read) decode every read.
     """
 
     serde: Serializer
@@ -158,7 +159,7 @@ class Serialization:
     whole_lists: bool = False
     model_fingerprints: bool | None = None
     encrypts: bool = False
-    pure_loads: bool = False
+    kept_classes: frozenset[tuple[str, str]] | None = None
 
 
 class _NoSerializer:

@@ -339,7 +339,8 @@ class Scope:
         self.pending.drop_group(thread_id)
         self.chunk_bases.drop_group(thread_id)
         self.planner.forget_lists(thread_id)
-        self.planner.decoded.forget(thread_id)
+        # The decoded chunks stay: content-addressed, bounded by their own capacity and
+        # the budget, and what a thread coming back after others ran reads again.
 
     def thread_ids(self) -> list[str]:
         """Return the thread ids of this scope that hold checkpoints, sorted."""
