@@ -233,6 +233,46 @@ def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
     run_fresh(code)
 
 
+def test_a_saver_loads_the_conversation_features_when_first_used(tmp_path: Path) -> None:
+    """A Saver's put, put_writes, get and list never import the engine's conversations room
+    (tails, history, leases, erasure, retention), the document view, maintenance, intake
+    or the sync state: their code would be held for nothing (peak RSS, bench/README.md
+    "Peak RSS and the delta read"). The features load them when first used, and the
+    names the rooms and the package export still resolve."""
+    path = tmp_path / "memory.db"
+    code = (
+        "import sys, threadloom\n"
+        "from langgraph.checkpoint.base import empty_checkpoint\n"
+        f"saver = threadloom.Saver({str(path)!r})\n"
+        "config = {'configurable': {'thread_id': 't', 'checkpoint_ns': ''}}\n"
+        "config = saver.put(config, empty_checkpoint(), {}, {})\n"
+        "saver.put_writes(config, [('messages', 1)], 'task')\n"
+        "assert saver.get_tuple(config) is not None\n"
+        "assert len(list(saver.list(config))) == 1\n"
+        "lazy = ('threadloom.engine.conversations.', 'threadloom.engine.checkpoints.view',\n"
+        "        'threadloom.engine.checkpoints.maintenance',\n"
+        "        'threadloom.engine.checkpoints.intake',\n"
+        "        'threadloom.engine.checkpoints.syncstate')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(lazy))\n"
+        "assert not loaded, loaded\n"
+        "assert len(saver.messages('t')) == 0\n"
+        "assert 'threadloom.engine.conversations.transcript' in sys.modules\n"
+        "with saver.lease('t'):\n"
+        "    pass\n"
+        "assert saver.erase(owner='nobody', apply=False).threads == []\n"
+        "assert saver.apply_retention(threadloom.RetentionPolicy(keep_last=5)).threads >= 0\n"
+        "from threadloom.engine import conversations, checkpoints\n"
+        "from threadloom.engine.checkpoint_store import StoredDocument\n"
+        "assert threadloom.Erased is conversations.Erased\n"
+        "assert threadloom.RetentionReport is conversations.RetentionReport\n"
+        "assert checkpoints.StoredDocument is StoredDocument\n"
+        "assert conversations.SERVER_KINDS and checkpoints.SyncState and checkpoints.ImportCount\n"
+        "for names in (conversations, checkpoints):\n"
+        "    assert all(getattr(names, name) is not None for name in names.__all__)\n"
+    )
+    run_fresh(code)
+
+
 def test_the_package_shows_its_savers_and_types() -> None:
     """`dir(threadloom)` lists Saver and AsyncSaver, their help shows the arguments, and the
     package ships `py.typed`."""

@@ -12,33 +12,48 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from threadloom.core.lru import Budget
 from threadloom.engine.checkpoints.cache import DEFAULT_CAPACITY
-from threadloom.engine.checkpoints.intake import ImportCount
-from threadloom.engine.checkpoints.maintenance import Maintenance
 from threadloom.engine.checkpoints.reader import Reader
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.values import Values
-from threadloom.engine.checkpoints.view import (
-    CheckpointHead,
-    Documents,
-    StoredDocument,
-)
 from threadloom.engine.checkpoints.writer import Writer
-from threadloom.engine.conversations.erasure import Erased, erase
-from threadloom.engine.conversations.history import Histories
-from threadloom.engine.conversations.leases import Leases
-from threadloom.engine.conversations.retention import Retainer
-from threadloom.engine.conversations.transcript import Tail, Transcripts
 from threadloom.engine.file import File
 from threadloom.engine.threads import threadindex
 from threadloom.engine.threads.threadindex import UNSET, ThreadInfo
 from threadloom.errors import InvalidArgumentError
 from threadloom.protocol import Serialization
 
+if TYPE_CHECKING:
+    from threadloom.engine.checkpoints.intake import ImportCount
+    from threadloom.engine.checkpoints.maintenance import Maintenance
+    from threadloom.engine.checkpoints.view import CheckpointHead, Documents, StoredDocument
+    from threadloom.engine.conversations.erasure import Erased
+    from threadloom.engine.conversations.history import Histories
+    from threadloom.engine.conversations.leases import Leases
+    from threadloom.engine.conversations.retention import Retainer
+    from threadloom.engine.conversations.transcript import Tail, Transcripts
+
 __all__ = ["CheckpointHead", "CheckpointStore", "ImportCount", "StoredDocument"]
+
+#: The names this module exports from parts a Saver's put and get never use, loaded on
+#: first use (PEP 562) so a process that only checkpoints does not hold their code.
+_LAZY = {
+    "CheckpointHead": "threadloom.engine.checkpoints.view",
+    "StoredDocument": "threadloom.engine.checkpoints.view",
+    "ImportCount": "threadloom.engine.checkpoints.intake",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class CheckpointStore:
@@ -91,15 +106,50 @@ class CheckpointStore:
             messages_channel=messages_channel,
             plaintext=plaintext,
         )
-        values = Values(self.scope)
+        self._values = values = Values(self.scope)
         self.writer = Writer(self.scope)
         self.reader = Reader(self.scope, values)
-        self.view = Documents(self.scope)
-        self.maintenance = Maintenance(self.scope, values)
-        self.leases = Leases(file, self.scope)
-        self.retention = Retainer(self.scope, self.maintenance, self.leases)
-        self.transcripts = Transcripts(self.reader, values)
-        self.histories = Histories(self.reader, values)
+
+    # The parts a Saver's put, get and list never use are made, and their modules
+    # imported, on first use: a process that only checkpoints does not hold their code
+    # (peak RSS, bench/README.md "Peak RSS and the delta read"). They keep no state of
+    # their own, so two threads racing to make one would be harmless.
+
+    @cached_property
+    def view(self) -> Documents:
+        from threadloom.engine.checkpoints.view import Documents
+
+        return Documents(self.scope)
+
+    @cached_property
+    def maintenance(self) -> Maintenance:
+        from threadloom.engine.checkpoints.maintenance import Maintenance
+
+        return Maintenance(self.scope, self._values)
+
+    @cached_property
+    def leases(self) -> Leases:
+        from threadloom.engine.conversations.leases import Leases
+
+        return Leases(self.file, self.scope)
+
+    @cached_property
+    def retention(self) -> Retainer:
+        from threadloom.engine.conversations.retention import Retainer
+
+        return Retainer(self.scope, self.maintenance, self.leases)
+
+    @cached_property
+    def transcripts(self) -> Transcripts:
+        from threadloom.engine.conversations.transcript import Transcripts
+
+        return Transcripts(self.reader, self._values)
+
+    @cached_property
+    def histories(self) -> Histories:
+        from threadloom.engine.conversations.history import Histories
+
+        return Histories(self.reader, self._values)
 
     def close(self) -> None:
         """Let go of what the scope's caches hold (the file stays open for its other users)."""
@@ -231,6 +281,8 @@ class CheckpointStore:
         """The tail of a thread's messages (`Transcripts.tail`, same options); an empty
         page when the scope was never written."""
         if self.scope.id is None:
+            from threadloom.engine.conversations.transcript import Tail
+
             return Tail(None, 0, 0, [])
         return self.transcripts.tail(thread_id, **options)
 
@@ -244,4 +296,6 @@ class CheckpointStore:
     ) -> Erased:
         """Remove `owner`'s threads of the scope and the Store items under `prefixes`
         (`erasure.erase`, over this scope and its maintenance)."""
+        from threadloom.engine.conversations.erasure import erase
+
         return erase(self.scope, self.maintenance, owner, prefixes, apply=apply, force=force)

@@ -20,23 +20,25 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
-from threadloom.engine.conversations import (
-    Erased,
-    Held,
-    Leases,
-    Tail,
-    plain_elements,
-    transcript_json,
-)
 from threadloom.engine.threads import UNSET, ThreadInfo, utc
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
-from threadloom.protocol.labels import encode_label
 from threadloom.protocol.plain import message, text
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
+    from threadloom.engine.conversations import Erased, Held, Leases, Tail
 
 __all__ = ["OWNER", "Conversations", "Erased", "Lease", "ThreadInfo", "Transcript"]
+
+
+def __getattr__(name: str) -> Any:
+    # The engine's conversations room loads when first used (a tail, a lease, an
+    # erasure), not with every saver: a process that only checkpoints does not hold it.
+    if name == "Erased":
+        from threadloom.engine import conversations
+
+        return conversations.Erased
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class _Owner:
@@ -92,6 +94,8 @@ class Transcript(Sequence[Any]):
         """The page as plain JSON-ready data, read without importing any class: each
         message as `protocol.plain.message` gives it (type, id, name, content, tool calls),
         with its `index` in the list. Made when asked, not with every page."""
+        from threadloom.engine.conversations import plain_elements, transcript_json
+
         shown = (
             [
                 found
@@ -393,6 +397,8 @@ class Conversations:
             force: erase threads a live run holds the lease of (else `ThreadBusyError`
                 and nothing changes: the run would write the thread again).
         """
+        from threadloom.protocol.labels import encode_label
+
         label = encode_label(owner) if isinstance(owner, str) and owner else owner
         prefixes = [
             prefix  # one string, not a tuple of labels: the engine says so

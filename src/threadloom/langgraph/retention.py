@@ -20,12 +20,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from threadloom.engine.conversations import Progress, RetentionReport, ThreadExpired, ThreadPruned
 from threadloom.errors import InvalidArgumentError, InvalidValueError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
 if TYPE_CHECKING:
     from threadloom.engine import CheckpointStore
+    from threadloom.engine.conversations import (
+        Progress,
+        RetentionReport,
+        ThreadExpired,
+        ThreadPruned,
+    )
 
 __all__ = [
     "Retention",
@@ -37,6 +42,19 @@ __all__ = [
 ]
 
 log = logging.getLogger("threadloom.langgraph.retention")
+
+#: The engine's records this module exports, loaded on first use (PEP 562): a saver that
+#: never applies a policy does not hold the engine's retention code (peak RSS).
+_ENGINE = {"RetentionReport", "ThreadExpired", "ThreadPruned"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ENGINE:
+        from threadloom.engine import conversations
+
+        return getattr(conversations, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _DURATION = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhdw]?)\s*", re.IGNORECASE)

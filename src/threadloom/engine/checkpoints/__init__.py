@@ -2,17 +2,19 @@
 the reader and value resolution, the document view, maintenance and liveness.
 
 `engine.CheckpointStore` (engine/checkpoint_store.py) wires these parts, and the
-conversation features, over one `Scope`. Outer layers use the names below.
+conversation features, over one `Scope`. Outer layers use the names below; those of the
+document view, the intake and the sync state load their modules on first use (PEP 562),
+since a Saver's put and get never need them.
 """
 
-from threadloom.engine.checkpoints.intake import ImportCount
+from typing import TYPE_CHECKING, Any
+
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
-from threadloom.engine.checkpoints.syncstate import LocalThread, Synced, SyncState
-from threadloom.engine.checkpoints.view import (
-    CheckpointHead,
-    StoredDocument,
-    WritePlace,
-)
+
+if TYPE_CHECKING:
+    from threadloom.engine.checkpoints.intake import ImportCount
+    from threadloom.engine.checkpoints.syncstate import LocalThread, Synced, SyncState
+    from threadloom.engine.checkpoints.view import CheckpointHead, StoredDocument, WritePlace
 
 __all__ = [
     "CheckpointHead",
@@ -27,3 +29,22 @@ __all__ = [
     "namespaces",
     "thread_seqs",
 ]
+
+#: Each name loaded on first use, and the module of this room that holds it.
+_LAZY = {
+    "ImportCount": "intake",
+    "LocalThread": "syncstate",
+    "Synced": "syncstate",
+    "SyncState": "syncstate",
+    "CheckpointHead": "view",
+    "StoredDocument": "view",
+    "WritePlace": "view",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
