@@ -193,3 +193,19 @@ def test_one_long_thread_keeps_its_caches(db_path: Path) -> None:
         _conversations(saver, threads=1, turns=scope_module.ACTIVE_THREADS * 3)
         assert scope.planner.memo_size > 0 and len(scope.cache._lru) > 0
         assert {key[0] for key in scope.planner._lists._items} == {"thread-0"}
+
+
+def test_a_budget_of_nothing_keeps_no_decoded_chunks(db_path: Path) -> None:
+    """`memory_budget=0` turns the decoded chunks off like every other cache: each read
+    decodes, and the reads are what a saver with caches returns."""
+    with Saver.from_conn_string(str(db_path)) as saver:
+        _conversations(saver, threads=1, turns=6)
+        config: Any = {"configurable": {"thread_id": "thread-0", "checkpoint_ns": ""}}
+        cached = [saver.get_tuple(config) for _ in range(3)]
+        assert saver.checkpoints.scope.planner.decoded.hits > 0
+    with Saver.from_conn_string(str(db_path), memory_budget=0) as bare:
+        reads = [bare.get_tuple(config) for _ in range(3)]
+        decoded = bare.checkpoints.scope.planner.decoded
+        assert decoded.hits == 0 and decoded.weight == 0
+    assert all(r is not None and c is not None for r, c in zip(reads, cached, strict=True))
+    assert [r.checkpoint for r in reads] == [c.checkpoint for c in cached]  # type: ignore[union-attr]
