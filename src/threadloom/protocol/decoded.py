@@ -3,11 +3,11 @@
 No I/O. A list channel's elements are stored in content-addressed chunk documents
 (SPEC §4), and a value over the inline limit in a blob of its own: one chunk or blob
 ref always names the same payloads, so what the serializer makes of them once is what
-it makes every time. `DecodedChunks` keeps that as a pickle made
-in this process from the serializer's own result (never written to a file, never read
-from one) and unpickles it on every later read of the chunk. Each read still gets
-fresh objects (graph nodes mutate what a read returns), built several times faster than
-LangGraph's msgpack hooks build them (bench/README.md, "Reads: the decoded chunks").
+it makes every time. `DecodedChunks` keeps that as a pickle made in this process from
+the serializer's own result (never written to a file, never read from one) and
+unpickles it on every later read of the chunk. Each read still gets fresh objects
+(graph nodes mutate what a read returns), built several times faster than LangGraph's
+msgpack hooks build them (bench/README.md, "Reads: the decoded chunks").
 
 A pickle is kept only when it names no class outside `kept_classes` (the classes the
 adapter knows the serializer builds with no side effect: LangChain's messages, dates,
