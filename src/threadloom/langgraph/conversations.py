@@ -20,6 +20,7 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, overload
 
+from threadloom.core.lazy import lazy_exports
 from threadloom.engine.threads import UNSET, ThreadInfo, utc
 from threadloom.errors import InvalidArgumentError, LeaseLostError, ThreadloomError
 from threadloom.protocol.plain import message, text
@@ -31,14 +32,9 @@ if TYPE_CHECKING:
 __all__ = ["OWNER", "Conversations", "Erased", "Lease", "ThreadInfo", "Transcript"]
 
 
-def __getattr__(name: str) -> Any:
-    # The engine's conversations room loads when first used (a tail, a lease, an
-    # erasure), not with every saver: a process that only checkpoints does not hold it.
-    if name == "Erased":
-        from threadloom.engine import conversations
-
-        return conversations.Erased
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The engine's conversations room loads when first used (a tail, a lease, an erasure),
+# not with every saver: a process that only checkpoints does not hold it.
+__getattr__ = lazy_exports(__name__, {"Erased": ("threadloom.engine.conversations", "Erased")})
 
 
 class _Owner:

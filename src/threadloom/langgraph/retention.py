@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from threadloom.core.lazy import lazy_exports
 from threadloom.errors import InvalidArgumentError, InvalidValueError
 from threadloom.protocol.constants import RETENTION_GRACE_SECONDS
 
@@ -45,15 +46,13 @@ log = logging.getLogger("threadloom.langgraph.retention")
 
 #: The engine's records this module exports, loaded on first use (PEP 562): a saver that
 #: never applies a policy does not hold the engine's retention code (peak RSS).
-_ENGINE = {"RetentionReport", "ThreadExpired", "ThreadPruned"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ENGINE:
-        from threadloom.engine import conversations
-
-        return getattr(conversations, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        name: ("threadloom.engine.conversations", name)
+        for name in ("RetentionReport", "ThreadExpired", "ThreadPruned")
+    },
+)
 
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}

@@ -7,8 +7,9 @@ document view, the intake and the sync state load their modules on first use (PE
 since a Saver's put and get never need them.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from threadloom.core.lazy import lazy_exports
 from threadloom.engine.checkpoints.scope import ThreadSeq, agent_ids, namespaces, thread_seqs
 
 if TYPE_CHECKING:
@@ -41,10 +42,4 @@ _LAZY = {
     "WritePlace": "view",
 }
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {k: (f"{__name__}.{m}", k) for k, m in _LAZY.items()})

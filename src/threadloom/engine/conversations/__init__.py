@@ -8,7 +8,9 @@ first use (PEP 562): a Saver's put and get never need this room, and a process t
 checkpoints does not hold its code (peak RSS, bench/README.md).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from threadloom.core.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from threadloom.engine.conversations.erasure import Erased
@@ -57,10 +59,4 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        import importlib
-
-        module, attribute = _LAZY[name]
-        return getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {k: (f"{__name__}.{m}", a) for k, (m, a) in _LAZY.items()})
