@@ -213,18 +213,23 @@ def test_the_light_commands_do_not_load_langgraph(tmp_path: Path) -> None:
     run_fresh(code)
 
 
-def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
-    """A process that only checkpoints (a Saver's put and get) never imports the Store's
-    engine room, `engine/items`: its code would be held for nothing (peak RSS,
-    bench/README.md); an erasure loads it when it runs."""
-    path = tmp_path / "memory.db"
-    code = (
+def _checkpointing(path: Path) -> str:
+    """A fresh process's script so far: a Saver on `path` and one put."""
+    return (
         "import sys, threadloom\n"
         "from langgraph.checkpoint.base import empty_checkpoint\n"
         f"saver = threadloom.Saver({str(path)!r})\n"
         "config = {'configurable': {'thread_id': 't', 'checkpoint_ns': ''}}\n"
         "config = saver.put(config, empty_checkpoint(), {}, {})\n"
-        "assert saver.get_tuple(config) is not None\n"
+    )
+
+
+def test_a_saver_does_not_load_the_stores_room(tmp_path: Path) -> None:
+    """A process that only checkpoints (a Saver's put and get) never imports the Store's
+    engine room, `engine/items`: its code would be held for nothing (peak RSS,
+    bench/README.md); an erasure loads it when it runs."""
+    code = (
+        _checkpointing(tmp_path / "memory.db") + "assert saver.get_tuple(config) is not None\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('threadloom.engine.items'))\n"
         "assert not loaded, loaded\n"
         "saver.erase(owner='nobody', apply=False)\n"
@@ -239,14 +244,9 @@ def test_a_saver_loads_the_conversation_features_when_first_used(tmp_path: Path)
     or the sync state: their code would be held for nothing (peak RSS, bench/README.md
     "Peak RSS and the delta read"). The features load them when first used, and the
     names the rooms and the package export still resolve."""
-    path = tmp_path / "memory.db"
     code = (
-        "import sys, threadloom\n"
-        "from langgraph.checkpoint.base import empty_checkpoint\n"
-        f"saver = threadloom.Saver({str(path)!r})\n"
-        "config = {'configurable': {'thread_id': 't', 'checkpoint_ns': ''}}\n"
-        "config = saver.put(config, empty_checkpoint(), {}, {})\n"
-        "saver.put_writes(config, [('messages', 1)], 'task')\n"
+        _checkpointing(tmp_path / "memory.db")
+        + "saver.put_writes(config, [('messages', 1)], 'task')\n"
         "assert saver.get_tuple(config) is not None\n"
         "assert len(list(saver.list(config))) == 1\n"
         "lazy = ('threadloom.engine.conversations.', 'threadloom.engine.checkpoints.view',\n"
