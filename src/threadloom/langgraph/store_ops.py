@@ -69,10 +69,17 @@ def as_time(us: int) -> datetime:
     return _EPOCH + timedelta(0, 0, us)
 
 
-def as_item(stored: Stored) -> Item:
+def _times(stored: Stored) -> tuple[datetime, datetime]:
+    """An item's created and updated times: one datetime for both when it was never put
+    again (they are immutable)."""
     created = as_time(stored.created_at)
-    # An item never put again has one time: one datetime for both (they are immutable).
-    updated = created if stored.updated_at == stored.created_at else as_time(stored.updated_at)
+    if stored.updated_at == stored.created_at:
+        return created, created
+    return created, as_time(stored.updated_at)
+
+
+def as_item(stored: Stored) -> Item:
+    created, updated = _times(stored)
     return Item(
         value=stored.value,
         key=stored.key,
@@ -83,8 +90,7 @@ def as_item(stored: Stored) -> Item:
 
 
 def as_search_item(stored: Stored) -> SearchItem:
-    created = as_time(stored.created_at)
-    updated = created if stored.updated_at == stored.created_at else as_time(stored.updated_at)
+    created, updated = _times(stored)
     return SearchItem(
         namespace=stored.namespace,
         key=stored.key,
