@@ -24,6 +24,7 @@ from typing import Final
 
 import blake3
 
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.codec import DIGEST_SIZE
 from threadloom.errors import CorruptionError
 
@@ -40,7 +41,7 @@ EMPTY: Final = bytes(DIGEST_SIZE)
 _NULL: Final = b"\xff"
 
 
-def identity(*parts: str | int | None) -> bytes:
+def identity(*parts: str | int | bytes | None) -> bytes:
     """The digest of a row's identity. Each part is typed, and text is length-prefixed,
     so no two different lists of parts encode alike: `s<length>:<text>`, `i<int>` or
     `n` (None), joined by U+001F."""
@@ -65,9 +66,12 @@ def identity_after(start: str, *parts: str | int | None) -> bytes:
     return blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_SIZE)
 
 
-def _part(part: str | int | None) -> str:
+def _part(part: str | int | bytes | None) -> str:
     if type(part) is str:
         return f"s{len(part)}:{part}"
+    if type(part) is bytes:
+        # A ref as `vals` stores it (format 11): the seal binds the ref's text.
+        return _part(refkeys.text(part))
     return "n" if part is None else f"i{_integer(part)}"
 
 
@@ -126,9 +130,9 @@ def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | 
     if len(digest) != DIGEST_SIZE:
         return b""
     for part in parts:  # a loop, not any(): this runs once per row a training re-encodes
-        if isinstance(part, (bytes, float)):
+        if isinstance(part, float) or (isinstance(part, bytes) and not refkeys.valid(part)):
             return b""
-    return xor(bytes(digest), identity(*parts))  # type: ignore[arg-type]
+    return xor(bytes(digest), identity(*parts))
 
 
 def census(items: Iterable[tuple[str | int | None, ...]]) -> bytes:
