@@ -16,8 +16,9 @@ from threadloom import Saver, Store
 from threadloom.engine.checkpoints.values import Values
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.content import deltas
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.codec import delta, delta_base, digest, frame
-from threadloom.engine.format.schema import FORMAT_VERSION
+from threadloom.engine.format.schema import CODES_FORMAT, FORMAT_VERSION
 from threadloom.engine.format.tables import VALS
 from threadloom.langgraph.retention import RetentionPolicy
 from threadloom.protocol import ITEMS
@@ -53,7 +54,7 @@ def _deltas(path: Path) -> list[tuple[str, str]]:
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         return [
-            (str(ref), delta_base(body))
+            (refkeys.text(ref), delta_base(body))
             for ref, body in conn.execute("SELECT ref, body FROM vals WHERE blocks = -1")
         ]
     finally:
@@ -109,7 +110,7 @@ def test_a_prune_that_deletes_a_base_stores_its_surviving_deltas_whole(tmp_path:
         assert report.values > 0
         left = {ref for ref, _ in _deltas(path)}
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        stored = {str(r[0]) for r in conn.execute("SELECT ref FROM vals")}
+        stored = {refkeys.text(r[0]) for r in conn.execute("SELECT ref FROM vals")}
         conn.close()
         assert bases - stored, "the prune deleted no base: the test proves nothing"
         assert all(base in stored for ref, base in _deltas(path) if ref in left)
@@ -129,7 +130,7 @@ def test_verify_reports_a_delta_whose_base_is_gone(tmp_path: Path) -> None:
         _grow(saver, "t", 12)
         ref, base = _deltas(path)[0]
         with saver.file.write() as conn:
-            conn.execute("DELETE FROM vals WHERE ref = ?", (base,))
+            conn.execute("DELETE FROM vals WHERE ref = ?", (refkeys.key(base),))
         report = verify(saver.file)
         assert not report.sound
         assert any(base in p.detail and "missing" in p.detail for p in report.problems)
@@ -152,7 +153,7 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
         # the same list could have stored it.
         with saver.file.write() as conn:
             rows = {
-                str(r): bytes(b)
+                refkeys.text(r): bytes(b)
                 for r, b in conn.execute("SELECT ref, body FROM vals WHERE blocks = 0")
             }
             other = next(r for r in rows if r.startswith("c-") and r != base)
@@ -168,7 +169,7 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
                     "VALUES(?, ?, 0, ?, ?, ?, ?)",
                     (
                         target,
-                        r,
+                        refkeys.key(r),
                         body,
                         scope.seal(VALS, digest(msgpack), "b", r),
                         time.time(),
@@ -177,12 +178,13 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
                 )
         saver.copy_thread("a", "b")
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        copied = dict(
-            conn.execute(
+        copied = {
+            refkeys.text(r): blocks
+            for r, blocks in conn.execute(
                 "SELECT x.ref, x.blocks FROM vals x JOIN threads t ON t.id = x.thread "
                 "WHERE t.thread_id = 'b'"
-            ).fetchall()
-        )
+            )
+        }
         conn.close()
         assert copied[base] == deltas.DELTA_ROW  # the target's own row stays
         assert copied[ref] == 0  # the copied delta of it is stored whole
@@ -225,14 +227,21 @@ def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
             store.close()
     assert _deltas(path) == []
     conn = apsw.Connection(str(path))
+    conn.create_scalar_function("ref_text", refkeys.text)
     conn.execute(
         "CREATE TABLE meta_9(key TEXT PRIMARY KEY, value ANY) STRICT; "
         "INSERT INTO meta_9 SELECT key, value FROM meta; DROP TABLE meta; "
-        "ALTER TABLE meta_9 RENAME TO meta"
+        "ALTER TABLE meta_9 RENAME TO meta; "
+        # `vals.ref` as text, as formats before 11 stored it.
+        "CREATE TABLE vals_9(thread INTEGER NOT NULL REFERENCES threads(id), ref TEXT NOT NULL, "
+        "seq INTEGER NOT NULL, body BLOB NOT NULL, digest BLOB NOT NULL, created_at REAL NOT NULL, "
+        "blocks INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(thread, ref)) STRICT, WITHOUT ROWID; "
+        "INSERT INTO vals_9 SELECT thread, ref_text(ref), seq, body, digest, created_at, blocks "
+        "FROM vals; DROP TABLE vals; ALTER TABLE vals_9 RENAME TO vals"
     )
     keys = conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
     assert conn.execute("SELECT 1 FROM sqlite_schema WHERE name LIKE '%autoindex_meta%'").fetchall()
-    conn.execute(f"PRAGMA user_version = {FORMAT_VERSION - 1}")
+    conn.execute(f"PRAGMA user_version = {CODES_FORMAT}")
     conn.close()
     saver = _fresh(path)
     try:

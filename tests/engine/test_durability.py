@@ -38,6 +38,7 @@ from tests.engine import _children
 from tests.engine.test_graphs import agent_graph, send_graph, subgraph_graph
 from tests.helpers import inputs, jsonl
 from threadloom import AsyncSaver, Saver
+from threadloom.engine.format import refkeys
 from threadloom.errors import (
     CheckpointConflictError,
     CorruptionError,
@@ -448,7 +449,7 @@ def _flip(path: Path, table: str) -> str:
         assert conn.changes() == 1
     finally:
         conn.close()
-    return str(name)
+    return refkeys.text(name) if table == "vals" else str(name)
 
 
 @pytest.mark.parametrize("table", ["vals", "checkpoints", "writes"])
@@ -475,9 +476,10 @@ def test_missing_value_document_is_named(db_path: Path) -> None:
     with Saver.from_conn_string(str(db_path)) as saver:
         put(saver, {"messages": [LONG, "x" * 5000], "note": LONG + "note"})
     conn = apsw.Connection(str(db_path))
-    ref = conn.execute("SELECT ref FROM vals ORDER BY length(body) DESC LIMIT 1").fetchall()[0][0]
-    conn.execute("DELETE FROM vals WHERE ref = ?", (ref,))
+    stored = conn.execute("SELECT ref FROM vals ORDER BY length(body) DESC LIMIT 1").fetchall()
+    conn.execute("DELETE FROM vals WHERE ref = ?", stored[0])
     conn.close()
+    ref = refkeys.text(stored[0][0])
     with Saver.from_conn_string(str(db_path)) as saver:
         for read in (lambda: saver.get_tuple(config()), lambda: list(saver.list(config()))):
             with pytest.raises(MissingDocumentsError) as raised:

@@ -16,6 +16,7 @@ import zstandard
 from threadloom import Saver
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.file import File
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.schema import FORMAT_VERSION
 from threadloom.engine.format.seal import identity, seal, sql_seal
 from threadloom.errors import CorruptionError
@@ -46,6 +47,10 @@ def test_the_sql_function_turns_damaged_types_into_a_failing_digest() -> None:
     assert sql_seal(b"short", "vals") == b""
     assert sql_seal(bytes(16), "vals", b"bytes where text was") == b""
     assert sql_seal(bytes(16), "vals", 1.5) == b""
+    # A ref as `vals` stores it (format 11) is sealed as its text.
+    ref = "c-" + "0f" * 32
+    assert sql_seal(bytes(16), "vals", refkeys.key(ref)) == sql_seal(bytes(16), "vals", ref)
+    assert sql_seal(bytes(16), "vals", refkeys.key(ref)[:20]) == b""
 
 
 def _upgraded(tmp_path: Path, *, upgrade: bool = True) -> Path:
@@ -88,7 +93,7 @@ EDITS = [
     ("writes", "idx = idx + 7", "1"),
     ("writes", "task_path = 'elsewhere'", "1"),
     ("writes", "task_id = task_id || 'x'", "1"),
-    ("vals", "ref = ref || 'x'", "1"),
+    ("vals", "ref = CAST(ref || 'x' AS BLOB)", "1"),
     ("threads", "thread_id = 'gamma'", "thread_id = 'beta'"),
     ("scopes", "agent_id = 'other'", "1"),
 ]

@@ -36,7 +36,7 @@ from threadloom.engine.borrowed import Borrowed
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import features, functions
 from threadloom.engine.format.recognize import Kind, has_content, readable, recognize, uri, writable
-from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
+from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS, ONLY_WITH
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
 from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
@@ -474,8 +474,14 @@ class File:
                 if version == 0 and not fetchall(conn, "SELECT 1 FROM main.sqlite_schema"):
                     features.create(conn)
                 else:
-                    for step in MIGRATIONS[version:]:
-                        conn.execute(step)
+                    for reached, step in enumerate(MIGRATIONS[version:], version + 1):
+                        table = ONLY_WITH.get(reached)
+                        if table is None or fetchall(
+                            conn,
+                            "SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?",
+                            (table,),
+                        ):
+                            conn.execute(step)
                 self._absent.changed(conn)
                 if version < FORMAT_VERSION:
                     conn.execute(f"PRAGMA user_version={FORMAT_VERSION}")

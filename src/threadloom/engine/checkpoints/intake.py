@@ -14,6 +14,7 @@ from typing import Any
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.writer import chunk_deltas, remember_bases, same_checkpoint
 from threadloom.engine.content.deltas import blocks_column
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -67,6 +68,9 @@ class Intake:
             thread_id = data.get("thread_id")
             if not isinstance(thread_id, str) or not thread_id:
                 raise ProtocolError(f"a {collection} document has no thread_id")
+            ref = data.get("ref")
+            if table == "vals" and not (isinstance(ref, str) and ref):
+                raise ProtocolError(f"a {collection} document needs a ref (text), not {ref!r}")
             body = {k: v for k, v in data.items() if k not in DOCUMENT_FIELDS[table]}
             threads.setdefault(thread_id, []).append((collection, data, body))
         count = ImportCount()
@@ -111,7 +115,7 @@ class Intake:
 
                 if table == "vals":
                     ref = data["ref"]
-                    conn.execute(INSERT_VALUE, (thread, ref, *common(VALS, ref)))
+                    conn.execute(INSERT_VALUE, (thread, refkeys.key(ref), *common(VALS, ref)))
                 elif table == "checkpoints":
                     head = (
                         data["checkpoint_ns"],

@@ -19,7 +19,8 @@ from typing import Any
 import apsw
 
 from threadloom.engine.content.blocks import BlockStore
-from threadloom.engine.format.tables import CHECKPOINT_ROWS, OWNERS, VALS, WRITE_ROWS
+from threadloom.engine.format.refkeys import keys, text
+from threadloom.engine.format.tables import CHECKPOINT_ROWS, OWNERS, VALS, WRITE_ROWS, value_rows
 from threadloom.engine.sql import fetchall, ids
 from threadloom.protocol import references
 from threadloom.protocol.constants import PART_SIZE
@@ -145,20 +146,19 @@ class Liveness:
         """The decoded value documents of `refs` the thread stores (seals checked)."""
         if not refs:
             return {}
-        where = " WHERE x.thread = ? AND x.ref IN carray(?)"
         if self.unseal is None:
-            sql = f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS}"
-            rows = fetchall(self.conn, sql + where, (self.thread, ids(refs)))
+            rows = value_rows(self.conn, self.thread, refs)
         else:
             unseal = self.unseal
-            rows = [
-                (ref, body, unseal(VALS, digest, ref))
-                for ref, body, digest in fetchall(
-                    self.conn,
-                    "SELECT x.ref, x.body, x.digest FROM vals x" + where,
-                    (self.thread, ids(refs)),
-                )
-            ]
+            rows = []
+            for k, body, digest in fetchall(
+                self.conn,
+                "SELECT x.ref, x.body, x.digest FROM vals x "
+                "WHERE x.thread = ? AND x.ref IN carray(?)",
+                (self.thread, ids(keys(refs))),
+            ):
+                ref = text(k)
+                rows.append((ref, body, unseal(VALS, digest, ref)))
         decoded = self.content.unpack_many(
             self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], self.thread
         )
@@ -176,9 +176,10 @@ class Liveness:
         for _ in range(2):
             old: list[str] = []
             young = 0
-            for ref, created_at in fetchall(
+            for stored, created_at in fetchall(
                 self.conn, "SELECT ref, created_at FROM vals WHERE thread = ?", (self.thread,)
             ):
+                ref = text(stored)
                 if ref in self.live:
                     continue
                 if created_at < cutoff:

@@ -18,6 +18,7 @@ from threadloom.engine.checkpoints.reader import chain_of
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.values import Values
 from threadloom.engine.content import deltas
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.tables import (
     BODY_TABLES,
     CHECKPOINT_ROWS,
@@ -314,20 +315,16 @@ class Maintenance:
         roots: list[dict[str, Any]] = scope.content.unpack_many(conn, items)
         live = self.values.reachable(conn, thread, roots).keys()
         cutoff = time.time() - scope.grace
-        doomed = [
-            ref
-            for (ref,) in fetchall(
-                conn,
-                "SELECT ref FROM vals WHERE thread = ? AND created_at < ?",
-                (thread, cutoff),
-            )
-            if ref not in live
-        ]
+        stored = fetchall(
+            conn, "SELECT ref FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
+        )
+        doomed = [ref for ref in refkeys.texts(row[0] for row in stored) if ref not in live]
         if doomed:
             where = "thread = ? AND ref IN carray(?)"
             deltas.settle(conn, scope.content.raw_many, thread, doomed)
-            scope.content.unlink_rows(conn, "vals", where, (thread, ids(doomed)))
-            conn.execute(f"DELETE FROM vals WHERE {where}", (thread, ids(doomed)))
+            gone = (thread, ids(refkeys.keys(doomed)))
+            scope.content.unlink_rows(conn, "vals", where, gone)
+            conn.execute(f"DELETE FROM vals WHERE {where}", gone)
             scope.cache.drop(thread, doomed)
             scope.bump_epoch(conn)
         scope.content.sweep(conn, scope.grace)

@@ -13,8 +13,7 @@ from typing import Any
 import apsw
 
 from threadloom.engine.checkpoints.scope import Scope
-from threadloom.engine.format.tables import OWNERS, VALS, CheckpointRow
-from threadloom.engine.sql import fetchall, ids
+from threadloom.engine.format.tables import CheckpointRow, value_rows
 from threadloom.errors import MissingDocumentsError
 from threadloom.protocol import raw_value, references
 
@@ -37,12 +36,7 @@ class Values:
         missing = [ref for ref in wanted if ref not in found]
         if not missing:
             return found
-        rows = fetchall(
-            conn,
-            f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
-            "WHERE x.thread = ? AND x.ref IN carray(?)",
-            (thread, ids(missing)),
-        )
+        rows = value_rows(conn, thread, missing)
         decoded = self.scope.content.unpack_many(
             conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], thread
         )

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from threadloom.engine.checkpoints.intake import Intake
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.content import deltas
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -194,12 +195,16 @@ class Documents(Intake):
             where.append("t.thread_id = ?")
             args.append(thread_id)
         if table == 0:
-            prefixes = {BLOBS: ("b-",), ITEMS: ("c-", "e-"), PARTS: ("p-",)}[collection]
-            where.append(f"substr(x.ref, 1, 2) IN ({', '.join('?' * len(prefixes))})")
-            args.extend(prefixes)
+            # A ref's collection is its first letter (SPEC 3.1): the first byte of a key,
+            # or, for a ref kept whole, the two characters after its NUL (refkeys.py).
+            letters = {BLOBS: b"b", ITEMS: b"ce", PARTS: b"p"}[collection]
+            marks = ", ".join("?" * len(letters))
+            where.append(f"(substr(x.ref, 1, 1) IN ({marks}) OR substr(x.ref, 1, 3) IN ({marks}))")
+            args.extend(bytes((letter,)) for letter in letters)
+            args.extend(bytes((refkeys.WHOLE, letter)) + b"-" for letter in letters)
             if refs is not None:
                 where.append("x.ref IN carray(?)")
-                args.append(ids(refs))
+                args.append(ids(refkeys.keys(refs)))
         else:
             where.append("x.schema = 2")
             if checkpoint_ns is not None:
@@ -238,7 +243,10 @@ class Documents(Intake):
             for table in tables:
                 shape, sql, _ = _SHAPES[table]
                 order = " ORDER BY x.seq" if ordered else tail
-                rows.extend(fetch(conn, shape, f"{sql} WHERE {where}{order}", args))
+                found = fetch(conn, shape, f"{sql} WHERE {where}{order}", args)
+                if shape is _ValueRow:
+                    found = [row._replace(ref=refkeys.text(row.ref)) for row in found]
+                rows.extend(found)
             if ordered and len(tables) > 1:
                 rows.sort(key=lambda row: row.seq)
             decoded = scope.content.unpack_many(
@@ -304,10 +312,11 @@ class Documents(Intake):
         where = "WHERE t.scope = ?" + ("" if thread_id is None else " AND t.thread_id = ?")
         args = (scope.id,) if thread_id is None else (scope.id, thread_id)
         with scope.file.read() as conn:
-            for thread_id, ref in conn.execute(
+            for thread_id, stored in conn.execute(
                 "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id " + where,
                 args,
             ):
+                ref = refkeys.text(stored)
                 out[key(thread_id, ref)] = (
                     collection_of(ref),
                     {"thread_id": thread_id, "ref": ref},
@@ -348,9 +357,9 @@ class Documents(Intake):
                 conn,
                 "SELECT x.ref FROM vals x JOIN threads t ON x.thread = t.id "
                 "WHERE t.scope = ? AND t.thread_id = ? AND x.ref IN carray(?)",
-                (self.scope.id, thread_id, ids(wanted)),
+                (self.scope.id, thread_id, ids(refkeys.keys(wanted))),
             )
-        return {str(ref) for (ref,) in rows}
+        return {refkeys.text(ref) for (ref,) in rows}
 
     def heads(self, thread_id: str) -> builtins.list[CheckpointHead]:
         """A thread's checkpoints (every namespace, both schemas), read from their key
@@ -409,7 +418,7 @@ class Documents(Intake):
             raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
         ident: tuple[Any, ...]
         if table == "vals":
-            where, ident = "ref = ?", (fields["ref"],)
+            where, ident = "ref = ?", (refkeys.key(fields["ref"]),)
         elif table == "checkpoints":
             where, ident = (
                 "checkpoint_ns = ? AND checkpoint_id = ?",

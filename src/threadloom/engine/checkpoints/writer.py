@@ -21,7 +21,7 @@ import ormsgpack
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
-from threadloom.engine.format import keys
+from threadloom.engine.format import keys, refkeys
 from threadloom.engine.format.codec import delta
 from threadloom.engine.format.tables import (
     CHECKPOINT_BODY,
@@ -264,7 +264,7 @@ class Writer:
         inline = [
             (
                 thread,
-                ref,
+                refkeys.key(ref),
                 seq + i,
                 packed.body,
                 sealed(ref, packed),
@@ -277,7 +277,8 @@ class Writer:
         stored: list[Packed] = []
         inserted: set[str] = set()
         if inline:
-            inserted = {r[0] for r in conn.executemany(INSERT_VALUE + " RETURNING ref", inline)}
+            returned = conn.executemany(INSERT_VALUE + " RETURNING ref", inline)
+            inserted = {refkeys.text(r[0]) for r in returned}
             if len(inserted) < len(inline):
                 stored += [p for ref, p in encoded if not p.keys and ref not in inserted]
         chunked: list[Packed] = []
@@ -286,7 +287,15 @@ class Writer:
                 # One at a time: a row already stored must not count its blocks twice.
                 conn.execute(
                     INSERT_VALUE,
-                    (thread, ref, seq + i, packed.body, sealed(ref, packed), now, len(packed.keys)),
+                    (
+                        thread,
+                        refkeys.key(ref),
+                        seq + i,
+                        packed.body,
+                        sealed(ref, packed),
+                        now,
+                        len(packed.keys),
+                    ),
                 )
                 (chunked if conn.changes() else stored).append(packed)
         if chunked:
@@ -320,9 +329,9 @@ class Writer:
             rows = fetchall(
                 conn,
                 "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
-                (thread, ids(p.data["ref"] for p in puts)),
+                (thread, ids(refkeys.keys(p.data["ref"] for p in puts))),
             )
-        return {r[0] for r in rows}
+        return {refkeys.text(r[0]) for r in rows}
 
     def _recall(
         self, thread_id: str, ns: str, parent_id: str | None, metadata: Mapping[str, Any]

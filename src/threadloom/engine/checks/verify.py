@@ -41,7 +41,7 @@ import apsw
 import ormsgpack
 
 from threadloom.engine.checkpoints.values import children
-from threadloom.engine.format import heads, keys
+from threadloom.engine.format import heads, keys, refkeys
 from threadloom.engine.format.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.items import checks as item_checks
 from threadloom.engine.items.rows import Items
@@ -233,7 +233,7 @@ def _rows(file: File, conn: apsw.Connection, report: Report) -> None:
                     if table == "checkpoints" and row.get("keyed"):
                         _check_keys(conn, row, data, report, where)
                     if table == "vals":
-                        stored.add(row["ref"])
+                        stored.add(refkeys.text(row["ref"]))
                         named = children(data)
                     else:
                         named = [ref for ref, _ in references(data)]

@@ -22,8 +22,9 @@ from typing import Final
 
 import apsw
 
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.codec import DELTA, delta_base, frame, undelta
-from threadloom.engine.format.tables import OWNERS, VALS
+from threadloom.engine.format.tables import OWNERS, VALS, value_rows
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 
@@ -62,9 +63,9 @@ def bases(
             conn,
             f"SELECT x.ref, x.body, {VALS.unsealed('x')}, x.blocks FROM vals x{OWNERS} "
             "WHERE x.thread = ? AND x.ref IN carray(?)",
-            (thread, ids(refs)),
+            (thread, ids(refkeys.keys(refs))),
         )
-        found = {str(r[0]): r for r in rows}
+        found = {refkeys.text(r[0]): r for r in rows}
         for ref in refs:
             row = found.get(ref)
             if row is None or row[3] == DELTA_ROW or bytes(row[1][:1]) == bytes((DELTA,)):
@@ -133,7 +134,7 @@ def write(conn: apsw.Connection, changes: Sequence[Change]) -> None:
     """Replace the delta rows `changes` names by their whole bodies."""
     conn.executemany(
         "UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref = ?",
-        [change[:3] for change in changes],
+        [(body, thread, refkeys.key(ref)) for body, thread, ref, _ in changes],
     )
 
 
@@ -152,45 +153,43 @@ def plan(
     The whole bodies take no dictionary (zstd alone): one written here never names a
     dictionary another process may be retiring meanwhile.
     """
-    rows = fetchall(
-        conn,
-        "SELECT ref, body FROM vals WHERE thread = ? AND blocks = ?",
-        (thread, DELTA_ROW),
-    )
+    rows = [
+        (refkeys.text(ref), body)
+        for ref, body in fetchall(
+            conn,
+            "SELECT ref, body FROM vals WHERE thread = ? AND blocks = ?",
+            (thread, DELTA_ROW),
+        )
+    ]
     if not rows:
         return []
     gone = set(doomed)
-    live = [r for r in rows if str(r[0]) not in gone]
-    deltas = {str(r[0]) for r in rows}
+    live = [r for r in rows if r[0] not in gone]
+    deltas = {r[0] for r in rows}
     present = {
-        str(r[0])
+        refkeys.text(r[0])
         for r in fetchall(
             conn,
             "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?) AND blocks <> ?",
-            (thread, ids({delta_base(r[1]) for r in live}), DELTA_ROW),
+            (thread, ids(refkeys.keys({delta_base(r[1]) for r in live})), DELTA_ROW),
         )
     }
     broken = [
-        str(r[0])
+        r[0]
         for r in live
         if (base := delta_base(r[1])) in gone or base in deltas or base not in present
     ]
     if not broken:
         return []
     origin = thread if source is None else source
-    found = fetchall(
-        conn,
-        f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
-        "WHERE x.thread = ? AND x.ref IN carray(?)",
-        (origin, ids(broken)),
-    )
+    found = value_rows(conn, origin, broken)
     items = [(bytes(r[1]), bytes(r[2]), f"value {r[0]}") for r in found]
     decoded = raw(conn, items, origin)
-    old = {str(r[0]): len(r[1]) for r in rows}
+    old = {r[0]: len(r[1]) for r in rows}
     changes: list[Change] = []
     for (ref, _, _), msgpack in zip(found, decoded, strict=True):
         body = frame(msgpack, None)
-        changes.append((body, thread, str(ref), len(body) - old[str(ref)]))
+        changes.append((body, thread, ref, len(body) - old[ref]))
     return changes
 
 
@@ -207,7 +206,7 @@ def outgrown(conn: apsw.Connection, raw: RawMany, whole: Callable[[bytes], bytes
     )
     if not rows:
         return 0
-    items = [(bytes(r[2]), bytes(r[3]), f"value {r[1]}") for r in rows]
+    items = [(bytes(r[2]), bytes(r[3]), f"value {refkeys.text(r[1])}") for r in rows]
     decoded = raw(conn, items, [int(r[0]) for r in rows])
     changes = []
     grown: dict[int, int] = {}

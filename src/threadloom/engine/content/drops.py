@@ -15,6 +15,7 @@ import apsw
 
 from threadloom.engine.content import deltas
 from threadloom.engine.content.blocks import BlockStore
+from threadloom.engine.format import refkeys
 from threadloom.engine.sql import fetchall, ids
 
 
@@ -42,7 +43,9 @@ class Drops:
         changes = deltas.plan(self.conn, self.content.raw_many, thread, refs)
         self._settled += changes
         self.bytes -= sum(change[3] for change in changes)
-        return self.add("vals", "thread = ? AND ref IN carray(?)", (thread, ids(refs)))
+        return self.add(
+            "vals", "thread = ? AND ref IN carray(?)", (thread, ids(refkeys.keys(refs)))
+        )
 
     def add(
         self,

@@ -1,11 +1,11 @@
-"""The SQL functions every connection to a threadloom file has (the row seals'),
-installed on one connection."""
+"""The SQL functions every connection to a threadloom file has (the row seals', a
+ref's stored key), installed on one connection."""
 
 from __future__ import annotations
 
 import apsw
 
-from threadloom.engine.format import seal
+from threadloom.engine.format import refkeys, seal
 
 
 def install(conn: apsw.Connection) -> None:
@@ -22,5 +22,11 @@ def install(conn: apsw.Connection) -> None:
         seal.SQL_XOR,
         seal.sql_xor,  # type: ignore[arg-type]
         2,
+        deterministic=True,
+    )
+    conn.create_scalar_function(
+        refkeys.SQL_KEY,
+        refkeys.sql_key,  # type: ignore[arg-type]
+        1,
         deterministic=True,
     )

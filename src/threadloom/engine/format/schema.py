@@ -363,6 +363,39 @@ body as damage, refuses the file. Rows of older files stay as they are.
 file) instead of two. Same columns, same rows.
 """
 
+FORMAT_11: Final = """
+CREATE TABLE vals_2(
+    thread INTEGER NOT NULL REFERENCES threads(id),
+    ref BLOB NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY(thread, ref)
+) STRICT, WITHOUT ROWID;
+INSERT INTO vals_2(thread, ref, seq, body, digest, created_at, blocks)
+    SELECT thread, tl_ref_key(ref), seq, body, digest, created_at, blocks FROM vals
+    ORDER BY thread, tl_ref_key(ref);
+DROP TABLE vals;
+ALTER TABLE vals_2 RENAME TO vals;
+"""
+"""Format 11: a value row's ref stored as a binary key (engine/format/refkeys.py).
+
+`vals.ref` becomes a BLOB: a canonical ref (a letter, `-`, 64 lowercase hex digits, a
+part's `.N`) is stored as its letter, the 32 bytes of its digest and the suffix, 33
+bytes instead of 66 in every row and in the table's key; any other ref as a NUL byte
+then its UTF-8. Keys of canonical refs sort as their text. Documents, exports and seals
+see the text: a row's `digest` is bound to the ref's text as before, so the migration
+copies digests unchanged. Runs only on a file holding `vals` (`ONLY_WITH`): a file whose
+checkpoint tables are not made yet gets them in this shape when they are.
+"""
+
+#: Migrations that rebuild one feature's table, by the format they reach: each runs only
+#: on a file holding that table (a file of format 8 on makes a feature's tables when it
+#: first writes, from the schema all migrations give, engine/format/features.py).
+ONLY_WITH: Final[dict[int, str]] = {11: "vals"}
+
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [
     FORMAT_1,
@@ -375,8 +408,11 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_8,
     FORMAT_9,
     FORMAT_10,
+    FORMAT_11,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
+#: The first format storing refs as binary keys (`vals.ref`, refkeys.py).
+REFKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_11) + 1
 #: The first format with the vector index's codes (`store_codes`).
 CODES_FORMAT: Final = MIGRATIONS.index(FORMAT_9) + 1

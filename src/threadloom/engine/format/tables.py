@@ -16,10 +16,15 @@ blake3 of the msgpack only when the row is the one its columns say it is.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+import apsw
+
+from threadloom.engine.format import refkeys
 from threadloom.engine.format.seal import SQL_FUNCTION
+from threadloom.engine.sql import ids
 from threadloom.protocol import (
     BLOBS,
     CHECKPOINTS,
@@ -90,7 +95,10 @@ class BodyTable:
         return self.unsealed(alias, scope, new_thread, self.unsealed(alias, scope, old_thread))
 
     def name_row(self, row: dict[str, Any]) -> str:
-        """How an error names `row` (a mapping of column names to values)."""
+        """How an error names `row` (a mapping of column names to values; a ref as
+        `vals` stores it is named by its text)."""
+        if self.name == "vals" and isinstance(row.get("ref"), bytes):
+            row = {**row, "ref": refkeys.text(row["ref"])}
         return self.naming.format_map(row)
 
 
@@ -225,6 +233,22 @@ SELECT_PENDING: Final = (
     "AND w.checkpoint_id = c.checkpoint_id JOIN threads t ON t.id = c.thread "
     "WHERE c.id IN carray(?)"
 )
+
+#: The value rows of a thread among some refs: ref key, body, digest unsealed.
+SELECT_VALUES: Final = (
+    f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
+    "WHERE x.thread = ? AND x.ref IN carray(?)"
+)
+
+
+def value_rows(
+    conn: apsw.Connection, thread: int, refs: Iterable[str]
+) -> list[tuple[str, bytes, bytes]]:
+    """`(ref, body, digest)` of the value rows of `thread` among `refs`, in no order, the
+    digest unsealed (`SELECT_VALUES`) and each ref as text (refkeys.py)."""
+    rows = conn.execute(SELECT_VALUES, (thread, ids(refkeys.keys(refs))))
+    return [(refkeys.text(stored), body, digest) for stored, body, digest in rows]
+
 
 INSERT_VALUE: Final = (
     "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "

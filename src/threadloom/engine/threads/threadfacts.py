@@ -22,7 +22,7 @@ from typing import Any, Final
 import apsw
 
 from threadloom.engine.content.blocks import BlockStore
-from threadloom.engine.format.tables import CHECKPOINT_ROWS, OWNERS, VALS
+from threadloom.engine.format.tables import CHECKPOINT_ROWS, value_rows
 from threadloom.engine.sql import fetchall, ids
 from threadloom.engine.threads.threadindex import (
     MESSAGES,
@@ -303,12 +303,7 @@ class _Reader:
     def values(self, refs: Sequence[str]) -> dict[str, Any]:
         if not refs:
             return {}
-        rows = fetchall(
-            self.conn,
-            f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
-            "WHERE x.thread = ? AND x.ref IN carray(?)",
-            (self.thread, ids(refs)),
-        )
+        rows = value_rows(self.conn, self.thread, refs)
         decoded = self.content.unpack_many(
             self.conn, [(body, digest, f"value {ref}") for ref, body, digest in rows], self.thread
         )
