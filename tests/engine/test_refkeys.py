@@ -91,7 +91,9 @@ def _put(saver: Saver, thread_id: str, values: dict[str, Any]) -> Any:
 def test_a_new_file_stores_refs_as_keys_and_reads_them_back(tmp_path: Path) -> None:
     path = tmp_path / "keys.db"
     with Saver.from_conn_string(str(path)) as saver:
-        config = _put(saver, "t", {"messages": [f"message {i}: " + "words " * 40 for i in range(40)], "n": 7})
+        config = _put(
+            saver, "t", {"messages": [f"message {i}: " + "words " * 40 for i in range(40)], "n": 7}
+        )
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         stored = [r[0] for r in conn.execute("SELECT ref FROM vals")]
@@ -180,13 +182,10 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
         assert verify(saver.file).sound
     finally:
         saver.close()
-    store = Store(str(path))
-    try:
-        item = store.get(("grace", "facts"), "tea")
-        assert item is not None and item.value == {"text": "likes green tea"}
+    with Store.from_conn_string(str(path)) as store:
+        assert store.get(("grace", "facts"), "tea").value == {"text": "likes green tea"}  # type: ignore[union-attr]
         store.put(("grace", "facts"), "coffee", {"text": "no coffee"})
-    finally:
-        store.close()
+        assert len(store.search(("grace",))) == 3
     conn = apsw.Connection(str(path))
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]

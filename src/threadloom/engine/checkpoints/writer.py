@@ -258,19 +258,12 @@ class Writer:
         Returns the refs of the inline rows it inserted (not found stored)."""
         scope = self.scope
 
-        def sealed(ref: str, packed: Packed) -> bytes:
-            return scope.seal(VALS, packed.digest, thread_id, ref)
+        def row(i: int, ref: str, packed: Packed, blocks: int) -> tuple[Any, ...]:
+            seal = scope.seal(VALS, packed.digest, thread_id, ref)
+            return (thread, refkeys.key(ref), seq + i, packed.body, seal, now, blocks)
 
         inline = [
-            (
-                thread,
-                refkeys.key(ref),
-                seq + i,
-                packed.body,
-                sealed(ref, packed),
-                now,
-                blocks_column(packed.body, 0),
-            )
+            row(i, ref, packed, blocks_column(packed.body, 0))
             for i, (ref, packed) in enumerate(encoded)
             if not packed.keys
         ]
@@ -285,18 +278,7 @@ class Writer:
         for i, (ref, packed) in enumerate(encoded):
             if packed.keys:
                 # One at a time: a row already stored must not count its blocks twice.
-                conn.execute(
-                    INSERT_VALUE,
-                    (
-                        thread,
-                        refkeys.key(ref),
-                        seq + i,
-                        packed.body,
-                        sealed(ref, packed),
-                        now,
-                        len(packed.keys),
-                    ),
-                )
+                conn.execute(INSERT_VALUE, row(i, ref, packed, len(packed.keys)))
                 (chunked if conn.changes() else stored).append(packed)
         if chunked:
             # The blocks of every row inserted, counted at once: one lookup, new blocks
