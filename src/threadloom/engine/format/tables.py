@@ -246,8 +246,9 @@ def value_rows(
 ) -> list[tuple[str, bytes, bytes]]:
     """`(ref, body, digest)` of the value rows of `thread` among `refs`, in no order, the
     digest unsealed (`SELECT_VALUES`) and each ref as text (refkeys.py)."""
-    rows = conn.execute(SELECT_VALUES, (thread, ids(refkeys.keys(refs))))
-    return [(refkeys.text(stored), body, digest) for stored, body, digest in rows]
+    wanted = {refkeys.key(ref): ref for ref in refs}  # a row's key is one of these
+    rows = conn.execute(SELECT_VALUES, (thread, ids(wanted)))
+    return [(wanted[stored], body, digest) for stored, body, digest in rows]
 
 
 INSERT_VALUE: Final = (
