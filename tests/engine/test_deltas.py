@@ -55,7 +55,7 @@ def _deltas(path: Path) -> list[tuple[str, str]]:
     try:
         return [
             (refkeys.text(ref), delta_base(body))
-            for ref, body in conn.execute("SELECT ref, body FROM vals WHERE blocks = -1")
+            for ref, body in conn.execute("SELECT ref_key, body FROM vals WHERE blocks = -1")
         ]
     finally:
         conn.close()
@@ -110,7 +110,7 @@ def test_a_prune_that_deletes_a_base_stores_its_surviving_deltas_whole(tmp_path:
         assert report.values > 0
         left = {ref for ref, _ in _deltas(path)}
         conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-        stored = {refkeys.text(r[0]) for r in conn.execute("SELECT ref FROM vals")}
+        stored = {refkeys.text(r[0]) for r in conn.execute("SELECT ref_key FROM vals")}
         conn.close()
         assert bases - stored, "the prune deleted no base: the test proves nothing"
         assert all(base in stored for ref, base in _deltas(path) if ref in left)
@@ -130,7 +130,7 @@ def test_verify_reports_a_delta_whose_base_is_gone(tmp_path: Path) -> None:
         _grow(saver, "t", 12)
         ref, base = _deltas(path)[0]
         with saver.file.write() as conn:
-            conn.execute("DELETE FROM vals WHERE ref = ?", (refkeys.key(base),))
+            conn.execute("DELETE FROM vals WHERE ref_key = ?", (refkeys.key(base),))
         report = verify(saver.file)
         assert not report.sound
         assert any(base in p.detail and "missing" in p.detail for p in report.problems)
@@ -154,7 +154,7 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
         with saver.file.write() as conn:
             rows = {
                 refkeys.text(r): bytes(b)
-                for r, b in conn.execute("SELECT ref, body FROM vals WHERE blocks = 0")
+                for r, b in conn.execute("SELECT ref_key, body FROM vals WHERE blocks = 0")
             }
             other = next(r for r in rows if r.startswith("c-") and r != base)
             found = Values(scope).values(conn, _row(conn, "a"), [base, other])
@@ -165,7 +165,7 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
                 (base, delta(base_raw, other, other_raw), base_raw),
             ):
                 conn.execute(
-                    "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+                    "INSERT INTO vals(thread, ref_key, seq, body, digest, created_at, blocks) "
                     "VALUES(?, ?, 0, ?, ?, ?, ?)",
                     (
                         target,
@@ -181,7 +181,7 @@ def test_a_copied_thread_settles_deltas_whose_base_the_target_holds_as_a_delta(
         copied = {
             refkeys.text(r): blocks
             for r, blocks in conn.execute(
-                "SELECT x.ref, x.blocks FROM vals x JOIN threads t ON t.id = x.thread "
+                "SELECT x.ref_key, x.blocks FROM vals x JOIN threads t ON t.id = x.thread "
                 "WHERE t.thread_id = 'b'"
             )
         }
@@ -236,8 +236,8 @@ def test_a_format_9_file_upgrades_and_later_puts_write_deltas(
         "CREATE TABLE vals_9(thread INTEGER NOT NULL REFERENCES threads(id), ref TEXT NOT NULL, "
         "seq INTEGER NOT NULL, body BLOB NOT NULL, digest BLOB NOT NULL, created_at REAL NOT NULL, "
         "blocks INTEGER NOT NULL DEFAULT 0, PRIMARY KEY(thread, ref)) STRICT, WITHOUT ROWID; "
-        "INSERT INTO vals_9 SELECT thread, ref_text(ref), seq, body, digest, created_at, blocks "
-        "FROM vals; DROP TABLE vals; ALTER TABLE vals_9 RENAME TO vals"
+        "INSERT INTO vals_9 SELECT thread, ref_text(ref_key), seq, body, digest, created_at, "
+        "blocks FROM vals; DROP TABLE vals; ALTER TABLE vals_9 RENAME TO vals"
     )
     keys = conn.execute("SELECT key, value FROM meta ORDER BY key").fetchall()
     assert conn.execute("SELECT 1 FROM sqlite_schema WHERE name LIKE '%autoindex_meta%'").fetchall()

@@ -437,7 +437,7 @@ def test_value_round_trips_as_in_memory(saver: Saver, name: str) -> None:
 
 def _flip(path: Path, table: str) -> str:
     """Flip one byte in the middle of the largest body of `table`; return the row's name."""
-    name_column = {"vals": "ref", "checkpoints": "checkpoint_id", "writes": "task_id"}[table]
+    name_column = {"vals": "ref_key", "checkpoints": "checkpoint_id", "writes": "task_id"}[table]
     conn = apsw.Connection(str(path))
     try:
         name, body = conn.execute(
@@ -476,8 +476,8 @@ def test_missing_value_document_is_named(db_path: Path) -> None:
     with Saver.from_conn_string(str(db_path)) as saver:
         put(saver, {"messages": [LONG, "x" * 5000], "note": LONG + "note"})
     conn = apsw.Connection(str(db_path))
-    stored = conn.execute("SELECT ref FROM vals ORDER BY length(body) DESC LIMIT 1").fetchall()
-    conn.execute("DELETE FROM vals WHERE ref = ?", stored[0])
+    stored = conn.execute("SELECT ref_key FROM vals ORDER BY length(body) DESC LIMIT 1").fetchall()
+    conn.execute("DELETE FROM vals WHERE ref_key = ?", stored[0])
     conn.close()
     ref = refkeys.text(stored[0][0])
     with Saver.from_conn_string(str(db_path)) as saver:

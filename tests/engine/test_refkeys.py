@@ -18,7 +18,7 @@ from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import refkeys
 from threadloom.engine.format.schema import FORMAT_VERSION, REFKEYS_FORMAT
-from threadloom.errors import ProtocolError
+from threadloom.errors import FormatError, MissingDocumentsError, ProtocolError
 from threadloom.protocol import BLOBS, ITEMS, PARTS
 
 FORMAT10 = Path(__file__).resolve().parents[1] / "data" / "format10"
@@ -96,7 +96,7 @@ def test_a_new_file_stores_refs_as_keys_and_reads_them_back(tmp_path: Path) -> N
         )
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
-        stored = [r[0] for r in conn.execute("SELECT ref FROM vals")]
+        stored = [r[0] for r in conn.execute("SELECT ref_key FROM vals")]
         assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
     finally:
         conn.close()
@@ -189,7 +189,7 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
     conn = apsw.Connection(str(path))
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
-        stored = [r[0] for r in conn.execute("SELECT ref FROM vals")]
+        stored = [r[0] for r in conn.execute("SELECT ref_key FROM vals")]
         assert all(type(k) is bytes for k in stored)
         assert text_refs <= {refkeys.text(k) for k in stored}
         after = conn.execute(
@@ -198,7 +198,7 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
         ).fetchall()[0]
         assert after == before
         new_bytes = conn.execute(
-            "SELECT sum(length(ref)) FROM vals WHERE thread IN "
+            "SELECT sum(length(ref_key)) FROM vals WHERE thread IN "
             "(SELECT id FROM threads WHERE thread_id <> 'new')"
         ).fetchall()[0][0]
         assert new_bytes < 0.51 * old_bytes  # 33 bytes a ref against 66
@@ -228,5 +228,115 @@ def test_a_file_without_checkpoint_tables_upgrades_without_making_them(tmp_path:
         _put(saver, "t", {"n": 1})
         with saver.file.read() as read:
             sql = read.execute("SELECT sql FROM main.sqlite_schema WHERE name = 'vals'").fetchall()
-        assert "ref BLOB" in str(sql[0][0])
+        assert "ref_key BLOB" in str(sql[0][0])
         assert verify(saver.file).sound
+
+
+def _format10_copy(tmp_path: Path) -> Path:
+    path = tmp_path / "old.db"
+    shutil.copy(FORMAT10 / "format10.db", path)
+    return path
+
+
+def test_a_statement_of_an_older_threadloom_fails_instead_of_matching_keys(
+    tmp_path: Path,
+) -> None:
+    """An older threadloom that had the file open before the upgrade goes on with its
+    prepared statements: they name `vals.ref`, which format 11 renamed, so they fail
+    loudly instead of comparing binary keys with text refs (and deleting what they miss)."""
+    path = _format10_copy(tmp_path)
+    Saver(str(path)).close()
+    conn = apsw.Connection(str(path))
+    try:
+        for old in ("SELECT ref FROM vals", "DELETE FROM vals WHERE thread = 1 AND ref IN ('x')"):
+            with pytest.raises(apsw.SQLError, match="no such column"):
+                conn.execute(old)
+        assert conn.execute("SELECT count(*) FROM vals").fetchall()[0][0] > 0
+    finally:
+        conn.close()
+
+
+def test_vals_made_by_an_older_threadloom_after_the_upgrade_is_rebuilt(tmp_path: Path) -> None:
+    """A file that moved to format 11 before it had checkpoint tables, whose tables an
+    older threadloom then made in its own shape (here: a format-10 file whose version says
+    11): a read-only open refuses it with what to do, a writable one rebuilds `vals`, and
+    every document reads back as written."""
+    path = _format10_copy(tmp_path)
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
+    finally:
+        conn.close()
+    with pytest.raises(FormatError, match="older threadloom"):
+        Saver(str(path), readonly=True)
+    expected = ormsgpack.unpackb(
+        zstandard.ZstdDecompressor().decompress((FORMAT10 / "documents.msgpack.zst").read_bytes())
+    )
+    with Saver.from_conn_string(str(path)) as saver:
+        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert verify(saver.file).sound
+
+
+def test_a_format_10_file_with_a_damaged_ref_upgrades_and_verify_names_it(
+    tmp_path: Path,
+) -> None:
+    """A ref whose bytes are not UTF-8 (damage) does not stop the upgrade: the row is kept
+    with its bytes, its seal fails, and verify names it."""
+    path = _format10_copy(tmp_path)
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute(
+            "UPDATE vals SET ref = CAST(CAST(ref AS BLOB) || x'ff' AS TEXT) WHERE (thread, ref) "
+            "IN (SELECT thread, ref FROM vals WHERE ref LIKE 'b-%' LIMIT 1)"
+        )
+        assert conn.changes() == 1
+    finally:
+        conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        report = verify(saver.file)
+    assert not report.sound
+    assert any("\ufffd" in p.detail for p in report.problems)
+
+
+def test_a_body_naming_a_ref_that_is_not_text_reads_as_missing(tmp_path: Path) -> None:
+    """A checkpoint imported with a channel entry naming a number as its blob (nothing of
+    ours writes one) reads as a missing document, not as a TypeError."""
+    with Saver.from_conn_string(str(tmp_path / "n.db")) as saver:
+        _put(saver, "t", {"n": "x" * 10})
+        doc = next(d for _, _, d in saver.documents("t") if "checkpoint" in d)
+        saver.checkpoints.view.import_documents(
+            [
+                (
+                    "langgraph_checkpoints_v2",
+                    {**doc, "thread_id": "bad", "channels": {"n": {"blob": 5}}},
+                )
+            ]
+        )
+        with pytest.raises(MissingDocumentsError):
+            saver.get_tuple({"configurable": {"thread_id": "bad", "checkpoint_ns": ""}})
+    with pytest.raises(ProtocolError, match="not int"):
+        refkeys.key(5)  # type: ignore[arg-type]
+
+
+def test_verify_names_a_row_stored_under_a_key_that_is_not_its_refs(tmp_path: Path) -> None:
+    """The same ref kept whole instead of as its 33-byte key (a tampered file) has a good
+    seal (seals bind the text) but no lookup finds it: verify names it."""
+    path = tmp_path / "c.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        _put(saver, "t", {"note": "word " * 4000})
+    conn = apsw.Connection(str(path))
+    try:
+        (stored,) = [
+            r[0]
+            for r in conn.execute(
+                "SELECT ref_key FROM vals WHERE substr(ref_key, 1, 1) = ?", (b"b",)
+            )
+        ]
+        other = b"\x00" + refkeys.text(stored).encode()
+        conn.execute("UPDATE vals SET ref_key = ? WHERE ref_key = ?", (other, stored))
+    finally:
+        conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        report = verify(saver.file)
+    assert not report.sound
+    assert any(refkeys.text(stored) in p.detail and "key" in p.detail for p in report.problems)

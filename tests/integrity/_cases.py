@@ -50,7 +50,7 @@ IDENTITY: dict[str, tuple[str, ...]] = {
         "task_path",
         "channel",
     ),
-    "vals": ("thread", "ref"),
+    "vals": ("thread", "ref_key"),
     "blocks": ("key", "refs"),
     "checkpoint_keys": ("checkpoint", "key", "value"),
 }

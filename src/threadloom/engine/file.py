@@ -36,7 +36,13 @@ from threadloom.engine.borrowed import Borrowed
 from threadloom.engine.content.content_store import ContentStore
 from threadloom.engine.format import features, functions
 from threadloom.engine.format.recognize import Kind, has_content, readable, recognize, uri, writable
-from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS, ONLY_WITH
+from threadloom.engine.format.schema import (
+    FORMAT_VERSION,
+    MIGRATIONS,
+    ONLY_WITH,
+    rebuild_due,
+    rebuilds_due,
+)
 from threadloom.engine.format.tables import BODY_TABLES, BodyTable
 from threadloom.engine.lock_wait import BUSY_TIMEOUT_MS, Waiting
 from threadloom.engine.sql import fetchall
@@ -438,8 +444,15 @@ class File:
     def _check_format(self) -> None:
         with self.connection() as conn:
             version = int(fetchall(conn, "PRAGMA user_version")[0][0])
+            stale = rebuilds_due(conn) if version == FORMAT_VERSION else []
         if version > FORMAT_VERSION:
             raise self._newer(version)
+        if stale:
+            raise FormatError(
+                f"{self.path!r} has a table an older threadloom made after the file moved to "
+                f"format {FORMAT_VERSION}, and is open read-only: stop the older threadloom "
+                "and open the file writable once to rebuild it"
+            )
         if version < FORMAT_VERSION:
             raise FormatError(
                 f"{self.path!r} has on-disk format {version}, older than this threadloom's "
@@ -465,22 +478,19 @@ class File:
             FormatError: the file was written by a newer threadloom.
         """
         with self.connection() as conn:
-            current = int(fetchall(conn, "PRAGMA user_version")[0][0]) == FORMAT_VERSION
+            version = int(fetchall(conn, "PRAGMA user_version")[0][0])
+            current = version == FORMAT_VERSION and not rebuilds_due(conn)
         if not current:
             with self.write() as conn:
-                version: int = fetchall(conn, "PRAGMA user_version")[0][0]
+                version = int(fetchall(conn, "PRAGMA user_version")[0][0])
                 if version > FORMAT_VERSION:
                     raise self._newer(version)
                 if version == 0 and not fetchall(conn, "SELECT 1 FROM main.sqlite_schema"):
                     features.create(conn)
                 else:
-                    for reached, step in enumerate(MIGRATIONS[version:], version + 1):
-                        table = ONLY_WITH.get(reached)
-                        if table is None or fetchall(
-                            conn,
-                            "SELECT 1 FROM main.sqlite_schema WHERE type = 'table' AND name = ?",
-                            (table,),
-                        ):
+                    for reached, step in enumerate(MIGRATIONS, 1):
+                        rebuild = reached in ONLY_WITH
+                        if rebuild_due(conn, reached) if rebuild else reached > version:
                             conn.execute(step)
                 self._absent.changed(conn)
                 if version < FORMAT_VERSION:

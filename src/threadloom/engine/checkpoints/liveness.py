@@ -153,8 +153,8 @@ class Liveness:
             rows = []
             for k, body, digest in fetchall(
                 self.conn,
-                "SELECT x.ref, x.body, x.digest FROM vals x "
-                "WHERE x.thread = ? AND x.ref IN carray(?)",
+                "SELECT x.ref_key, x.body, x.digest FROM vals x "
+                "WHERE x.thread = ? AND x.ref_key IN carray(?)",
                 (self.thread, ids(keys(refs))),
             ):
                 ref = text(k)
@@ -177,7 +177,7 @@ class Liveness:
             old: list[str] = []
             young = 0
             for stored, created_at in fetchall(
-                self.conn, "SELECT ref, created_at FROM vals WHERE thread = ?", (self.thread,)
+                self.conn, "SELECT ref_key, created_at FROM vals WHERE thread = ?", (self.thread,)
             ):
                 ref = text(stored)
                 if ref in self.live:

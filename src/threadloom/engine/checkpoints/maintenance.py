@@ -150,8 +150,8 @@ class Maintenance:
             # the source and target thread ids); the bodies are copied as they are.
             moved = (origin, copy, now, scope.namespace, scope.agent_id, source, target)
             conn.execute(
-                "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
-                f"SELECT ?2, ref, seq, body, {_rebound(VALS)}, ?3, blocks FROM vals x "
+                "INSERT INTO vals(thread, ref_key, seq, body, digest, created_at, blocks) "
+                f"SELECT ?2, ref_key, seq, body, {_rebound(VALS)}, ?3, blocks FROM vals x "
                 "WHERE thread = ?1 ON CONFLICT DO NOTHING",
                 moved,
             )
@@ -316,11 +316,11 @@ class Maintenance:
         live = self.values.reachable(conn, thread, roots).keys()
         cutoff = time.time() - scope.grace
         stored = fetchall(
-            conn, "SELECT ref FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
+            conn, "SELECT ref_key FROM vals WHERE thread = ? AND created_at < ?", (thread, cutoff)
         )
         doomed = [ref for ref in refkeys.texts(row[0] for row in stored) if ref not in live]
         if doomed:
-            where = "thread = ? AND ref IN carray(?)"
+            where = "thread = ? AND ref_key IN carray(?)"
             deltas.settle(conn, scope.content.raw_many, thread, doomed)
             gone = (thread, ids(refkeys.keys(doomed)))
             scope.content.unlink_rows(conn, "vals", where, gone)

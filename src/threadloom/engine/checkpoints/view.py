@@ -117,7 +117,7 @@ _Row = _ValueRow | _CheckpointRow | _WriteRow
 _SHAPES: dict[int, tuple[Any, str, str]] = {
     0: (
         _ValueRow,
-        f"SELECT x.seq, x.ref, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at, "
+        f"SELECT x.seq, x.ref_key, x.body, {VALS.unsealed('x')}, t.thread_id, x.created_at, "
         "x.thread FROM vals x" + OWNERS,
         "value {ref}",
     ),
@@ -199,11 +199,13 @@ class Documents(Intake):
             # or, for a ref kept whole, the two characters after its NUL (refkeys.py).
             letters = {BLOBS: b"b", ITEMS: b"ce", PARTS: b"p"}[collection]
             marks = ", ".join("?" * len(letters))
-            where.append(f"(substr(x.ref, 1, 1) IN ({marks}) OR substr(x.ref, 1, 3) IN ({marks}))")
+            where.append(
+                f"(substr(x.ref_key, 1, 1) IN ({marks}) OR substr(x.ref_key, 1, 3) IN ({marks}))"
+            )
             args.extend(bytes((letter,)) for letter in letters)
             args.extend(bytes((refkeys.WHOLE, letter)) + b"-" for letter in letters)
             if refs is not None:
-                where.append("x.ref IN carray(?)")
+                where.append("x.ref_key IN carray(?)")
                 args.append(ids(refkeys.keys(refs)))
         else:
             where.append("x.schema = 2")
@@ -313,7 +315,8 @@ class Documents(Intake):
         args = (scope.id,) if thread_id is None else (scope.id, thread_id)
         with scope.file.read() as conn:
             for thread_id, stored in conn.execute(
-                "SELECT t.thread_id, x.ref FROM vals x JOIN threads t ON x.thread = t.id " + where,
+                "SELECT t.thread_id, x.ref_key FROM vals x JOIN threads t ON x.thread = t.id "
+                + where,
                 args,
             ):
                 ref = refkeys.text(stored)
@@ -355,8 +358,8 @@ class Documents(Intake):
         with self.scope.file.read() as conn:
             rows = fetchall(
                 conn,
-                "SELECT x.ref FROM vals x JOIN threads t ON x.thread = t.id "
-                "WHERE t.scope = ? AND t.thread_id = ? AND x.ref IN carray(?)",
+                "SELECT x.ref_key FROM vals x JOIN threads t ON x.thread = t.id "
+                "WHERE t.scope = ? AND t.thread_id = ? AND x.ref_key IN carray(?)",
                 (self.scope.id, thread_id, ids(refkeys.keys(wanted))),
             )
         return {refkeys.text(ref) for (ref,) in rows}
@@ -418,7 +421,7 @@ class Documents(Intake):
             raise ProtocolError(f"{collection!r} is not a LangGraph document collection")
         ident: tuple[Any, ...]
         if table == "vals":
-            where, ident = "ref = ?", (refkeys.key(fields["ref"]),)
+            where, ident = "ref_key = ?", (refkeys.key(fields["ref"]),)
         elif table == "checkpoints":
             where, ident = (
                 "checkpoint_ns = ? AND checkpoint_id = ?",

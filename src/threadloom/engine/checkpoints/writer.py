@@ -270,7 +270,7 @@ class Writer:
         stored: list[Packed] = []
         inserted: set[str] = set()
         if inline:
-            returned = conn.executemany(INSERT_VALUE + " RETURNING ref", inline)
+            returned = conn.executemany(INSERT_VALUE + " RETURNING ref_key", inline)
             inserted = {refkeys.text(r[0]) for r in returned}
             if len(inserted) < len(inline):
                 stored += [p for ref, p in encoded if not p.keys and ref not in inserted]
@@ -310,7 +310,7 @@ class Writer:
                 return set()
             rows = fetchall(
                 conn,
-                "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?)",
+                "SELECT ref_key FROM vals WHERE thread = ? AND ref_key IN carray(?)",
                 (thread, ids(refkeys.keys(p.data["ref"] for p in puts))),
             )
         return {refkeys.text(r[0]) for r in rows}

@@ -233,7 +233,13 @@ def _rows(file: File, conn: apsw.Connection, report: Report) -> None:
                     if table == "checkpoints" and row.get("keyed"):
                         _check_keys(conn, row, data, report, where)
                     if table == "vals":
-                        stored.add(refkeys.text(row["ref"]))
+                        ref = refkeys.text(row["ref_key"])
+                        if refkeys.key(ref) != row["ref_key"]:
+                            # Sealed to its ref's text, but no lookup of that ref finds it.
+                            raise CorruptionError(
+                                f"its key is not the one its ref {ref} is stored under"
+                            )
+                        stored.add(ref)
                         named = children(data)
                     else:
                         named = [ref for ref, _ in references(data)]

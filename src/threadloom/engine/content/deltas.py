@@ -61,8 +61,8 @@ def bases(
     for thread, refs in wanted.items():
         rows = fetchall(
             conn,
-            f"SELECT x.ref, x.body, {VALS.unsealed('x')}, x.blocks FROM vals x{OWNERS} "
-            "WHERE x.thread = ? AND x.ref IN carray(?)",
+            f"SELECT x.ref_key, x.body, {VALS.unsealed('x')}, x.blocks FROM vals x{OWNERS} "
+            "WHERE x.thread = ? AND x.ref_key IN carray(?)",
             (thread, ids(refkeys.keys(refs))),
         )
         found = {refkeys.text(r[0]): r for r in rows}
@@ -133,7 +133,7 @@ def settle(
 def write(conn: apsw.Connection, changes: Sequence[Change]) -> None:
     """Replace the delta rows `changes` names by their whole bodies."""
     conn.executemany(
-        "UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref = ?",
+        "UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref_key = ?",
         [(body, thread, refkeys.key(ref)) for body, thread, ref, _ in changes],
     )
 
@@ -157,7 +157,7 @@ def plan(
         (refkeys.text(ref), body)
         for ref, body in fetchall(
             conn,
-            "SELECT ref, body FROM vals WHERE thread = ? AND blocks = ?",
+            "SELECT ref_key, body FROM vals WHERE thread = ? AND blocks = ?",
             (thread, DELTA_ROW),
         )
     ]
@@ -170,7 +170,7 @@ def plan(
         refkeys.text(r[0])
         for r in fetchall(
             conn,
-            "SELECT ref FROM vals WHERE thread = ? AND ref IN carray(?) AND blocks <> ?",
+            "SELECT ref_key FROM vals WHERE thread = ? AND ref_key IN carray(?) AND blocks <> ?",
             (thread, ids(refkeys.keys({delta_base(r[1]) for r in live})), DELTA_ROW),
         )
     }
@@ -200,7 +200,7 @@ def outgrown(conn: apsw.Connection, raw: RawMany, whole: Callable[[bytes], bytes
     delta. Runs in the caller's write transaction."""
     rows = fetchall(
         conn,
-        f"SELECT x.thread, x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
+        f"SELECT x.thread, x.ref_key, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
         "WHERE x.blocks = ?",
         (DELTA_ROW,),
     )
@@ -215,7 +215,9 @@ def outgrown(conn: apsw.Connection, raw: RawMany, whole: Callable[[bytes], bytes
         if len(body) <= len(row[2]):
             changes.append((body, row[0], row[1]))
             grown[row[0]] = grown.get(row[0], 0) + len(body) - len(row[2])
-    conn.executemany("UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref = ?", changes)
+    conn.executemany(
+        "UPDATE vals SET body = ?, blocks = 0 WHERE thread = ? AND ref_key = ?", changes
+    )
     conn.executemany(
         "UPDATE threads SET bytes = bytes + ? WHERE id = ?", [(n, t) for t, n in grown.items()]
     )

@@ -44,7 +44,7 @@ class Drops:
         self._settled += changes
         self.bytes -= sum(change[3] for change in changes)
         return self.add(
-            "vals", "thread = ? AND ref IN carray(?)", (thread, ids(refkeys.keys(refs)))
+            "vals", "thread = ? AND ref_key IN carray(?)", (thread, ids(refkeys.keys(refs)))
         )
 
     def add(

@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from threadloom.errors import ProtocolError
+
 #: Name of the SQL function `tl_ref_key(ref)`: `key` (the format-11 migration's).
 SQL_KEY: Final = "tl_ref_key"
 #: The first byte of a key holding a non-canonical ref whole.
@@ -36,7 +38,13 @@ _SUFFIX_AT: Final = 2 + _HEX
 
 
 def key(ref: str) -> bytes:
-    """The stored key of `ref`."""
+    """The stored key of `ref`.
+
+    Raises:
+        ProtocolError: `ref` is not text (no document of ours names such a ref).
+    """
+    if type(ref) is not str:
+        raise ProtocolError(f"a ref is text, not {type(ref).__name__}: {ref!r}")
     if len(ref) >= _SUFFIX_AT and ref[1] == "-" and "a" <= ref[0] <= "z" and ref.isascii():
         hexed = ref[2:_SUFFIX_AT]
         try:
@@ -82,13 +90,22 @@ def valid(stored: bytes) -> bool:
 
 
 def sql_key(ref: object) -> object:
-    """`tl_ref_key` as SQL sees it: `key` of a text, anything else as it is."""
-    return key(ref) if isinstance(ref, str) else ref
+    """`tl_ref_key` as SQL sees it, given a ref's bytes (`CAST(ref AS BLOB)`): the key of
+    the text they spell. Bytes that are not UTF-8 (a damaged row) are kept whole as they
+    are, so the migration goes through and the row's seal fails on the text they read as
+    (`text` replaces what cannot be decoded): `verify` then names the row."""
+    if not isinstance(ref, bytes):
+        return key(ref) if isinstance(ref, str) else ref
+    try:
+        return key(ref.decode("utf-8", "surrogatepass"))
+    except UnicodeDecodeError:
+        return _WHOLE_PREFIX + ref
 
 
-def keys(refs: Iterable[str]) -> list[bytes]:
-    """`key` of each of `refs`, in order."""
-    return [key(ref) for ref in refs]
+def keys(refs: Iterable[object]) -> list[bytes]:
+    """`key` of each of `refs` that is text, in order: what a lookup binds (a body naming
+    something else as a ref names nothing stored, and its reader says it is missing)."""
+    return [key(ref) for ref in refs if type(ref) is str]
 
 
 def texts(stored: Iterable[bytes]) -> list[str]:

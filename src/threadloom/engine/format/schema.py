@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+import apsw
+
 from threadloom.engine.format.schema_early import FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4
 
 FORMAT_5: Final = """
@@ -366,35 +368,55 @@ file) instead of two. Same columns, same rows.
 FORMAT_11: Final = """
 CREATE TABLE vals_2(
     thread INTEGER NOT NULL REFERENCES threads(id),
-    ref BLOB NOT NULL,
+    ref_key BLOB NOT NULL,
     seq INTEGER NOT NULL,
     body BLOB NOT NULL,
     digest BLOB NOT NULL,
     created_at REAL NOT NULL,
     blocks INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY(thread, ref)
+    PRIMARY KEY(thread, ref_key)
 ) STRICT, WITHOUT ROWID;
-INSERT INTO vals_2(thread, ref, seq, body, digest, created_at, blocks)
-    SELECT thread, tl_ref_key(ref), seq, body, digest, created_at, blocks FROM vals
-    ORDER BY thread, tl_ref_key(ref);
+INSERT INTO vals_2(thread, ref_key, seq, body, digest, created_at, blocks)
+    SELECT thread, tl_ref_key(CAST(ref AS BLOB)), seq, body, digest, created_at, blocks
+    FROM vals ORDER BY 1, 2;
 DROP TABLE vals;
 ALTER TABLE vals_2 RENAME TO vals;
 """
 """Format 11: a value row's ref stored as a binary key (engine/format/refkeys.py).
 
-`vals.ref` becomes a BLOB: a canonical ref (a letter, `-`, 64 lowercase hex digits, a
-part's `.N`) is stored as its letter, the 32 bytes of its digest and the suffix, 33
-bytes instead of 66 in every row and in the table's key; any other ref as a NUL byte
-then its UTF-8. Keys of canonical refs sort as their text. Documents, exports and seals
-see the text: a row's `digest` is bound to the ref's text as before, so the migration
-copies digests unchanged. Runs only on a file holding `vals` (`ONLY_WITH`): a file whose
-checkpoint tables are not made yet gets them in this shape when they are.
+`vals.ref` (text) becomes `vals.ref_key` (a BLOB): a canonical ref (a letter, `-`, 64
+lowercase hex digits, a part's `.N`) is stored as its letter, the 32 bytes of its digest
+and the suffix, 33 bytes instead of 66 in every row and in the table's key; any other ref
+as a NUL byte then its UTF-8 (a damaged text, as its bytes: the row's seal then fails).
+Keys of canonical refs sort as their text. Documents, exports and seals see the text: a
+row's `digest` is bound to the ref's text as before, so the migration copies digests
+unchanged. The column is renamed so that an older threadloom still holding the file
+fails on it ("no such column") instead of comparing keys with text.
+
+Runs only on a file whose `vals` lacks `ref_key` (`ONLY_WITH`): a file whose checkpoint
+tables are not made yet gets them in this shape when they are; a `vals` an older
+threadloom made in its own shape after the upgrade is rebuilt at the next writable open.
 """
 
-#: Migrations that rebuild one feature's table, by the format they reach: each runs only
-#: on a file holding that table (a file of format 8 on makes a feature's tables when it
-#: first writes, from the schema all migrations give, engine/format/features.py).
-ONLY_WITH: Final[dict[int, str]] = {11: "vals"}
+#: Migrations that rebuild one feature's table, by the format they reach: the table and a
+#: column only the rebuilt shape has. Each runs on a file whose `main` holds that table
+#: without the column, whatever its version: a file of format 8 on makes a feature's
+#: tables when it first writes (engine/format/features.py), and an older threadloom that
+#: had the file open before the upgrade makes them in its own shape.
+ONLY_WITH: Final[dict[int, tuple[str, str]]] = {11: ("vals", "ref_key")}
+
+
+def rebuild_due(conn: apsw.Connection, reached: int) -> bool:
+    """Whether the `ONLY_WITH` migration reaching format `reached` is due on `conn`'s file."""
+    table, column = ONLY_WITH[reached]
+    columns = {str(row[1]) for row in conn.execute(f"PRAGMA main.table_info({table})")}
+    return bool(columns) and column not in columns
+
+
+def rebuilds_due(conn: apsw.Connection) -> list[int]:
+    """The formats whose `ONLY_WITH` rebuild is due on `conn`'s file."""
+    return [reached for reached in ONLY_WITH if rebuild_due(conn, reached)]
+
 
 #: Ordered migrations; the position of each is the `user_version` it upgrades from.
 MIGRATIONS: Final[list[str]] = [

@@ -97,8 +97,8 @@ class BodyTable:
     def name_row(self, row: dict[str, Any]) -> str:
         """How an error names `row` (a mapping of column names to values; a ref as
         `vals` stores it is named by its text)."""
-        if self.name == "vals" and isinstance(row.get("ref"), bytes):
-            row = {**row, "ref": refkeys.text(row["ref"])}
+        if self.name == "vals" and isinstance(row.get("ref_key"), bytes):
+            row = {**row, "ref_key": refkeys.text(row["ref_key"])}
         return self.naming.format_map(row)
 
 
@@ -114,7 +114,7 @@ def register(table: BodyTable) -> BodyTable:
     return table
 
 
-VALS = register(BodyTable("vals", ("ref",), "value {ref}", ("ref",)))
+VALS = register(BodyTable("vals", ("ref_key",), "value {ref_key}", ("ref_key",)))
 CHECKPOINT_ROWS = register(
     BodyTable(
         "checkpoints",
@@ -236,8 +236,8 @@ SELECT_PENDING: Final = (
 
 #: The value rows of a thread among some refs: ref key, body, digest unsealed.
 SELECT_VALUES: Final = (
-    f"SELECT x.ref, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
-    "WHERE x.thread = ? AND x.ref IN carray(?)"
+    f"SELECT x.ref_key, x.body, {VALS.unsealed('x')} FROM vals x{OWNERS} "
+    "WHERE x.thread = ? AND x.ref_key IN carray(?)"
 )
 
 
@@ -246,13 +246,14 @@ def value_rows(
 ) -> list[tuple[str, bytes, bytes]]:
     """`(ref, body, digest)` of the value rows of `thread` among `refs`, in no order, the
     digest unsealed (`SELECT_VALUES`) and each ref as text (refkeys.py)."""
-    wanted = {refkeys.key(ref): ref for ref in refs}  # a row's key is one of these
+    # A row's key is one of these; a ref that is not text names nothing stored.
+    wanted = {refkeys.key(ref): ref for ref in refs if type(ref) is str}
     rows = conn.execute(SELECT_VALUES, (thread, ids(wanted)))
     return [(wanted[stored], body, digest) for stored, body, digest in rows]
 
 
 INSERT_VALUE: Final = (
-    "INSERT INTO vals(thread, ref, seq, body, digest, created_at, blocks) "
+    "INSERT INTO vals(thread, ref_key, seq, body, digest, created_at, blocks) "
     "VALUES(?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 
