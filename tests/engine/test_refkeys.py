@@ -340,3 +340,23 @@ def test_verify_names_a_row_stored_under_a_key_that_is_not_its_refs(tmp_path: Pa
         report = verify(saver.file)
     assert not report.sound
     assert any(refkeys.text(stored) in p.detail and "key" in p.detail for p in report.problems)
+
+
+def test_a_rebuild_copies_keys_it_finds_already_binary(tmp_path: Path) -> None:
+    """A `vals` whose `ref` column already holds keys (a build between the two commits of
+    format 11 wrote such files) is rebuilt with its keys as they are, not encoded twice."""
+    path = tmp_path / "keys.db"
+    with Saver.from_conn_string(str(path)) as saver:
+        config = _put(
+            saver, "t", {"messages": [f"message {i}: " + "words " * 40 for i in range(40)]}
+        )
+        before = list(saver.documents())
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute("ALTER TABLE vals RENAME COLUMN ref_key TO ref")
+    finally:
+        conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        assert list(saver.documents()) == before
+        assert saver.get_tuple(config) is not None
+        assert verify(saver.file).sound

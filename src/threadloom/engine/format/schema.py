@@ -377,7 +377,8 @@ CREATE TABLE vals_2(
     PRIMARY KEY(thread, ref_key)
 ) STRICT, WITHOUT ROWID;
 INSERT INTO vals_2(thread, ref_key, seq, body, digest, created_at, blocks)
-    SELECT thread, tl_ref_key(CAST(ref AS BLOB)), seq, body, digest, created_at, blocks
+    SELECT thread, CASE typeof(ref) WHEN 'blob' THEN ref ELSE tl_ref_key(CAST(ref AS BLOB)) END,
+        seq, body, digest, created_at, blocks
     FROM vals ORDER BY 1, 2;
 DROP TABLE vals;
 ALTER TABLE vals_2 RENAME TO vals;
@@ -387,7 +388,8 @@ ALTER TABLE vals_2 RENAME TO vals;
 `vals.ref` (text) becomes `vals.ref_key` (a BLOB): a canonical ref (a letter, `-`, 64
 lowercase hex digits, a part's `.N`) is stored as its letter, the 32 bytes of its digest
 and the suffix, 33 bytes instead of 66 in every row and in the table's key; any other ref
-as a NUL byte then its UTF-8 (a damaged text, as its bytes: the row's seal then fails).
+as a NUL byte then its UTF-8 (a damaged text, as its bytes: the row's seal then fails);
+a ref that is a blob already is a key and is copied as it is.
 Keys of canonical refs sort as their text. Documents, exports and seals see the text: a
 row's `digest` is bound to the ref's text as before, so the migration copies digests
 unchanged. The column is renamed so that an older threadloom still holding the file
