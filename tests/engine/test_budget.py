@@ -48,6 +48,7 @@ def _caches(scope: Scope) -> dict[str, Lru[Any, Any]]:
         "list memo": scope.planner._lists,
         "thread rows": scope._thread_rows,
         "chunk bases": scope.chunk_bases,
+        "delta compressors": scope.delta_compressors,
         "decoded chunks": scope.planner.decoded._kept,
     }
 

@@ -31,6 +31,7 @@ from threadloom.engine.content.blocks import bump_gc_epoch, held
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.file import File
 from threadloom.engine.format import features, heads
+from threadloom.engine.format.codec import DeltaCompressor
 from threadloom.engine.format.seal import Sealer
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
@@ -58,6 +59,9 @@ CLOSURE_BYTES = 2 * MiB
 PENDING_BYTES = 1 * MiB
 #: What `Scope.chunk_bases` may hold: a base of up to ~2.3 KiB per list of a thread in use.
 CHUNK_BASE_BYTES = 256 * 1024
+#: Bytes of zstd compressors kept per scope for the chunk bases in use (`delta_compressors`):
+#: about 100 KiB each, so the bases of the lists of a few threads at once.
+DELTA_COMPRESSOR_BYTES = 1 * MiB
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
@@ -163,6 +167,12 @@ class Scope:
         #: Only refs this scope stored whole since its epoch last moved.
         self.chunk_bases: Lru[tuple[str, str], tuple[str, bytes]] = Lru(
             CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget, group=0
+        )
+        #: A compressor per chunk base that framed a delta (`codec.delta_compressor`),
+        #: to frame the next versions of its list with: (thread id, base ref) -> it and
+        #: the base's msgpack it was made from.
+        self.delta_compressors: Lru[tuple[str, str], tuple[DeltaCompressor, bytes]] = Lru(
+            DELTA_COMPRESSOR_BYTES, _compressor_cost, budget=self.budget, group=0
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
@@ -310,6 +320,7 @@ class Scope:
         self.memory.forget(thread_id)
         self._thread_rows.pop(thread_id)
         self.chunk_bases.drop_group(thread_id)
+        self.delta_compressors.drop_group(thread_id)
         self.planner.decoded.forget(thread_id)
         if thread is not None:
             self.cache.drop(thread)
@@ -338,6 +349,7 @@ class Scope:
         self.closures.drop_group(thread)
         self.pending.drop_group(thread_id)
         self.chunk_bases.drop_group(thread_id)
+        self.delta_compressors.drop_group(thread_id)
         self.planner.forget_lists(thread_id)
         # The decoded chunks stay: content-addressed, bounded by their own capacity and
         # the budget, and what a thread coming back after others ran reads again.
@@ -469,6 +481,7 @@ class Scope:
         self.closures.clear()
         self.pending.clear()
         self.chunk_bases.clear()
+        self.delta_compressors.clear()
         self._thread_rows.clear()
         with self._active_lock:
             self._active.clear()
@@ -481,6 +494,7 @@ class Scope:
         self.closures.clear()
         self.pending.clear()
         self.chunk_bases.clear()
+        self.delta_compressors.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
         self.planner.decoded.forget()
@@ -502,6 +516,12 @@ class Scope:
 
 def _chunk_base_cost(base: tuple[str, bytes]) -> int:
     return len(base[1]) + 200
+
+
+def _compressor_cost(kept: tuple[DeltaCompressor, bytes]) -> int:
+    # Its zstd context (with the base loaded as its dictionary), the base and the objects.
+    compressor, base = kept
+    return int(compressor.memory_size()) + len(base) + 1024
 
 
 def _thread_row_cost(row: int) -> int:

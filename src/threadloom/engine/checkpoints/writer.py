@@ -22,7 +22,7 @@ from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
 from threadloom.engine.format import keys
-from threadloom.engine.format.codec import delta
+from threadloom.engine.format.codec import delta, delta_compressor
 from threadloom.engine.format.tables import (
     CHECKPOINT_BODY,
     CHECKPOINT_ROWS,
@@ -438,12 +438,25 @@ def chunk_deltas(
         raw = ormsgpack.packb(body)
         base = known.get(key)
         if base is not None and base[0] != ref:
-            framed = delta(raw, base[0], base[1])
+            framed = _delta(scope, thread_id, raw, base)
             if len(framed) <= DELTA_SHARE * len(packed.body):
                 packs[i] = Packed(framed, packed.digest, inline=packed.inline)
                 continue
         whole[key] = (ref, raw)
     return whole
+
+
+def _delta(scope: Scope, thread_id: str, raw: bytes, base: tuple[str, bytes]) -> bytes:
+    """`codec.delta` of `raw` against `base` with the compressor kept for that base, if
+    any (taken out while in use: a compressor serves one caller at a time), kept after."""
+    key = (thread_id, base[0])
+    kept = scope.delta_compressors.pop(key)
+    compressor = kept[0] if kept is not None and kept[1] == base[1] else None
+    if compressor is None:
+        compressor = delta_compressor(base[1])
+    framed = delta(raw, base[0], base[1], compressor)
+    scope.delta_compressors.put(key, (compressor, base[1]))
+    return framed
 
 
 def remember_bases(
@@ -453,6 +466,9 @@ def remember_bases(
     the bases later versions of their lists may be deltas of."""
     for key, (ref, raw) in bases.items():
         if ref in inserted:
+            old = scope.chunk_bases.get(key)
+            if old is not None and old[0] != ref:
+                scope.delta_compressors.pop((key[0], old[0]))  # its list moved on
             scope.chunk_bases.put(key, (ref, raw))
 
 
