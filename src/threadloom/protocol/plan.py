@@ -43,6 +43,7 @@ from threadloom.protocol.refs import (
     part_refs,
     value_blob_ref,
 )
+from threadloom.protocol.restore import RawList
 from threadloom.protocol.shapes import (
     NOTHING_KNOWN,
     CheckpointPlan,
@@ -181,6 +182,27 @@ class Planner:
             self._lists.clear()
         else:
             self._lists.drop_where(lambda key: key[0] == thread_id)
+
+    def planned_list(
+        self, thread_id: str, ns: str | None, channel: str, ref: str
+    ) -> RawList | None:
+        """The stored elements of list blob `ref` as the last plan of `channel` encoded
+        them, or None unless that plan's list is `ref` and kept every encoding.
+
+        A reader of a checkpoint just put takes its list from here instead of fetching
+        the blob, chunk and element documents: the refs are digests of exactly these
+        encodings in these chunks (the memo's elements are msgpack, as `_extend` plans
+        them). The payloads are bytes, never decoded objects: each read still builds
+        its own.
+        """
+        memo = self._lists.get((thread_id, ns, channel))
+        if memo is None or memo.refs.list_ref != ref or not memo.whole:
+            return None
+        items = [("msgpack", payload) for payload in memo.payloads if payload is not None]
+        if len(items) != len(memo.refs.element_refs):
+            return None
+        counts = map(len, memo.refs.chunks)
+        return RawList(items, tuple(zip(memo.refs.chunk_refs, counts, strict=True)))
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""
