@@ -13,6 +13,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.retention._helpers import age
 from threadloom import Saver, Store
+from threadloom.engine.checkpoints.scope import KeptCompressor
 from threadloom.engine.checkpoints.values import Values
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.content import deltas
@@ -368,7 +369,7 @@ def test_a_kept_compressor_made_from_other_bytes_is_not_used(tmp_path: Path) -> 
             for key in list(scope.delta_compressors._items):
                 # Bytes after the base: a match's distance back names other bytes.
                 other = dict(scope.chunk_bases.values())[key[1]] + b"\0" * 7
-                scope.delta_compressors.put(key, (delta_compressor(other), other))
+                scope.delta_compressors.put(key, KeptCompressor(delta_compressor(other), other))
                 poisoned.add(key[1])
             config = _grow(saver, "t", 1, first=n)
         assert poisoned & {base for _, base in _deltas(path)}, "no kept one met: proves nothing"
@@ -376,6 +377,36 @@ def test_a_kept_compressor_made_from_other_bytes_is_not_used(tmp_path: Path) -> 
         for n in range(1, 25):
             config["configurable"]["checkpoint_id"] = f"1f0b0000-0000-6000-8000-{n:012d}"
             assert len(_messages(saver, config)) == n
+        assert verify(saver.file).sound
+    finally:
+        saver.close()
+
+
+def test_a_kept_compressor_in_use_by_another_thread_is_not_shared(tmp_path: Path) -> None:
+    """While a kept compressor's lock is held (another thread framing with it), a put
+    frames its deltas with a compressor of its own and leaves the held one untouched."""
+    path = tmp_path / "busy.db"
+    saver = _fresh(path)
+    try:
+        scope = saver.checkpoints.scope
+        config = _grow(saver, "t", 14)
+        held = dict(scope.delta_compressors._items)
+        assert held, "no compressor kept: the test proves nothing"
+        before = {key: kept.compressor.frame_progression() for key, (kept, *_) in held.items()}
+        for kept, *_ in held.values():
+            kept.lock.acquire()
+        try:
+            known = set(_deltas(path))
+            config = _grow(saver, "t", 4, first=15)
+            framed = {base for ref, base in set(_deltas(path)) - known}
+            assert framed & {key[1] for key in held}, "no delta of a held base: proves nothing"
+            after = {key: kept.compressor.frame_progression() for key, (kept, *_) in held.items()}
+            assert after == before
+        finally:
+            for kept, *_ in held.values():
+                kept.lock.release()
+        scope.release()
+        assert len(_messages(saver, config)) == 18
         assert verify(saver.file).sound
     finally:
         saver.close()

@@ -17,6 +17,7 @@ transaction and plans again from the file if it moved (`retrying`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -94,6 +95,16 @@ class Reserved(NamedTuple):
     untitled: bool
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeptCompressor:
+    """A delta compressor kept for a chunk base (`Scope.delta_compressors`): the base's
+    msgpack it was made from, and the lock its one user at a time holds."""
+
+    compressor: DeltaCompressor
+    base: bytes
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, compare=False)
+
+
 class StaleMemory(Exception):
     """Values were deleted since the memory a plan relied on was built."""
 
@@ -169,9 +180,8 @@ class Scope:
             CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget, group=0
         )
         #: A compressor per chunk base that framed a delta (`codec.delta_compressor`),
-        #: to frame the next versions of its list with: (thread id, base ref) -> it and
-        #: the base's msgpack it was made from.
-        self.delta_compressors: Lru[tuple[str, str], tuple[DeltaCompressor, bytes]] = Lru(
+        #: to frame the next versions of its list with: (thread id, base ref) -> it.
+        self.delta_compressors: Lru[tuple[str, str], KeptCompressor] = Lru(
             DELTA_COMPRESSOR_BYTES, _compressor_cost, budget=self.budget, group=0
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
@@ -518,10 +528,9 @@ def _chunk_base_cost(base: tuple[str, bytes]) -> int:
     return len(base[1]) + 200
 
 
-def _compressor_cost(kept: tuple[DeltaCompressor, bytes]) -> int:
+def _compressor_cost(kept: KeptCompressor) -> int:
     # Its zstd context (with the base loaded as its dictionary), the base and the objects.
-    compressor, base = kept
-    return int(compressor.memory_size()) + len(base) + 1024
+    return int(kept.compressor.memory_size()) + len(kept.base) + 1024
 
 
 def _thread_row_cost(row: int) -> int:

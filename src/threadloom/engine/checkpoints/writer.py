@@ -18,7 +18,7 @@ from typing import Any
 import apsw
 import ormsgpack
 
-from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.checkpoints.scope import KeptCompressor, Scope
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
 from threadloom.engine.format import keys
@@ -447,15 +447,21 @@ def chunk_deltas(
 
 
 def _delta(scope: Scope, thread_id: str, raw: bytes, base: tuple[str, bytes]) -> bytes:
-    """`codec.delta` of `raw` against `base` with the compressor kept for that base, if
-    any (taken out while in use: a compressor serves one caller at a time), kept after."""
+    """`codec.delta` of `raw` against `base` with the compressor kept for that base, made
+    and kept when there is none. A compressor serves one caller at a time: while another
+    thread holds its lock, this one frames with a compressor of its own."""
     key = (thread_id, base[0])
-    kept = scope.delta_compressors.pop(key)
-    compressor = kept[0] if kept is not None and kept[1] == base[1] else None
-    if compressor is None:
-        compressor = delta_compressor(base[1])
-    framed = delta(raw, base[0], base[1], compressor)
-    scope.delta_compressors.put(key, (compressor, base[1]))
+    kept = scope.delta_compressors.get(key)
+    if kept is not None and kept.base == base[1]:
+        if not kept.lock.acquire(blocking=False):
+            return delta(raw, base[0], base[1])
+        try:
+            return delta(raw, base[0], base[1], kept.compressor)
+        finally:
+            kept.lock.release()
+    made = KeptCompressor(delta_compressor(base[1]), base[1])
+    framed = delta(raw, base[0], base[1], made.compressor)
+    scope.delta_compressors.put(key, made)  # weighed once used: zstd sizes it then
     return framed
 
 
