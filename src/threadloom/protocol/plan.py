@@ -63,8 +63,11 @@ LIST_MEMO_BYTES = 32 * 1024 * 1024
 class _Buckets:
     """Accumulates a plan's documents in the protocol's put order."""
 
-    def __init__(self, agent_id: str, thread_id: str, known: Container[str]) -> None:
+    def __init__(
+        self, agent_id: str, thread_id: str, known: Container[str], keyed: bool = True
+    ) -> None:
         self.agent_id = agent_id
+        self.keyed = keyed
         self.thread_id = thread_id
         self.known = known
         self.planned: set[str] = set()
@@ -102,7 +105,7 @@ class _Buckets:
             "_schema": SCHEMA_VERSION,
             **fields,
         }
-        key = document_key(self.agent_id, self.thread_id, ref)
+        key = document_key(self.agent_id, self.thread_id, ref) if self.keyed else ""
         bucket.append(Put(collection, key, data, 0, "keep"))
 
     def stored(self, typed: Typed) -> dict[str, Any]:
@@ -134,6 +137,9 @@ class Planner:
             its `kept_classes`).
         budget: the byte budget the list memo and the decoded chunks also draw on (None:
             their own capacities alone).
+        keyed: give each Put its document key (SPEC §3.3). A store that keys its rows by
+            their own columns (the engine) passes False: every `Put.key` is then "" and
+            no key is hashed (about 25 a turn of a chat agent).
     """
 
     def __init__(
@@ -144,10 +150,12 @@ class Planner:
         memo_bytes: int | None = None,
         decoded_bytes: int | None = None,
         budget: Budget | None = None,
+        keyed: bool = True,
     ) -> None:
         if not isinstance(agent_id, str) or not agent_id:
             raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
         self.agent_id = agent_id
+        self.keyed = keyed
         given = serialization or Serialization(_NoSerializer())
         base = given.serde
         self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
@@ -242,7 +250,7 @@ class Planner:
         if not isinstance(values, Mapping):
             raise ProtocolError("checkpoint['channel_values'] must be a mapping")
         versions = checkpoint.get("channel_versions") or {}
-        buckets = _Buckets(self.agent_id, thread_id, known.refs)
+        buckets = _Buckets(self.agent_id, thread_id, known.refs, self.keyed)
 
         channels: dict[str, dict[str, Any]] = {}
         entries: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -272,7 +280,7 @@ class Planner:
             "metadata": stored_metadata,
             "channels": channels,
         }
-        key = self.key(thread_id, ns, checkpoint_id)
+        key = self.key(thread_id, ns, checkpoint_id) if self.keyed else ""
         puts = [*buckets.ordered(), Put(CHECKPOINTS, key, data, 0, "compare")]
         returned = {
             "configurable": {
@@ -532,7 +540,7 @@ class Planner:
             raise ProtocolError(f"task_id must be a string, got {type(task_id).__name__}")
         thread_id: str = conf["thread_id"]
         ns: str | None = conf.get("checkpoint_ns", "")
-        buckets = _Buckets(self.agent_id, thread_id, frozenset())
+        buckets = _Buckets(self.agent_id, thread_id, frozenset(), self.keyed)
         documents = []
         for position, write in enumerate(writes):
             channel, value = _pair(write)
@@ -549,7 +557,7 @@ class Planner:
                 "channel": channel,
                 "value": buckets.stored(self.dumps(value, f"the write to {channel!r}")),
             }
-            key = self.key(thread_id, ns, checkpoint_id, task_id, index)
+            key = self.key(thread_id, ns, checkpoint_id, task_id, index) if self.keyed else ""
             documents.append(Put(WRITES, key, data, 0 if index >= 0 else None, "keep"))
         return WritePlan([*buckets.parts, *documents])
 

@@ -163,6 +163,7 @@ class Scope:
             memo_bytes=LIST_MEMO_BYTES,
             decoded_bytes=DECODED_BYTES,
             budget=self.budget,
+            keyed=False,  # rows are keyed by their columns; `Planner.key` serves the views
         )
         self.memory = KnownReferences(MEMORY_REFS, self.budget)
         self.cache = ValueCache(cache_bytes, self.budget)
