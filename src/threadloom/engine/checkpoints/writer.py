@@ -101,13 +101,12 @@ class Writer:
         document = plan.puts[-1]
         stored = self._existing(thread_id, values)
         fresh = [p for p in values if p.data["ref"] not in stored]
+        # (ref, body) of each new value: packed, framed as a delta, then cached.
+        bodies = [(str(p.data["ref"]), value_body(p.data)) for p in fresh]
         packs = content.pack_many(
-            [
-                *(value_body(p.data) for p in fresh),
-                {k: document.data[k] for k in CHECKPOINT_BODY},
-            ]
+            [*(body for _, body in bodies), {k: document.data[k] for k in CHECKPOINT_BODY}]
         )
-        bases = self._deltas(thread_id, fresh, packs)
+        bases = chunk_deltas(scope, thread_id, bodies, packs)
         encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
         head = packs[-1]
         listed = _keys(plan.metadata, document.data["metadata"])
@@ -160,7 +159,7 @@ class Writer:
         if due:
             content.train()
         scope.touch(thread_id, thread)
-        scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
+        scope.cache.put_many(thread, bodies)
         remember_bases(scope, bases, inserted)  # stored whole: later versions may be deltas
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
@@ -296,13 +295,6 @@ class Writer:
         # `reserve` counted these rows' bytes; the thread held them already.
         scope.unheld(conn, thread, stored)
         return inserted
-
-    def _deltas(
-        self, thread_id: str, fresh: Sequence[Put], packs: list[Packed]
-    ) -> dict[tuple[str, str], tuple[str, bytes]]:
-        """`chunk_deltas` of the values this put stores."""
-        values = [(str(put.data["ref"]), value_body(put.data)) for put in fresh]
-        return chunk_deltas(self.scope, thread_id, values, packs)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
