@@ -486,7 +486,11 @@ class Scope:
             raise StaleMemory(epoch)
 
     def refresh(self, epoch: int) -> None:
-        """Forget everything remembered about the file: it may name deleted rows."""
+        """Forget everything remembered about the file: it may name deleted rows.
+
+        The threads in use stay noted (`touch`): the planner's list memos, which name
+        no row and stay, are still forgotten with their thread once it goes idle.
+        """
         self.memory.clear()
         self.cache.clear()
         self.closures.clear()
@@ -494,8 +498,6 @@ class Scope:
         self.chunk_bases.clear()
         self.delta_compressors.clear()
         self._thread_rows.clear()
-        with self._active_lock:
-            self._active.clear()
         self._epoch = epoch
 
     def release(self) -> None:
