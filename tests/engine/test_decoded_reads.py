@@ -102,3 +102,83 @@ def test_reads_again_and_again_agree_with_the_in_memory_saver(
                 m.content = "changed in place"
             listed = _values(list(saver.list(latest)))
             assert listed == _values(list(oracle.list(latest)))
+
+
+def _latest(saver: Saver) -> Any:
+    found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+    assert found is not None
+    return found
+
+
+def test_a_read_right_after_a_put_takes_its_list_from_the_plan_and_fetches_no_value(
+    tmp_path: Path,
+) -> None:
+    """The get_tuple that follows a put rebuilds the list the planner just encoded without
+    fetching a value document (the value cache stays empty), agrees with InMemorySaver
+    and hands out fresh objects; a planner that forgot its lists reads from the file."""
+    oracle = InMemorySaver()
+    with Saver.from_conn_string(str(tmp_path / "p.db")) as saver:
+        scope = saver.checkpoints.scope
+        configs: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}}] * 2
+        messages: list[Any] = []
+        for n in range(1, 8):
+            messages = [*messages, HumanMessage(f"question {n} " + "q" * 300, id=f"h{n}")]
+            messages = [*messages, AIMessage(f"answer {n} " + "a" * 400, id=f"a{n}")]
+            made = empty_checkpoint()
+            made["id"] = f"1f0d0000-0000-6000-8000-{n:012d}"
+            made["channel_values"] = {"messages": messages, "step": n}
+            made["channel_versions"] = {"messages": n, "step": n}
+            versions = {"messages": n, "step": n}
+            configs = [
+                s.put(c, made, {"step": n}, versions)
+                for s, c in zip((saver, oracle), configs, strict=True)
+            ]
+            scope.cache.clear()
+            ours, theirs = _latest(saver), oracle.get_tuple(configs[1])
+            assert scope.cache.size == 0, "the read fetched value documents"
+            assert theirs is not None
+            assert ours.checkpoint["channel_values"] == theirs.checkpoint["channel_values"]
+            assert ours.metadata == theirs.metadata
+            ours.checkpoint["channel_values"]["messages"][0].content = "changed by a node"
+            ours.checkpoint["channel_values"]["messages"].append(HumanMessage("added"))
+            again = _latest(saver)
+            assert again.checkpoint["channel_values"]["messages"] == messages
+        scope.closures.clear()
+        scope.planner.forget_lists()
+        from_file = _latest(saver)
+        assert scope.cache.size > 0
+        assert from_file.checkpoint["channel_values"]["messages"] == messages
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(steps=st.lists(step, min_size=1, max_size=10))
+def test_every_read_right_after_a_put_agrees_with_the_in_memory_saver(
+    tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[Any, ...]]
+) -> None:
+    """Whatever a thread's list went through, the read that follows each put (served from
+    the planner's lists when it can) returns what InMemorySaver returns."""
+    path: Path = tmp_path_factory.mktemp("planned") / "p.db"
+    oracle = InMemorySaver()
+    with Saver.from_conn_string(str(path)) as saver:
+        configs: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}}] * 2
+        messages: list[Any] = []
+        for n, change in enumerate(steps, start=1):
+            messages = _apply(messages, change)
+            made = empty_checkpoint()
+            made["id"] = f"1f0d0000-0000-6000-8000-{n:012d}"
+            made["channel_values"] = {"messages": messages, "step": n}
+            made["channel_versions"] = {"messages": n, "step": n}
+            versions = {"messages": n, "step": n}
+            configs = [
+                s.put(c, made, {"step": n}, versions)
+                for s, c in zip((saver, oracle), configs, strict=True)
+            ]
+            ours, theirs = _latest(saver), oracle.get_tuple(configs[1])
+            assert theirs is not None
+            got = ours.checkpoint["channel_values"]
+            assert got == theirs.checkpoint["channel_values"]
+            assert [type(m) for m in got["messages"]] == [type(m) for m in messages]

@@ -13,11 +13,19 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from tests.retention._helpers import age
 from threadloom import Saver, Store
+from threadloom.engine.checkpoints.scope import KeptCompressor
 from threadloom.engine.checkpoints.values import Values
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.content import deltas
 from threadloom.engine.format import refkeys
-from threadloom.engine.format.codec import delta, delta_base, digest, frame
+from threadloom.engine.format.codec import (
+    delta,
+    delta_base,
+    delta_compressor,
+    digest,
+    frame,
+    undelta,
+)
 from threadloom.engine.format.schema import CODES_FORMAT, FORMAT_VERSION
 from threadloom.engine.format.tables import VALS
 from threadloom.langgraph.retention import RetentionPolicy
@@ -326,3 +334,88 @@ def test_documents_imported_one_by_one_store_chunk_versions_as_deltas(
     finally:
         target.close()
     assert again == [d for d in documents if not (d[0] == ITEMS and d[1]["ref"] == base)]
+
+
+def test_a_kept_delta_compressor_frames_the_bytes_a_new_one_does() -> None:
+    """A compressor kept for a base and used for several versions frames each exactly as
+    a compressor made for it alone, and every frame reads back against the base."""
+    base = ormsgpack.packb({"elements": [[f"e-{i:064x}", 100 + i] for i in range(12)]})
+    ref = "c-" + "ab" * 32
+    kept = delta_compressor(base)
+    for n in range(13, 20):
+        raw = ormsgpack.packb({"elements": [[f"e-{i:064x}", 100 + i] for i in range(n)]})
+        framed = delta(raw, ref, base, kept)
+        assert framed == delta(raw, ref, base)
+        assert undelta(framed, base, "chunk") == raw
+
+
+def test_the_scope_keeps_a_compressor_per_base_in_use_only(tmp_path: Path) -> None:
+    """Deltas of a growing list are framed with a compressor kept for their base; once the
+    list is stored whole again (a new base) the old base's compressor is let go."""
+    saver = _fresh(tmp_path / "kept.db")
+    try:
+        scope = saver.checkpoints.scope
+        _grow(saver, "t", 40)
+        bases = {base for _, base in _deltas(tmp_path / "kept.db")}
+        assert len(bases) > 1, "one base only: the test proves nothing"
+        kept = {key[1] for key in scope.delta_compressors._items}
+        current = {ref for ref, _ in scope.chunk_bases.values()}
+        assert kept and kept <= current
+    finally:
+        saver.close()
+
+
+def test_a_kept_compressor_made_from_other_bytes_is_not_used(tmp_path: Path) -> None:
+    """A compressor kept under a base's ref but made from other bytes than the base's
+    is replaced, not used: the deltas framed next still read back as written."""
+    path = tmp_path / "other.db"
+    saver = _fresh(path)
+    try:
+        scope = saver.checkpoints.scope
+        poisoned: set[str] = set()
+        config = _grow(saver, "t", 1)
+        for n in range(2, 25):
+            for key in list(scope.delta_compressors._items):
+                # Bytes after the base: a match's distance back names other bytes.
+                other = dict(scope.chunk_bases.values())[key[1]] + b"\0" * 7
+                scope.delta_compressors.put(key, KeptCompressor(delta_compressor(other), other))
+                poisoned.add(key[1])
+            config = _grow(saver, "t", 1, first=n)
+        assert poisoned & {base for _, base in _deltas(path)}, "no kept one met: proves nothing"
+        scope.release()  # reads from the file, not from memory
+        for n in range(1, 25):
+            config["configurable"]["checkpoint_id"] = f"1f0b0000-0000-6000-8000-{n:012d}"
+            assert len(_messages(saver, config)) == n
+        assert verify(saver.file).sound
+    finally:
+        saver.close()
+
+
+def test_a_kept_compressor_in_use_by_another_thread_is_not_shared(tmp_path: Path) -> None:
+    """While a kept compressor's lock is held (another thread framing with it), a put
+    frames its deltas with a compressor of its own and leaves the held one untouched."""
+    path = tmp_path / "busy.db"
+    saver = _fresh(path)
+    try:
+        scope = saver.checkpoints.scope
+        config = _grow(saver, "t", 14)
+        held = dict(scope.delta_compressors._items)
+        assert held, "no compressor kept: the test proves nothing"
+        before = {key: kept.compressor.frame_progression() for key, (kept, *_) in held.items()}
+        for kept, *_ in held.values():
+            kept.lock.acquire()
+        try:
+            known = set(_deltas(path))
+            config = _grow(saver, "t", 4, first=15)
+            framed = {base for ref, base in set(_deltas(path)) - known}
+            assert framed & {key[1] for key in held}, "no delta of a held base: proves nothing"
+            after = {key: kept.compressor.frame_progression() for key, (kept, *_) in held.items()}
+            assert after == before
+        finally:
+            for kept, *_ in held.values():
+                kept.lock.release()
+        scope.release()
+        assert len(_messages(saver, config)) == 18
+        assert verify(saver.file).sound
+    finally:
+        saver.close()

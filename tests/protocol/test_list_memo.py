@@ -18,6 +18,7 @@ from pydantic import SecretStr
 
 from threadloom.langgraph.tuples import serialization
 from threadloom.protocol import Known, Planner, _fingerprint, _list_memo
+from threadloom.protocol.restore import raw_channels
 from threadloom.protocol.shapes import NOTHING_KNOWN
 
 AGENT = "engine.v1"
@@ -375,3 +376,46 @@ def test_a_large_result_changed_in_place_is_not_reused() -> None:
     )
     assert a.puts == b.puts
     assert a.puts[-1].data["channels"] != first.puts[-1].data["channels"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_a_planner_without_keys_plans_the_same_documents(history: list[list[Any]]) -> None:
+    """A planner made with `keyed=False` (the engine's) plans the documents, refs and
+    entries a keyed one plans, step after step, with every key left empty."""
+    bare, keyed = Planner(AGENT, serialization(), keyed=False), Planner(AGENT, serialization())
+    for step, messages in enumerate(history, start=1):
+        a = bare.plan_checkpoint(config("t"), checkpoint(step, messages), {"step": step})
+        b = keyed.plan_checkpoint(config("t"), checkpoint(step, messages), {"step": step})
+        assert [p._replace(key="") for p in b.puts] == a.puts
+        assert all(p.key == "" for p in a.puts) and all(p.key for p in b.puts)
+        assert (a.refs, a.entries) == (b.refs, b.entries)
+        writes = [("messages", messages[-1:]), ("__error__", "boom")]
+        c = bare.plan_writes(a.config, writes, "task")
+        d = keyed.plan_writes(b.config, writes, "task")
+        assert [p._replace(key="") for p in d.puts] == c.puts
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories())
+def test_the_planned_list_is_the_list_its_documents_hold(history: list[list[Any]]) -> None:
+    """`planned_list` gives, for the list a plan just made, the elements and chunks that
+    its planned documents give when read back (`raw_channels`); for any other ref, None."""
+    planner = Planner(AGENT, serialization())
+    for step, messages in enumerate(history, start=1):
+        plan = planner.plan_checkpoint(config("t"), checkpoint(step, messages), {})
+        entry = plan.checkpoint.data["channels"]["messages"]
+        found = planner.planned_list("t", "", "messages", entry.get("blob", "b-none"))
+        if "blob" not in entry:
+            assert found is None  # inline: no list blob
+            continue
+        fetched = {p.data["ref"]: p.data for p in plan.puts[:-1]}
+        expected = raw_channels({"messages": entry}, fetched)["messages"]
+        if found is None:
+            # Only a list of one (never memoized) or with an encoding too large to keep.
+            large = any(len(payload) >= _list_memo.KEEP_BELOW for _, payload in expected.items)
+            assert len(expected.items) < 2 or large
+            continue
+        assert found == expected
+        assert planner.planned_list("t", "", "messages", "b-" + "0" * 64) is None
+        assert planner.planned_list("t", "", "other", entry["blob"]) is None

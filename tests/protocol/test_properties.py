@@ -705,6 +705,22 @@ def test_hashed_json_text_is_json_dumps_exactly(value: Any) -> None:
     assert json_text(value) == json.dumps(value)
 
 
+def test_a_chunks_entries_hash_as_their_json_dumps() -> None:
+    """A chunk's `[ref, size]` entries (written a pair at once) give `json.dumps`'s text,
+    and pairs that only look alike (a bool, a float, text to escape) do too."""
+    entries: list[Any] = [[f"e-{i:064x}", 100 + i] for i in range(32)]
+    odd: list[Any] = [
+        ['e-\u00e9"\n', -(2**70)],
+        ["e-x", True],
+        ("e-y", 1.5),
+        [1, "e-z"],
+        ["a", 1, 2],
+    ]
+    for value in (entries, odd, [*entries, *odd], [entries]):
+        assert json_text(value) == json.dumps(value)
+    assert chunk_ref(entries) == "c-" + hashlib.sha256(json.dumps(entries).encode()).hexdigest()
+
+
 def test_spec_hello_element_chunk_and_list_blob_refs() -> None:
     """The "hello" element, its chunk and the list blob over it match SPEC §3.4 example 2."""
     kind, payload = SERDE.dumps_typed("hello")

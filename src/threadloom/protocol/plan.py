@@ -43,6 +43,7 @@ from threadloom.protocol.refs import (
     part_refs,
     value_blob_ref,
 )
+from threadloom.protocol.restore import RawList
 from threadloom.protocol.shapes import (
     NOTHING_KNOWN,
     CheckpointPlan,
@@ -62,8 +63,11 @@ LIST_MEMO_BYTES = 32 * 1024 * 1024
 class _Buckets:
     """Accumulates a plan's documents in the protocol's put order."""
 
-    def __init__(self, agent_id: str, thread_id: str, known: Container[str]) -> None:
+    def __init__(
+        self, agent_id: str, thread_id: str, known: Container[str], keyed: bool = True
+    ) -> None:
         self.agent_id = agent_id
+        self.keyed = keyed
         self.thread_id = thread_id
         self.known = known
         self.planned: set[str] = set()
@@ -101,7 +105,7 @@ class _Buckets:
             "_schema": SCHEMA_VERSION,
             **fields,
         }
-        key = document_key(self.agent_id, self.thread_id, ref)
+        key = document_key(self.agent_id, self.thread_id, ref) if self.keyed else ""
         bucket.append(Put(collection, key, data, 0, "keep"))
 
     def stored(self, typed: Typed) -> dict[str, Any]:
@@ -133,6 +137,9 @@ class Planner:
             its `kept_classes`).
         budget: the byte budget the list memo and the decoded chunks also draw on (None:
             their own capacities alone).
+        keyed: give each Put its document key (SPEC §3.3). A store that keys its rows by
+            their own columns (the engine) passes False: every `Put.key` is then "" and
+            no key is hashed (about 25 a turn of a chat agent).
     """
 
     def __init__(
@@ -143,10 +150,12 @@ class Planner:
         memo_bytes: int | None = None,
         decoded_bytes: int | None = None,
         budget: Budget | None = None,
+        keyed: bool = True,
     ) -> None:
         if not isinstance(agent_id, str) or not agent_id:
             raise ProtocolError(f"agent_id must be a non-empty string, got {agent_id!r}")
         self.agent_id = agent_id
+        self.keyed = keyed
         given = serialization or Serialization(_NoSerializer())
         base = given.serde
         self.serde = base if isinstance(base, RedactingSerializer) else RedactingSerializer(base)
@@ -181,6 +190,27 @@ class Planner:
             self._lists.clear()
         else:
             self._lists.drop_where(lambda key: key[0] == thread_id)
+
+    def planned_list(
+        self, thread_id: str, ns: str | None, channel: str, ref: str
+    ) -> RawList | None:
+        """The stored elements of list blob `ref` as the last plan of `channel` encoded
+        them, or None unless that plan's list is `ref` and kept every encoding.
+
+        A reader of a checkpoint just put takes its list from here instead of fetching
+        the blob, chunk and element documents: the refs are digests of exactly these
+        encodings in these chunks (the memo's elements are msgpack, as `_extend` plans
+        them). The payloads are bytes, never decoded objects: each read still builds
+        its own.
+        """
+        memo = self._lists.get((thread_id, ns, channel))
+        if memo is None or memo.refs.list_ref != ref or not memo.whole:
+            return None
+        items = [("msgpack", payload) for payload in memo.payloads if payload is not None]
+        if len(items) != len(memo.refs.element_refs):
+            return None
+        counts = map(len, memo.refs.chunks)
+        return RawList(items, tuple(zip(memo.refs.chunk_refs, counts, strict=True)))
 
     def loads(self, typed: Typed) -> Any:
         """Deserialize a typed payload with this planner's serializer."""
@@ -220,7 +250,7 @@ class Planner:
         if not isinstance(values, Mapping):
             raise ProtocolError("checkpoint['channel_values'] must be a mapping")
         versions = checkpoint.get("channel_versions") or {}
-        buckets = _Buckets(self.agent_id, thread_id, known.refs)
+        buckets = _Buckets(self.agent_id, thread_id, known.refs, self.keyed)
 
         channels: dict[str, dict[str, Any]] = {}
         entries: dict[str, tuple[Any, dict[str, Any]]] = {}
@@ -250,7 +280,7 @@ class Planner:
             "metadata": stored_metadata,
             "channels": channels,
         }
-        key = self.key(thread_id, ns, checkpoint_id)
+        key = self.key(thread_id, ns, checkpoint_id) if self.keyed else ""
         puts = [*buckets.ordered(), Put(CHECKPOINTS, key, data, 0, "compare")]
         returned = {
             "configurable": {
@@ -510,7 +540,7 @@ class Planner:
             raise ProtocolError(f"task_id must be a string, got {type(task_id).__name__}")
         thread_id: str = conf["thread_id"]
         ns: str | None = conf.get("checkpoint_ns", "")
-        buckets = _Buckets(self.agent_id, thread_id, frozenset())
+        buckets = _Buckets(self.agent_id, thread_id, frozenset(), self.keyed)
         documents = []
         for position, write in enumerate(writes):
             channel, value = _pair(write)
@@ -527,7 +557,7 @@ class Planner:
                 "channel": channel,
                 "value": buckets.stored(self.dumps(value, f"the write to {channel!r}")),
             }
-            key = self.key(thread_id, ns, checkpoint_id, task_id, index)
+            key = self.key(thread_id, ns, checkpoint_id, task_id, index) if self.keyed else ""
             documents.append(Put(WRITES, key, data, 0 if index >= 0 else None, "keep"))
         return WritePlan([*buckets.parts, *documents])
 

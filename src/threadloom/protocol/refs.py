@@ -56,6 +56,10 @@ def _json_list(items: Sequence[Any]) -> str | None:
         elif item is None:
             parts.append("null")
         elif kind is list or kind is tuple:
+            if len(item) == 2 and type(item[0]) is str and type(item[1]) is int:
+                # A chunk's `[ref, size]` entry (a chunk holds up to CHUNK_SIZE): at once.
+                parts.append(f"[{encode_basestring_ascii(item[0])}, {int.__repr__(item[1])}]")
+                continue
             inner = _json_list(item)
             if inner is None:
                 return None

@@ -23,7 +23,7 @@ class Put(NamedTuple):
 
     Attributes:
         collection: target collection.
-        key: document id.
+        key: document id ("" from a planner made with `keyed=False`).
         data: document data (a map; bytes stay bytes).
         if_version: 0 for create-only, None for an unconditional replace.
         on_conflict: on a version conflict, `keep` the stored document or

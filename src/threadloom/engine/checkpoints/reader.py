@@ -32,7 +32,14 @@ from threadloom.engine.format.tables import (
 )
 from threadloom.engine.sql import fetch, fetchall, ids
 from threadloom.errors import CorruptionError, MissingDocumentsError
-from threadloom.protocol import Restored, configurable, read_entries, references, restore
+from threadloom.protocol import (
+    Planner,
+    Restored,
+    configurable,
+    read_entries,
+    references,
+    restore,
+)
 from threadloom.protocol.restore import RawChannel, RawList, channel_values, raw_channels
 
 #: Most checkpoints `list` loads per page (the first page holds one, or `limit`).
@@ -258,6 +265,14 @@ class Reader:
             stored[pending.owner].append(bytes(pending.digest))
         heads.check_pending(rows, stored)
         misses = [i for i, closure in enumerate(closures) if closure is None]
+        for i in misses:
+            # A checkpoint just put (get_tuple at the start of the next turn): its lists
+            # are the ones the planner last encoded, no value document to fetch.
+            planned = _planned(scope.planner, docs[i])
+            if planned is not None:
+                closures[i] = ({}, planned)
+                scope.closures.put(_closure_key(rows[i]), (docs[i], closures[i]))
+        misses = [i for i in misses if closures[i] is None]
         # The values of every checkpoint of a thread resolved together (`misses`); the
         # cache keeps of them only what each checkpoint's tuple needs besides its
         # channels, whose raw payloads it keeps (`_own`).
@@ -472,6 +487,31 @@ def _own(doc: Mapping[str, Any], fetched: Mapping[str, Any]) -> dict[str, Any]:
     needed: set[str] = set()
     reached({"checkpoint": doc.get("checkpoint"), "metadata": doc.get("metadata")}, fetched, needed)
     return {ref: fetched[ref] for ref in needed}
+
+
+def _planned(planner: Planner, doc: Mapping[str, Any]) -> dict[str, RawChannel] | None:
+    """The raw channels of a schema-2 checkpoint from `planner`'s memory alone: when its
+    checkpoint, metadata and channel values are inline or lists the planner last encoded
+    (`Planner.planned_list`); else None (the values are resolved from the file)."""
+    if doc["_schema"] != 2 or not _inline(doc["checkpoint"]) or not _inline(doc["metadata"]):
+        return None
+    raw: dict[str, RawChannel] = {}
+    for channel, entry in doc["channels"].items():
+        value = entry.get("value")
+        if value is not None:
+            if not _inline(value):
+                return None
+            raw[channel] = (value["kind"], bytes(value["payload"]))
+            continue
+        found = planner.planned_list(doc["thread_id"], doc["checkpoint_ns"], channel, entry["blob"])
+        if found is None:
+            return None
+        raw[channel] = found
+    return raw
+
+
+def _inline(stored: Mapping[str, Any]) -> bool:
+    return "payload" in stored
 
 
 def _pending_key(row: PendingRow) -> tuple[Any, ...]:

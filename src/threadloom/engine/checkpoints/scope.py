@@ -17,6 +17,7 @@ transaction and plans again from the file if it moved (`retrying`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
@@ -31,6 +32,7 @@ from threadloom.engine.content.blocks import bump_gc_epoch, held
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.file import File
 from threadloom.engine.format import features, heads
+from threadloom.engine.format.codec import DeltaCompressor
 from threadloom.engine.format.seal import Sealer
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
@@ -58,6 +60,9 @@ CLOSURE_BYTES = 2 * MiB
 PENDING_BYTES = 1 * MiB
 #: What `Scope.chunk_bases` may hold: a base of up to ~2.3 KiB per list of a thread in use.
 CHUNK_BASE_BYTES = 256 * 1024
+#: Bytes of zstd compressors kept per scope for the chunk bases in use (`delta_compressors`):
+#: about 100 KiB each, so the bases of the lists of a few threads at once.
+DELTA_COMPRESSOR_BYTES = 1 * MiB
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
 MEMORY_REFS = 20_000
@@ -88,6 +93,16 @@ class Reserved(NamedTuple):
     thread: int
     seq: int
     untitled: bool
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class KeptCompressor:
+    """A delta compressor kept for a chunk base (`Scope.delta_compressors`): the base's
+    msgpack it was made from, and the lock its one user at a time holds."""
+
+    compressor: DeltaCompressor
+    base: bytes
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock, compare=False)
 
 
 class StaleMemory(Exception):
@@ -148,6 +163,7 @@ class Scope:
             memo_bytes=LIST_MEMO_BYTES,
             decoded_bytes=DECODED_BYTES,
             budget=self.budget,
+            keyed=False,  # rows are keyed by their columns; `Planner.key` serves the views
         )
         self.memory = KnownReferences(MEMORY_REFS, self.budget)
         self.cache = ValueCache(cache_bytes, self.budget)
@@ -163,6 +179,11 @@ class Scope:
         #: Only refs this scope stored whole since its epoch last moved.
         self.chunk_bases: Lru[tuple[str, str], tuple[str, bytes]] = Lru(
             CHUNK_BASE_BYTES, _chunk_base_cost, budget=self.budget, group=0
+        )
+        #: A compressor per chunk base that framed a delta (`codec.delta_compressor`),
+        #: to frame the next versions of its list with: (thread id, base ref) -> it.
+        self.delta_compressors: Lru[tuple[str, str], KeptCompressor] = Lru(
+            DELTA_COMPRESSOR_BYTES, _compressor_cost, budget=self.budget, group=0
         )
         #: Seconds a value document is safe from collection after it is written (SPEC §6).
         self.grace = RETENTION_GRACE_SECONDS
@@ -310,6 +331,7 @@ class Scope:
         self.memory.forget(thread_id)
         self._thread_rows.pop(thread_id)
         self.chunk_bases.drop_group(thread_id)
+        self.delta_compressors.drop_group(thread_id)
         self.planner.decoded.forget(thread_id)
         if thread is not None:
             self.cache.drop(thread)
@@ -338,6 +360,7 @@ class Scope:
         self.closures.drop_group(thread)
         self.pending.drop_group(thread_id)
         self.chunk_bases.drop_group(thread_id)
+        self.delta_compressors.drop_group(thread_id)
         self.planner.forget_lists(thread_id)
         # The decoded chunks stay: content-addressed, bounded by their own capacity and
         # the budget, and what a thread coming back after others ran reads again.
@@ -463,15 +486,18 @@ class Scope:
             raise StaleMemory(epoch)
 
     def refresh(self, epoch: int) -> None:
-        """Forget everything remembered about the file: it may name deleted rows."""
+        """Forget everything remembered about the file: it may name deleted rows.
+
+        The threads in use stay noted (`touch`): the planner's list memos, which name
+        no row and stay, are still forgotten with their thread once it goes idle.
+        """
         self.memory.clear()
         self.cache.clear()
         self.closures.clear()
         self.pending.clear()
         self.chunk_bases.clear()
+        self.delta_compressors.clear()
         self._thread_rows.clear()
-        with self._active_lock:
-            self._active.clear()
         self._epoch = epoch
 
     def release(self) -> None:
@@ -481,6 +507,7 @@ class Scope:
         self.closures.clear()
         self.pending.clear()
         self.chunk_bases.clear()
+        self.delta_compressors.clear()
         self._thread_rows.clear()
         self.planner.forget_lists()
         self.planner.decoded.forget()
@@ -502,6 +529,11 @@ class Scope:
 
 def _chunk_base_cost(base: tuple[str, bytes]) -> int:
     return len(base[1]) + 200
+
+
+def _compressor_cost(kept: KeptCompressor) -> int:
+    # Its zstd context (with the base loaded as its dictionary), the base and the objects.
+    return int(kept.compressor.memory_size()) + len(kept.base) + 1024
 
 
 def _thread_row_cost(row: int) -> int:

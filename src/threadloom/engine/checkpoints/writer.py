@@ -18,11 +18,11 @@ from typing import Any
 import apsw
 import ormsgpack
 
-from threadloom.engine.checkpoints.scope import Scope
+from threadloom.engine.checkpoints.scope import KeptCompressor, Scope
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
 from threadloom.engine.format import keys, refkeys
-from threadloom.engine.format.codec import delta
+from threadloom.engine.format.codec import delta, delta_compressor
 from threadloom.engine.format.tables import (
     CHECKPOINT_BODY,
     CHECKPOINT_ROWS,
@@ -101,13 +101,12 @@ class Writer:
         document = plan.puts[-1]
         stored = self._existing(thread_id, values)
         fresh = [p for p in values if p.data["ref"] not in stored]
+        # (ref, body) of each new value: packed, framed as a delta, then cached.
+        bodies = [(str(p.data["ref"]), value_body(p.data)) for p in fresh]
         packs = content.pack_many(
-            [
-                *(value_body(p.data) for p in fresh),
-                {k: document.data[k] for k in CHECKPOINT_BODY},
-            ]
+            [*(body for _, body in bodies), {k: document.data[k] for k in CHECKPOINT_BODY}]
         )
-        bases = self._deltas(thread_id, fresh, packs)
+        bases = chunk_deltas(scope, thread_id, bodies, packs)
         encoded = [(p.data["ref"], packed) for p, packed in zip(fresh, packs, strict=False)]
         head = packs[-1]
         listed = _keys(plan.metadata, document.data["metadata"])
@@ -160,7 +159,7 @@ class Writer:
         if due:
             content.train()
         scope.touch(thread_id, thread)
-        scope.cache.put_many(thread, ((p.data["ref"], value_body(p.data)) for p in fresh))
+        scope.cache.put_many(thread, bodies)
         remember_bases(scope, bases, inserted)  # stored whole: later versions may be deltas
         scope.memory.remember(
             (thread_id, ns, document.data["checkpoint_id"]),
@@ -287,13 +286,6 @@ class Writer:
         # `reserve` counted these rows' bytes; the thread held them already.
         scope.unheld(conn, thread, stored)
         return inserted
-
-    def _deltas(
-        self, thread_id: str, fresh: Sequence[Put], packs: list[Packed]
-    ) -> dict[tuple[str, str], tuple[str, bytes]]:
-        """`chunk_deltas` of the values this put stores."""
-        values = [(str(put.data["ref"]), value_body(put.data)) for put in fresh]
-        return chunk_deltas(self.scope, thread_id, values, packs)
 
     def _existing(self, thread_id: str, puts: Sequence[Put], *, always: bool = False) -> set[str]:
         """Return which planned values the thread already stores (one query).
@@ -429,12 +421,31 @@ def chunk_deltas(
         raw = ormsgpack.packb(body)
         base = known.get(key)
         if base is not None and base[0] != ref:
-            framed = delta(raw, base[0], base[1])
+            framed = _delta(scope, thread_id, raw, base)
             if len(framed) <= DELTA_SHARE * len(packed.body):
                 packs[i] = Packed(framed, packed.digest, inline=packed.inline)
                 continue
         whole[key] = (ref, raw)
     return whole
+
+
+def _delta(scope: Scope, thread_id: str, raw: bytes, base: tuple[str, bytes]) -> bytes:
+    """`codec.delta` of `raw` against `base` with the compressor kept for that base, made
+    and kept when there is none. A compressor serves one caller at a time: while another
+    thread holds its lock, this one frames with a compressor of its own."""
+    key = (thread_id, base[0])
+    kept = scope.delta_compressors.get(key)
+    if kept is not None and kept.base == base[1]:
+        if not kept.lock.acquire(blocking=False):
+            return delta(raw, base[0], base[1])
+        try:
+            return delta(raw, base[0], base[1], kept.compressor)
+        finally:
+            kept.lock.release()
+    made = KeptCompressor(delta_compressor(base[1]), base[1])
+    framed = delta(raw, base[0], base[1], made.compressor)
+    scope.delta_compressors.put(key, made)  # weighed once used: zstd sizes it then
+    return framed
 
 
 def remember_bases(
@@ -444,6 +455,9 @@ def remember_bases(
     the bases later versions of their lists may be deltas of."""
     for key, (ref, raw) in bases.items():
         if ref in inserted:
+            old = scope.chunk_bases.get(key)
+            if old is not None and old[0] != ref:
+                scope.delta_compressors.pop((key[0], old[0]))  # its list moved on
             scope.chunk_bases.put(key, (ref, raw))
 
 
