@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from threadloom import Saver
 
@@ -182,3 +183,58 @@ def test_every_read_right_after_a_put_agrees_with_the_in_memory_saver(
             got = ours.checkpoint["channel_values"]
             assert got == theirs.checkpoint["channel_values"]
             assert [type(m) for m in got["messages"]] == [type(m) for m in messages]
+
+
+class Opaque:
+    """Not msgpack-encodable by JsonPlusSerializer (a memoryview): pickled with
+    pickle_fallback=True, so its list element's kind is "pickle"."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.view = memoryview(b"x")
+
+    def __reduce__(self) -> Any:
+        return (Opaque, (self.n,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Opaque) and other.n == self.n
+
+    def __hash__(self) -> int:
+        return self.n
+
+
+@pytest.mark.parametrize("where", ["first", "tail"])
+def test_a_pickled_element_is_read_as_a_pickle_right_after_its_put(
+    tmp_path: Path, where: str
+) -> None:
+    """The planner's lists keep msgpack encodings only: a list holding an element the
+    serializer pickles (pickle_fallback=True) is read from the file after its put, in
+    the put that first plans it and in one that appends it to a remembered list, and
+    agrees with InMemorySaver (it was read back as msgpack, `{}` or an error)."""
+    serde = JsonPlusSerializer(pickle_fallback=True)
+    assert serde.dumps_typed(Opaque(1))[0] == "pickle"
+    oracle = InMemorySaver(serde=serde)
+    with Saver.from_conn_string(str(tmp_path / "p.db"), serde=serde) as saver:
+        configs: list[Any] = [{"configurable": {"thread_id": "t", "checkpoint_ns": ""}}] * 2
+        items: list[Any] = ["a" * 600, "b" * 600]
+        rounds = [[*items, Opaque(7)]] if where == "first" else [items, [*items, Opaque(7)]]
+        for n, value in enumerate(rounds * 2, start=1):
+            made = empty_checkpoint()
+            made["id"] = f"1f0d0000-0000-6000-8000-{n:012d}"
+            made["channel_values"] = {"items": value}
+            made["channel_versions"] = {"items": n}
+            configs = [
+                s.put(c, made, {"step": n}, {"items": n})
+                for s, c in zip((saver, oracle), configs, strict=True)
+            ]
+            saver.checkpoints.scope.closures.clear()
+            theirs = oracle.get_tuple(configs[1])
+            assert theirs is not None
+            assert (
+                _latest(saver).checkpoint["channel_values"] == theirs.checkpoint["channel_values"]
+            )
+        scope = saver.checkpoints.scope
+        scope.planner.forget_lists()
+        scope.closures.clear()
+        scope.cache.clear()
+        assert _latest(saver).checkpoint["channel_values"] == {"items": rounds[-1]}

@@ -352,7 +352,9 @@ class Planner:
             elements = self.dump_elements(value, what)
             if sum(len(payload) for _, payload in elements) > INLINE_LIMIT:
                 refs = self._list(buckets, elements)
-                if memo and plain:
+                if memo and plain and not all(kind == "msgpack" for kind, _ in elements):
+                    self._lists.pop(memo)  # a pickled element: the memo keeps msgpack only
+                elif memo and plain:
                     payloads = [kept_encoding(bytes(payload)) for _, payload in elements]
                     sizes = [len(payload) for _, payload in elements]
                     self._keep_list(memo, new_memo(payloads, sizes, refs, proof))
@@ -443,6 +445,8 @@ class Planner:
         if not memo.whole and not self._still_known(buckets, memo):
             return None, proof
         tail = self.dump_elements(items[len(old) :], what) if len(items) > len(old) else []
+        if any(kind != "msgpack" for kind, _ in tail):
+            return None, proof  # the memo keeps msgpack encodings only (`planned_list`)
         new_payloads = [kept_encoding(bytes(p)) for _, p in tail]
         new_sizes = [len(p) for _, p in tail]
         total = memo.total + sum(new_sizes)
