@@ -277,7 +277,7 @@ def delta_compressor(base_raw: bytes) -> DeltaCompressor:
     Making one costs about twice what it then takes to compress a chunk (the dictionary
     is loaded into a new context): a caller framing several versions against one base
     keeps it (`delta`'s `compressor`). Not thread-safe: one user at a time. It holds
-    about 100 KiB once used (`memory_size()`).
+    100-160 KiB once used (`memory_size()`).
     """
     prefix = zstandard.ZstdCompressionDict(base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
     return zstandard.ZstdCompressor(
