@@ -62,8 +62,8 @@ PENDING_BYTES = 1 * MiB
 CHUNK_BASE_BYTES = 256 * 1024
 #: Bytes of zstd compressors kept per scope for the chunk bases in use (`delta_compressors`):
 #: 100-160 KiB each (`memory_size`), so the bases of three or four lists at once: a
-#: thread's turns frame against one base per list; 1 MiB held 1.5 MiB more RSS over 200
-#: short threads for no CPU measurable (bench/README.md, "Peak RSS, 2026-12-03").
+#: thread's turns frame against one base per list; 1 MiB held 0.4 MiB more peak RSS over
+#: 200 short threads for no CPU measurable (bench/README.md, "Peak RSS, 2026-12-03").
 DELTA_COMPRESSOR_BYTES = 512 * 1024
 #: Refs remembered per scope (the protocol's default of 200,000 holds far more than the
 #: threads a process works on at once, at ~100 bytes each).
