@@ -318,6 +318,33 @@ def test_a_body_naming_a_ref_that_is_not_text_reads_as_missing(tmp_path: Path) -
         refkeys.key(5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("blob", [5, [1, 2]])
+def test_compact_leaves_a_thread_naming_a_ref_that_is_not_text_alone(
+    tmp_path: Path, blob: object
+) -> None:
+    """`compact` lists such a thread as damaged and collects the others (it stopped for
+    the whole file with an AttributeError, or a TypeError for an unhashable ref)."""
+    from threadloom.engine.checks.reclaim import compact
+
+    with Saver.from_conn_string(str(tmp_path / "n.db")) as saver:
+        _put(saver, "t", {"n": "x" * 10})
+        doc = next(d for _, _, d in saver.documents("t") if "checkpoint" in d)
+        saver.checkpoints.view.import_documents(
+            [
+                (
+                    "langgraph_checkpoints_v2",
+                    {**doc, "thread_id": "bad", "channels": {"n": {"blob": blob}}},
+                )
+            ]
+        )
+        before = {ref: d for ref, _, d in saver.documents("bad")}
+        done = compact(saver.file, grace=0)
+        assert done.damaged == ["bad"]
+        assert {ref: d for ref, _, d in saver.documents("bad")} == before
+        found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert found is not None and found.checkpoint["channel_values"] == {"n": "x" * 10}
+
+
 def test_verify_names_a_row_stored_under_a_key_that_is_not_its_refs(tmp_path: Path) -> None:
     """The same ref kept whole instead of as its 33-byte key (a tampered file) has a good
     seal (seals bind the text) but no lookup finds it: verify names it."""

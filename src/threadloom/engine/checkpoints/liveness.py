@@ -22,6 +22,7 @@ from threadloom.engine.content.blocks import BlockStore
 from threadloom.engine.format.refkeys import keys, text
 from threadloom.engine.format.tables import CHECKPOINT_ROWS, OWNERS, VALS, WRITE_ROWS, value_rows
 from threadloom.engine.sql import fetchall, ids
+from threadloom.errors import CorruptionError
 from threadloom.protocol import references
 from threadloom.protocol.constants import PART_SIZE
 
@@ -109,7 +110,7 @@ class Liveness:
     def mark(self, roots: Iterable[Mapping[str, Any]]) -> None:
         """Mark every value document the root bodies reach (a checkpoint's channels,
         split checkpoint or metadata fields, a write's split value)."""
-        self._walk({ref for root in roots for ref, _ in references(root)})
+        self._walk(_texts(ref for root in roots for ref, _ in references(root)))
 
     def later(self, roots: Callable[[], Iterable[Mapping[str, Any]]]) -> None:
         """Roots that can reference nothing but parts (pending writes): decoded and
@@ -123,22 +124,21 @@ class Liveness:
             wanted = [ref for ref in level if not ref.startswith("p-")]
             level = set()
             for data in self.values(wanted).values():
-                level.update(self._children(data))
+                level |= _texts(self._children(data))
 
-    def _children(self, data: Mapping[str, Any]) -> list[str]:
+    def _children(self, data: Mapping[str, Any]) -> list[Any]:
         value = data.get("value")
         if value is not None:  # a value blob or an element: split values list parts
             return list(value.get("parts") or ())
         elements = data.get("elements")
         if elements is not None:  # a chunk: elements, read only when they may be split
-            found = []
+            found: list[Any] = []
+            inline: list[Any] = []
             for ref, size in elements:
-                if isinstance(size, int) and size <= PART_SIZE:
-                    if ref not in self.live:
-                        self.live.add(ref)
-                        self._unread.add(ref)
-                else:
-                    found.append(ref)
+                (inline if isinstance(size, int) and size <= PART_SIZE else found).append(ref)
+            for ref in _texts(inline) - self.live:
+                self.live.add(ref)
+                self._unread.add(ref)
             return found
         return list(data.get("chunks") or ())
 
@@ -197,3 +197,22 @@ class Liveness:
             for roots in later:
                 self.mark(roots())
         return old, young
+
+
+def _texts(refs: Iterable[Any]) -> set[str]:
+    """The refs a stored document names, as a set; a damaged document can name something
+    that is not text (a number, a list), which no stored value answers to.
+
+    Raises:
+        CorruptionError: a ref that is not text (the caller leaves the thread alone).
+    """
+    found: set[str] = set()
+    for ref in refs:
+        if type(ref) is not str:
+            raise CorruptionError(
+                f"a stored document of the thread names a reference that is not text "
+                f"({ref!r:.60}); run `threadloom verify` to see which, and restore the "
+                "thread from a backup"
+            )
+        found.add(ref)
+    return found
