@@ -322,9 +322,11 @@ def test_a_body_naming_a_ref_that_is_not_text_reads_as_missing(tmp_path: Path) -
 def test_compact_leaves_a_thread_naming_a_ref_that_is_not_text_alone(
     tmp_path: Path, blob: object
 ) -> None:
-    """`compact` lists such a thread as damaged and collects the others (it stopped for
-    the whole file with an AttributeError, or a TypeError for an unhashable ref)."""
+    """`compact` and a retention run list such a thread as damaged and go on with the
+    others (they stopped for the whole file with an AttributeError, or a TypeError for an
+    unhashable ref)."""
     from threadloom.engine.checks.reclaim import compact
+    from threadloom.langgraph.retention import RetentionPolicy
 
     with Saver.from_conn_string(str(tmp_path / "n.db")) as saver:
         _put(saver, "t", {"n": "x" * 10})
@@ -340,6 +342,9 @@ def test_compact_leaves_a_thread_naming_a_ref_that_is_not_text_alone(
         before = {ref: d for ref, _, d in saver.documents("bad")}
         done = compact(saver.file, grace=0)
         assert done.damaged == ["bad"]
+        assert {ref: d for ref, _, d in saver.documents("bad")} == before
+        pruned = saver.apply_retention(RetentionPolicy(keep_last=1, min_age=0))
+        assert pruned.damaged == ["bad"]
         assert {ref: d for ref, _, d in saver.documents("bad")} == before
         found = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
         assert found is not None and found.checkpoint["channel_values"] == {"n": "x" * 10}
