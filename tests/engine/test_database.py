@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 from threadloom.engine.file import File as Database
-from threadloom.engine.format import seal
+from threadloom.engine.format import functions
 from threadloom.engine.format.schema import FORMAT_VERSION, MIGRATIONS
 from threadloom.errors import EngineError, FormatError
 
@@ -49,10 +49,8 @@ def test_every_migration_upgrades_an_older_file(db_path: Path) -> None:
 
 
 def with_seal_functions(conn: apsw.Connection) -> None:
-    conn.create_scalar_function(seal.SQL_FUNCTION, seal.sql_seal, -1, deterministic=True)
-    conn.create_scalar_function(seal.SQL_XOR, seal.sql_xor, 2, deterministic=True)
-    conn.create_aggregate_function(seal.SQL_CENSUS, seal.Census)
-    conn.create_aggregate_function(seal.SQL_MIX, seal.Mix)
+    """The SQL functions migrations call (format 4 re-seals rows, 11 makes ref keys)."""
+    functions.install(conn)
 
 
 def test_newer_format_is_refused(db_path: Path) -> None:

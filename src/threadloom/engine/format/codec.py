@@ -94,9 +94,55 @@ class Pool(Generic[T]):
                     self._idle.append(item)
 
 
-_plain_compressors = Pool(lambda: zstandard.ZstdCompressor(level=_LEVEL))
-_block_compressors = Pool(lambda: zstandard.ZstdCompressor(level=BLOCK_LEVEL))
-_plain_decompressors = Pool(zstandard.ZstdDecompressor)
+#: The first bytes of a standard zstd frame. Format 12 writes every frame without them
+#: (zstd's magicless format) and without a dictionary id (a body names its dictionary
+#: itself): 8 bytes less in every body framed with a dictionary, 4 in the others. A
+#: magicless frame starts with its header's descriptor byte, whose reserved bit (0x08)
+#: is clear, so it never starts with the magic's 0x28: a reader takes either (`_bare`).
+_MAGIC: Final = b"\x28\xb5\x2f\xfd"
+
+
+def _bare_params(level: int) -> zstandard.ZstdCompressionParameters:
+    """Parameters of a frame as format 12 writes it: no magic, no dictionary id, no
+    checksum (the body's digest checks it), the content size (the decoder sizes its
+    output from it)."""
+    return zstandard.ZstdCompressionParameters.from_level(
+        level,
+        format=zstandard.FORMAT_ZSTD1_MAGICLESS,
+        write_content_size=True,
+        write_checksum=False,
+        write_dict_id=False,
+    )
+
+
+def _bare(frame: bytes | memoryview) -> bool:
+    """Whether `frame` is a magicless frame (format 12) rather than a standard one."""
+    return frame[:4] != _MAGIC
+
+
+def _decompressor(
+    dict_data: zstandard.ZstdCompressionDict | None, bare: bool
+) -> zstandard.ZstdDecompressor:
+    if bare:
+        return zstandard.ZstdDecompressor(
+            dict_data=dict_data, format=zstandard.FORMAT_ZSTD1_MAGICLESS
+        )
+    return zstandard.ZstdDecompressor(dict_data=dict_data)
+
+
+_plain_compressors = Pool(lambda: zstandard.ZstdCompressor(compression_params=_bare_params(_LEVEL)))
+_block_compressors = Pool(
+    lambda: zstandard.ZstdCompressor(compression_params=_bare_params(BLOCK_LEVEL))
+)
+_plain_decompressors = (
+    Pool(lambda: _decompressor(None, False)),
+    Pool(lambda: _decompressor(None, True)),
+)
+
+
+def _plain_decompress(frame: bytes | memoryview) -> bytes:
+    """The content of a frame made without a dictionary, standard or bare."""
+    return _plain_decompressors[_bare(frame)].run(lambda d: d.decompress(frame))
 
 
 class Dictionary:
@@ -108,16 +154,20 @@ class Dictionary:
         self._dict = zstandard.ZstdCompressionDict(data)
         self._dict.precompute_compress(level=_LEVEL)
         self._header = bytes((ZSTD_DICT,)) + varint(ident)
+        params = _bare_params(_LEVEL)
         self._compressors = Pool(
-            lambda: zstandard.ZstdCompressor(level=_LEVEL, dict_data=self._dict)
+            lambda: zstandard.ZstdCompressor(dict_data=self._dict, compression_params=params)
         )
-        self._decompressors = Pool(lambda: zstandard.ZstdDecompressor(dict_data=self._dict))
+        self._decompressors = (
+            Pool(lambda: _decompressor(self._dict, False)),
+            Pool(lambda: _decompressor(self._dict, True)),
+        )
 
     def compress(self, raw: bytes) -> bytes:
         return self._header + self._compressors.run(lambda c: c.compress(raw))
 
     def decompress(self, frame: bytes | memoryview) -> bytes:
-        return self._decompressors.run(lambda d: d.decompress(frame))
+        return self._decompressors[_bare(frame)].run(lambda d: d.decompress(frame))
 
 
 def digest(raw: bytes | memoryview) -> bytes:
@@ -254,7 +304,7 @@ def unframe(body: bytes, dictionaries: Callable[[int], Dictionary], name: str) -
     try:
         mode = body[0]
         if mode == ZSTD:
-            return _plain_decompressors.run(lambda d: d.decompress(memoryview(body)[1:]))
+            return _plain_decompress(memoryview(body)[1:])
         if mode == RAW:
             return body[1:]
         if mode == ZSTD_DICT:
@@ -280,9 +330,7 @@ def delta_compressor(base_raw: bytes) -> DeltaCompressor:
     100-160 KiB once used (`memory_size()`).
     """
     prefix = zstandard.ZstdCompressionDict(base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-    return zstandard.ZstdCompressor(
-        level=_LEVEL, dict_data=prefix, write_checksum=False, write_dict_id=False
-    )
+    return zstandard.ZstdCompressor(dict_data=prefix, compression_params=_bare_params(_LEVEL))
 
 
 def delta(
@@ -316,9 +364,8 @@ def undelta(body: bytes, base_raw: bytes, name: str) -> bytes:
     """
     try:
         prefix = zstandard.ZstdCompressionDict(base_raw, dict_type=zstandard.DICT_TYPE_RAWCONTENT)
-        return zstandard.ZstdDecompressor(dict_data=prefix).decompress(
-            memoryview(body)[1 + KEY_SIZE :]
-        )
+        frame = memoryview(body)[1 + KEY_SIZE :]
+        return _decompressor(prefix, _bare(frame)).decompress(frame)
     except (IndexError, ValueError, zstandard.ZstdError) as exc:
         raise CorruptionError(
             f"{name} is damaged ({exc}); restore the file from a backup"
@@ -334,7 +381,7 @@ def unframe_block(body: bytes, key: bytes, name: str) -> bytes:
     try:
         mode = body[0]
         if mode == ZSTD:
-            raw = _plain_decompressors.run(lambda d: d.decompress(memoryview(body)[1:]))
+            raw = _plain_decompress(memoryview(body)[1:])
         elif mode == RAW:
             raw = body[1:]
         else:

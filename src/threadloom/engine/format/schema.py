@@ -400,6 +400,23 @@ tables are not made yet gets them in this shape when they are; a `vals` an older
 threadloom made in its own shape after the upgrade is rebuilt at the next writable open.
 """
 
+FORMAT_12: Final = ""
+"""Format 12: zstd frames without their magic number and dictionary id.
+
+Every zstd frame written from format 12 on (an inline body's, with or without the
+file's dictionary; a chunk delta's; a content block's) is zstd's magicless format with
+no dictionary id in its header: the body's mode byte says it is zstd and a mode-2 body
+names its dictionary before the frame, so the 4-byte magic and the 4-byte id said it
+again. 8 bytes less in every body framed with a dictionary (a chat message, a
+checkpoint, a pending write, a Store item), 4 in the others. A magicless frame starts
+with its header's descriptor, whose reserved bit (0x08) is clear, so it never starts
+with the magic's first byte (0x28): readers take frames of both kinds, and rows of older
+files stay as they are (a training, which `compact` runs, re-encodes the whole bodies;
+chunk deltas and content blocks keep their frames). No table changes: the
+version moves so that an older threadloom, which would read such a frame as damage,
+refuses the file.
+"""
+
 #: Migrations that rebuild one feature's table, by the format they reach: the table and a
 #: column only the rebuilt shape has. Each runs on a file whose `main` holds that table
 #: without the column, whatever its version: a file of format 8 on makes a feature's
@@ -433,10 +450,13 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_9,
     FORMAT_10,
     FORMAT_11,
+    FORMAT_12,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
 #: The first format storing refs as binary keys (`vals.ref`, refkeys.py).
 REFKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_11) + 1
+#: The first format writing zstd frames without magic and dictionary id (codec.py).
+BARE_FRAMES_FORMAT: Final = MIGRATIONS.index(FORMAT_12) + 1
 #: The first format with the vector index's codes (`store_codes`).
 CODES_FORMAT: Final = MIGRATIONS.index(FORMAT_9) + 1
