@@ -17,7 +17,6 @@ import zstandard
 
 from threadloom.engine.content import deltas
 from threadloom.engine.content.blocks import (
-    DICT_SIZE,
     FIRST_TRAINING,
     LAST_TRAINING,
     SAMPLE_BYTES,
@@ -25,6 +24,7 @@ from threadloom.engine.content.blocks import (
     Packed,
     _ids,
     bump_gc_epoch,
+    dictionary_size,
     held,
 )
 from threadloom.engine.format.codec import (
@@ -83,7 +83,7 @@ class Training(BlockStore):
                 return None
             later = 0 if written * 2 > LAST_TRAINING else max(written * 2, FIRST_TRAINING)
             samples = self._samples(conn, written)
-            size = min(DICT_SIZE, max(sum(map(len, samples)) // 8, 256))
+            size = dictionary_size(sum(map(len, samples)))
             data = _train(size, samples)
             if data is None:
                 self._set_meta(conn, dict_next=later)
