@@ -182,24 +182,7 @@ _STATUS_OF: Final = """coalesce((SELECT CASE WHEN max(w.channel = '__error__') =
         AND w.checkpoint_id = (SELECT max(c.checkpoint_id) FROM checkpoints c
             WHERE c.thread = {thread} AND c.checkpoint_ns = '')), 'idle')"""
 
-FORMAT_7: Final = f"""
-ALTER TABLE threads ADD COLUMN status TEXT NOT NULL DEFAULT 'idle'
-    CHECK (status IN ('idle', 'interrupted', 'error'));
-UPDATE threads SET status = {_STATUS_OF.format(thread="threads.id")};
-CREATE INDEX threads_by_status ON threads(scope, status, updated_at, id) WHERE status <> 'idle';
-
-CREATE TRIGGER status_checkpoint_insert AFTER INSERT ON checkpoints
-    WHEN new.checkpoint_ns = ''
-BEGIN
-    UPDATE threads SET status = {_STATUS_OF.format(thread="new.thread")} WHERE id = new.thread;
-END;
-
-CREATE TRIGGER status_checkpoint_delete AFTER DELETE ON checkpoints
-    WHEN old.checkpoint_ns = ''
-BEGIN
-    UPDATE threads SET status = {_STATUS_OF.format(thread="old.thread")} WHERE id = old.thread;
-END;
-
+STATUS_WRITE_TRIGGERS: Final = f"""
 CREATE TRIGGER status_write_insert AFTER INSERT ON writes
     WHEN new.checkpoint_ns = '' AND new.channel IN ('__error__', '__interrupt__')
 BEGIN
@@ -219,6 +202,28 @@ BEGIN
     UPDATE threads SET status = {_STATUS_OF.format(thread="old.thread")} WHERE id = old.thread;
 END;
 """
+"""The triggers on `writes` keeping `threads.status` (format 7; a rebuild of the table
+makes them again)."""
+
+FORMAT_7: Final = f"""
+ALTER TABLE threads ADD COLUMN status TEXT NOT NULL DEFAULT 'idle'
+    CHECK (status IN ('idle', 'interrupted', 'error'));
+UPDATE threads SET status = {_STATUS_OF.format(thread="threads.id")};
+CREATE INDEX threads_by_status ON threads(scope, status, updated_at, id) WHERE status <> 'idle';
+
+CREATE TRIGGER status_checkpoint_insert AFTER INSERT ON checkpoints
+    WHEN new.checkpoint_ns = ''
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="new.thread")} WHERE id = new.thread;
+END;
+
+CREATE TRIGGER status_checkpoint_delete AFTER DELETE ON checkpoints
+    WHEN old.checkpoint_ns = ''
+BEGIN
+    UPDATE threads SET status = {_STATUS_OF.format(thread="old.thread")} WHERE id = old.thread;
+END;
+
+{STATUS_WRITE_TRIGGERS}"""
 """Format 7: a thread's status in the thread index (engine/threads/threadindex.py).
 
 `threads.status` says what the thread's newest root checkpoint (its head) waits on:

@@ -193,7 +193,29 @@ CREATE INDEX checkpoint_runs ON checkpoint_keys(value, checkpoint) WHERE key = '
   before format 3, or with encrypted metadata, keep 0 and are still decided by decoding.
 """
 
-FORMAT_4: Final = """
+PENDING_TRIGGERS: Final = """
+CREATE TRIGGER pending_insert AFTER INSERT ON writes BEGIN
+    UPDATE checkpoints SET writes = writes + 1, census = tl_xor(census, new.digest)
+        WHERE thread = new.thread AND checkpoint_ns = new.checkpoint_ns
+            AND checkpoint_id = new.checkpoint_id;
+END;
+
+CREATE TRIGGER pending_update AFTER UPDATE OF digest ON writes BEGIN
+    UPDATE checkpoints SET census = tl_xor(tl_xor(census, old.digest), new.digest)
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
+            AND checkpoint_id = old.checkpoint_id;
+END;
+
+CREATE TRIGGER pending_delete AFTER DELETE ON writes BEGIN
+    UPDATE checkpoints SET writes = writes - 1, census = tl_xor(census, old.digest)
+        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
+            AND checkpoint_id = old.checkpoint_id;
+END;
+"""
+"""The triggers on `writes` keeping each checkpoint's `writes` count and `census` (format
+4; a rebuild of the table makes them again)."""
+
+FORMAT_4: Final = f"""
 UPDATE vals SET digest = tl_seal(digest, 'vals', s.namespace, s.agent_id, t.thread_id, vals.ref)
     FROM threads t JOIN scopes s ON s.id = t.scope WHERE t.id = vals.thread;
 UPDATE checkpoints SET digest = tl_seal(digest, 'checkpoints', s.namespace, s.agent_id,
@@ -246,24 +268,7 @@ UPDATE checkpoints SET writes = w.n, census = w.mixed
     WHERE w.thread = checkpoints.thread AND w.checkpoint_ns = checkpoints.checkpoint_ns
         AND w.checkpoint_id = checkpoints.checkpoint_id;
 
-CREATE TRIGGER pending_insert AFTER INSERT ON writes BEGIN
-    UPDATE checkpoints SET writes = writes + 1, census = tl_xor(census, new.digest)
-        WHERE thread = new.thread AND checkpoint_ns = new.checkpoint_ns
-            AND checkpoint_id = new.checkpoint_id;
-END;
-
-CREATE TRIGGER pending_update AFTER UPDATE OF digest ON writes BEGIN
-    UPDATE checkpoints SET census = tl_xor(tl_xor(census, old.digest), new.digest)
-        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
-            AND checkpoint_id = old.checkpoint_id;
-END;
-
-CREATE TRIGGER pending_delete AFTER DELETE ON writes BEGIN
-    UPDATE checkpoints SET writes = writes - 1, census = tl_xor(census, old.digest)
-        WHERE thread = old.thread AND checkpoint_ns = old.checkpoint_ns
-            AND checkpoint_id = old.checkpoint_id;
-END;
-
+{PENDING_TRIGGERS}
 ALTER TABLE scopes ADD COLUMN seal BLOB NOT NULL DEFAULT x'00000000000000000000000000000000';
 ALTER TABLE scopes ADD COLUMN threads INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE scopes ADD COLUMN census BLOB NOT NULL
