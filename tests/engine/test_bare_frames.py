@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import codec
-from threadloom.engine.format.schema import BARE_FRAMES_FORMAT, FORMAT_VERSION
+from threadloom.engine.format.schema import FORMAT_VERSION, TASKKEYS_FORMAT
 from threadloom.errors import CorruptionError
 
 FORMAT10 = Path(__file__).resolve().parents[1] / "data" / "format10"
@@ -153,7 +153,7 @@ def test_a_format_10_file_reads_its_old_frames_writes_bare_ones_and_compact_rene
     conn = apsw.Connection(str(path))
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
-        assert FORMAT_VERSION >= BARE_FRAMES_FORMAT
+        assert FORMAT_VERSION >= TASKKEYS_FORMAT
         (thread,) = conn.execute("SELECT id FROM threads WHERE thread_id = 'new'").fetchone()
     finally:
         conn.close()

@@ -38,7 +38,7 @@ from tests.engine import _children
 from tests.engine.test_graphs import agent_graph, send_graph, subgraph_graph
 from tests.helpers import inputs, jsonl
 from threadloom import AsyncSaver, Saver
-from threadloom.engine.format import refkeys
+from threadloom.engine.format import idkeys, refkeys
 from threadloom.errors import (
     CheckpointConflictError,
     CorruptionError,
@@ -437,7 +437,7 @@ def test_value_round_trips_as_in_memory(saver: Saver, name: str) -> None:
 
 def _flip(path: Path, table: str) -> str:
     """Flip one byte in the middle of the largest body of `table`; return the row's name."""
-    name_column = {"vals": "ref_key", "checkpoints": "checkpoint_id", "writes": "task_id"}[table]
+    name_column = {"vals": "ref_key", "checkpoints": "checkpoint_id", "writes": "task_key"}[table]
     conn = apsw.Connection(str(path))
     try:
         name, body = conn.execute(
@@ -449,7 +449,9 @@ def _flip(path: Path, table: str) -> str:
         assert conn.changes() == 1
     finally:
         conn.close()
-    return refkeys.text(name) if table == "vals" else str(name)
+    if table == "vals":
+        return refkeys.text(name)
+    return idkeys.text(name) if table == "writes" else str(name)
 
 
 @pytest.mark.parametrize("table", ["vals", "checkpoints", "writes"])

@@ -92,7 +92,10 @@ EDITS = [
     ("writes", "channel = 'messagez'", "channel = 'messages'"),
     ("writes", "idx = idx + 7", "1"),
     ("writes", "task_path = 'elsewhere'", "1"),
-    ("writes", "task_id = task_id || 'x'", "1"),
+    ("writes", "task_key = CAST(task_key || 'x' AS BLOB)", "1"),
+    # Another UUID in the key's shape: a well-formed id, but not the one sealed.
+    ("writes", "task_key = x'01' || randomblob(16)", "1"),
+    ("writes", "task_key = 'another task'", "1"),
     ("vals", "ref_key = CAST(ref_key || 'x' AS BLOB)", "1"),
     ("threads", "thread_id = 'gamma'", "thread_id = 'beta'"),
     ("scopes", "agent_id = 'other'", "1"),
@@ -115,7 +118,7 @@ def test_a_changed_identity_column_never_reads_as_another_row(
             for t in ("alpha", "beta")
         }
     conn = apsw.Connection(str(path))
-    key = "ref_key" if table == "vals" else "task_id, idx" if table == "writes" else "rowid"
+    key = "ref_key" if table == "vals" else "task_key, idx" if table == "writes" else "rowid"
     first = conn.execute(
         f"SELECT {key} FROM {table} WHERE {where} ORDER BY {key} LIMIT 1"
     ).fetchall()

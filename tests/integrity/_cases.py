@@ -45,7 +45,7 @@ IDENTITY: dict[str, tuple[str, ...]] = {
         "thread",
         "checkpoint_ns",
         "checkpoint_id",
-        "task_id",
+        "task_key",
         "idx",
         "task_path",
         "channel",

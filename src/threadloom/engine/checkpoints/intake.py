@@ -14,7 +14,7 @@ from typing import Any
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.checkpoints.writer import chunk_deltas, remember_bases, same_checkpoint
 from threadloom.engine.content.deltas import blocks_column
-from threadloom.engine.format import refkeys
+from threadloom.engine.format import idkeys, refkeys
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
@@ -137,7 +137,8 @@ class Intake:
                         data["channel"],
                         int(data["_schema"]),
                     )
-                    conn.execute(INSERT_WRITE, (thread, *columns, *common(WRITE_ROWS, *columns)))
+                    stored_as = (*columns[:2], idkeys.key(columns[2]), *columns[3:])
+                    conn.execute(INSERT_WRITE, (thread, *stored_as, *common(WRITE_ROWS, *columns)))
                 if conn.changes():
                     stored.stored += 1
                     if table == "vals":

@@ -20,7 +20,14 @@ import apsw
 
 from threadloom.engine.content.blocks import BlockStore
 from threadloom.engine.format.refkeys import keys, text
-from threadloom.engine.format.tables import CHECKPOINT_ROWS, OWNERS, VALS, WRITE_ROWS, value_rows
+from threadloom.engine.format.tables import (
+    CHECKPOINT_ROWS,
+    OWNERS,
+    TASK_ID,
+    VALS,
+    WRITE_ROWS,
+    value_rows,
+)
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 from threadloom.protocol import references
@@ -87,7 +94,7 @@ class Liveness:
         """Decode the thread's pending writes, except those of the checkpoints `skip`
         names (`(checkpoint_ns, checkpoint_id)`): each as `((ns, id, task, idx), body)`."""
         doomed = set(skip)
-        columns = "x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.body"
+        columns = f"x.checkpoint_ns, x.checkpoint_id, {TASK_ID}, x.idx, x.body"
         if self.unseal is None:
             sql = f"SELECT {columns}, {WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS}"
         else:

@@ -24,6 +24,7 @@ from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     OWNERS,
     SELECT_CHECKPOINT,
+    TASK_ID,
     VALS,
     WRITE_ROWS,
     BodyTable,
@@ -173,9 +174,10 @@ class Maintenance:
                 (origin, copy),
             )
             conn.execute(
-                "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, "
-                "channel, schema, seq, body, digest, created_at, blocks) SELECT ?2, checkpoint_ns, "
-                "checkpoint_id, task_id, idx, task_path, channel, schema, seq, body, "
+                "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_key, idx, "
+                "task_path, channel, schema, seq, body, digest, created_at, blocks) "
+                "SELECT ?2, checkpoint_ns, "
+                "checkpoint_id, task_key, idx, task_path, channel, schema, seq, body, "
                 f"{_rebound(WRITE_ROWS)}, ?3, blocks FROM writes x WHERE thread = ?1 "
                 "ON CONFLICT DO NOTHING",
                 moved,
@@ -307,7 +309,7 @@ class Maintenance:
         items.extend(
             (body, digest, f"pending write {tid}")
             for tid, body, digest in conn.execute(
-                f"SELECT x.task_id, x.body, {WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} "
+                f"SELECT {TASK_ID}, x.body, {WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} "
                 "WHERE x.thread = ?",
                 (thread,),
             )

@@ -26,6 +26,7 @@ from threadloom.engine.format.tables import (
     OWNERS,
     SELECT_CHECKPOINT,
     SELECT_PENDING,
+    TASK_ID,
     WRITE_ROWS,
     CheckpointRow,
     PendingRow,
@@ -426,7 +427,7 @@ class Reader:
         """The writes of `page` to `wanted` channels, per checkpoint, in LangGraph's order."""
         found: dict[str, list[tuple[tuple[str, str, int], str, dict[str, Any]]]] = {}
         for cid, task_id, idx, task_path, channel, body, digest in conn.execute(
-            "SELECT x.checkpoint_id, x.task_id, x.idx, x.task_path, x.channel, x.body, "
+            f"SELECT x.checkpoint_id, {TASK_ID}, x.idx, x.task_path, x.channel, x.body, "
             f"{WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} WHERE x.thread = ? AND "
             "x.checkpoint_ns = ? AND x.checkpoint_id IN carray(?) AND x.channel IN carray(?)",
             (thread, ns, ids(page), ids(sorted(wanted))),

@@ -16,13 +16,14 @@ from typing import Any, NamedTuple
 from threadloom.engine.checkpoints.intake import Intake
 from threadloom.engine.checkpoints.scope import Scope
 from threadloom.engine.content import deltas
-from threadloom.engine.format import refkeys
+from threadloom.engine.format import idkeys, refkeys
 from threadloom.engine.format.tables import (
     CHECKPOINT_ROWS,
     DOCUMENT_FIELDS,
     OWNERS,
     REPLACE_WRITE,
     TABLE_OF,
+    TASK_ID,
     VALS,
     WRITE_KEY,
     WRITE_ROWS,
@@ -129,7 +130,7 @@ _SHAPES: dict[int, tuple[Any, str, str]] = {
     ),
     2: (
         _WriteRow,
-        "SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+        f"SELECT x.seq, x.checkpoint_ns, x.checkpoint_id, {TASK_ID}, x.idx, x.task_path, "
         f"x.channel, x.schema, x.body, {WRITE_ROWS.unsealed('x')}, t.thread_id, x.created_at, "
         "x.version FROM writes x" + OWNERS,
         "pending write {task_id}/{idx}",
@@ -334,7 +335,7 @@ class Documents(Intake):
                     {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": cid},
                 )
             for thread_id, ns, cid, task_id, idx, schema in conn.execute(
-                "SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.schema "
+                f"SELECT t.thread_id, x.checkpoint_ns, x.checkpoint_id, {TASK_ID}, x.idx, x.schema "
                 "FROM writes x JOIN threads t ON x.thread = t.id " + where,
                 args,
             ):
@@ -383,7 +384,7 @@ class Documents(Intake):
         with self.scope.file.read() as conn:
             rows = fetchall(
                 conn,
-                "SELECT x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx "
+                f"SELECT x.checkpoint_ns, x.checkpoint_id, {TASK_ID}, x.idx "
                 "FROM writes x JOIN threads t ON x.thread = t.id "
                 "WHERE t.scope = ? AND t.thread_id = ?",
                 (self.scope.id, thread_id),
@@ -398,10 +399,10 @@ class Documents(Intake):
         with self.scope.file.read() as conn:
             rows = fetchall(
                 conn,
-                "SELECT x.checkpoint_ns, x.checkpoint_id, x.task_id, x.idx, x.task_path, "
+                f"SELECT x.checkpoint_ns, x.checkpoint_id, {TASK_ID} AS task, x.idx, x.task_path, "
                 "x.channel FROM writes x JOIN threads t ON x.thread = t.id "
                 "WHERE t.scope = ? AND t.thread_id = ? "
-                "ORDER BY x.checkpoint_ns, x.checkpoint_id, x.task_path, x.task_id, x.idx",
+                "ORDER BY x.checkpoint_ns, x.checkpoint_id, x.task_path, task, x.idx",
                 (self.scope.id, thread_id),
             )
         return [
@@ -429,11 +430,11 @@ class Documents(Intake):
             )
         else:
             where, ident = (
-                "checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+                "checkpoint_ns = ? AND checkpoint_id = ? AND task_key = ? AND idx = ?",
                 (
                     fields["checkpoint_ns"],
                     fields["checkpoint_id"],
-                    fields["task_id"],
+                    idkeys.key(fields["task_id"]),
                     fields["index"],
                 ),
             )
@@ -482,14 +483,16 @@ class Documents(Intake):
         now = time.time()
         with scope.file.write() as conn:
             thread, seq, _ = scope.reserve(conn, data["thread_id"], 1, now, [packed])
-            key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
-            where = (*key, data["index"])
+            task_key = idkeys.key(data["task_id"])
+            where = (thread, data["checkpoint_ns"], data["checkpoint_id"], task_key, data["index"])
             threadindex.shrink(
                 conn, thread, threadfacts.row_bytes(conn, scope.content, "writes", WRITE_KEY, where)
             )
             scope.content.unlink_rows(conn, "writes", WRITE_KEY, where)
             columns = (
-                *key[1:],
+                data["checkpoint_ns"],
+                data["checkpoint_id"],
+                data["task_id"],
                 data["index"],
                 data.get("task_path") or "",
                 data["channel"],
@@ -499,8 +502,8 @@ class Documents(Intake):
                 conn,
                 REPLACE_WRITE,
                 (
-                    thread,
-                    *columns,
+                    *where[:4],
+                    *columns[3:],
                     seq,
                     packed.body,
                     scope.seal(WRITE_ROWS, packed.digest, data["thread_id"], *columns),

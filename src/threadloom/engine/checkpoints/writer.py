@@ -21,7 +21,7 @@ import ormsgpack
 from threadloom.engine.checkpoints.scope import KeptCompressor, Scope
 from threadloom.engine.content.content_store import Packed
 from threadloom.engine.content.deltas import DELTA_SHARE, blocks_column
-from threadloom.engine.format import keys, refkeys
+from threadloom.engine.format import idkeys, keys, refkeys
 from threadloom.engine.format.codec import delta, delta_compressor
 from threadloom.engine.format.tables import (
     CHECKPOINT_BODY,
@@ -208,8 +208,17 @@ class Writer:
             seq += len(encoded)
             for offset, (put, packed) in enumerate(rows):
                 data = put.data
-                key = (thread, data["checkpoint_ns"], data["checkpoint_id"], data["task_id"])
-                sealed = (*key[1:], data["index"], data["task_path"], data["channel"], 2)
+                task_id = data["task_id"]
+                sealed = (
+                    data["checkpoint_ns"],
+                    data["checkpoint_id"],
+                    task_id,
+                    data["index"],
+                    data["task_path"],
+                    data["channel"],
+                    2,
+                )
+                key = (thread, data["checkpoint_ns"], data["checkpoint_id"], idkeys.key(task_id))
                 args = (
                     *key,
                     data["index"],

@@ -41,7 +41,7 @@ import apsw
 import ormsgpack
 
 from threadloom.engine.checkpoints.values import children
-from threadloom.engine.format import heads, keys, refkeys
+from threadloom.engine.format import heads, idkeys, keys, refkeys
 from threadloom.engine.format.tables import LEFT_OWNERS, BodyTable
 from threadloom.engine.items import checks as item_checks
 from threadloom.engine.items.rows import Items
@@ -242,6 +242,13 @@ def _rows(file: File, conn: apsw.Connection, report: Report) -> None:
                         stored.add(ref)
                         named = children(data)
                     else:
+                        if table == "writes":
+                            task_id = idkeys.text(row["task_key"])
+                            if idkeys.key(task_id) != row["task_key"]:
+                                # Sealed to its id's text, but no lookup of that id finds it.
+                                raise CorruptionError(
+                                    f"its key is not the one its task id {task_id} is stored under"
+                                )
                         named = [ref for ref, _ in references(data)]
                 except _DAMAGE as exc:  # one row the check cannot read: one problem
                     report.add(

@@ -29,6 +29,7 @@ from threadloom.engine.format.tables import (
     CHECKPOINT_COLUMNS,
     CHECKPOINT_FROM,
     OWNERS,
+    TASK_ID,
     WRITE_ROWS,
     CheckpointRow,
 )
@@ -296,9 +297,10 @@ class Histories:
                 return []
             rows = fetchall(
                 conn,
-                f"SELECT x.task_id, x.idx, x.task_path, x.body, {WRITE_ROWS.unsealed('x')} "
-                f"FROM writes x{OWNERS} WHERE x.thread = ? AND x.checkpoint_ns = '' "
-                "AND x.checkpoint_id = ? AND x.channel = ? ORDER BY x.task_path, x.task_id, x.idx",
+                f"SELECT {TASK_ID} AS task, x.idx, x.task_path, x.body, "
+                f"{WRITE_ROWS.unsealed('x')} FROM writes x{OWNERS} WHERE x.thread = ? "
+                "AND x.checkpoint_ns = '' AND x.checkpoint_id = ? AND x.channel = ? "
+                "ORDER BY x.task_path, task, x.idx",
                 (thread, checkpoint_id, channel),
             )
             bodies = scope.content.unpack_many(
@@ -390,7 +392,7 @@ class Histories:
             return {}
         rows = fetchall(
             conn,
-            f"SELECT x.checkpoint_id, x.task_id, x.idx, x.body, {WRITE_ROWS.unsealed('x')} "
+            f"SELECT x.checkpoint_id, {TASK_ID}, x.idx, x.body, {WRITE_ROWS.unsealed('x')} "
             f"FROM writes x{OWNERS} WHERE x.thread = ? AND x.checkpoint_ns = ? "
             "AND x.checkpoint_id IN carray(?) AND x.channel = ?",
             (thread, ns, ids(set(above.values())), TASKS),

@@ -1,11 +1,11 @@
 """The SQL functions every connection to a threadloom file has (the row seals', a
-ref's stored key), installed on one connection."""
+ref's stored key, a task id's), installed on one connection."""
 
 from __future__ import annotations
 
 import apsw
 
-from threadloom.engine.format import refkeys, seal
+from threadloom.engine.format import idkeys, refkeys, seal
 
 
 def install(conn: apsw.Connection) -> None:
@@ -27,6 +27,18 @@ def install(conn: apsw.Connection) -> None:
     conn.create_scalar_function(
         refkeys.SQL_KEY,
         refkeys.sql_key,  # type: ignore[arg-type]
+        1,
+        deterministic=True,
+    )
+    conn.create_scalar_function(
+        idkeys.SQL_KEY,
+        idkeys.sql_key,  # type: ignore[arg-type]
+        1,
+        deterministic=True,
+    )
+    conn.create_scalar_function(
+        idkeys.SQL_TEXT,
+        idkeys.sql_text,  # type: ignore[arg-type]
         1,
         deterministic=True,
     )

@@ -10,7 +10,13 @@ from typing import Final
 
 import apsw
 
-from threadloom.engine.format.schema_early import FORMAT_1, FORMAT_2, FORMAT_3, FORMAT_4
+from threadloom.engine.format.schema_early import (
+    FORMAT_1,
+    FORMAT_2,
+    FORMAT_3,
+    FORMAT_4,
+    PENDING_TRIGGERS,
+)
 
 FORMAT_5: Final = """
 CREATE TABLE store_namespaces(
@@ -405,8 +411,47 @@ tables are not made yet gets them in this shape when they are; a `vals` an older
 threadloom made in its own shape after the upgrade is rebuilt at the next writable open.
 """
 
-FORMAT_12: Final = ""
-"""Format 12: zstd frames without their magic number and dictionary id.
+FORMAT_12: Final = f"""
+PRAGMA legacy_alter_table = ON;
+CREATE TABLE writes_2(
+    thread INTEGER NOT NULL REFERENCES threads(id),
+    checkpoint_ns TEXT NOT NULL,
+    checkpoint_id TEXT NOT NULL,
+    task_key ANY NOT NULL,
+    idx INTEGER NOT NULL,
+    task_path TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    schema INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    digest BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    blocks INTEGER NOT NULL DEFAULT 0,
+    version INTEGER NOT NULL DEFAULT 1,
+    PRIMARY KEY(thread, checkpoint_ns, checkpoint_id, task_key, idx)
+) STRICT, WITHOUT ROWID;
+INSERT INTO writes_2(thread, checkpoint_ns, checkpoint_id, task_key, idx, task_path, channel,
+        schema, seq, body, digest, created_at, blocks, version)
+    SELECT thread, checkpoint_ns, checkpoint_id, tl_task_key(task_id), idx, task_path, channel,
+        schema, seq, body, digest, created_at, blocks, version
+    FROM writes ORDER BY 1, 2, 3, 4, 5;
+DROP TABLE writes;
+ALTER TABLE writes_2 RENAME TO writes;
+PRAGMA legacy_alter_table = OFF;
+{PENDING_TRIGGERS}
+{STATUS_WRITE_TRIGGERS}"""
+"""Format 12: task ids of pending writes stored as keys, zstd frames without magic.
+
+`writes.task_id` (text) becomes `writes.task_key` (`engine/format/idkeys.py`): a task id
+that is a UUID in its canonical text (LangGraph's) is stored as 17 bytes, `\\x01` then
+the 16 bytes its hex digits spell, instead of 36 characters in the row and in the
+table's key; any other id stays text in the same column (`ANY`). Readers see the text;
+seals bind the text, so the rebuild copies digests unchanged. The table is rebuilt in
+one transaction (`PRAGMA legacy_alter_table` for the rename: triggers on `checkpoints`
+name `writes`), and its triggers (format 4's census, format 7's status) are made again.
+The column is renamed so that an older threadloom still holding the file fails on it
+("no such column") instead of comparing keys with text. Runs on any file whose `writes`
+lacks `task_key` (`ONLY_WITH`), as format 11 does for `vals`.
 
 Every zstd frame written from format 12 on (an inline body's, with or without the
 file's dictionary; a chunk delta's; a content block's) is zstd's magicless format with
@@ -417,9 +462,7 @@ checkpoint, a pending write, a Store item), 4 in the others. A magicless frame s
 with its header's descriptor, whose reserved bit (0x08) is clear, so it never starts
 with the magic's first byte (0x28): readers take frames of both kinds, and rows of older
 files stay as they are (a training, which `compact` runs, re-encodes the whole bodies;
-chunk deltas and content blocks keep their frames). No table changes: the
-version moves so that an older threadloom, which would read such a frame as damage,
-refuses the file.
+chunk deltas and content blocks keep their frames). An older threadloom refuses the file.
 """
 
 #: Migrations that rebuild one feature's table, by the format they reach: the table and a
@@ -427,7 +470,10 @@ refuses the file.
 #: without the column, whatever its version: a file of format 8 on makes a feature's
 #: tables when it first writes (engine/format/features.py), and an older threadloom that
 #: had the file open before the upgrade makes them in its own shape.
-ONLY_WITH: Final[dict[int, tuple[str, str]]] = {11: ("vals", "ref_key")}
+ONLY_WITH: Final[dict[int, tuple[str, str]]] = {
+    11: ("vals", "ref_key"),
+    12: ("writes", "task_key"),
+}
 
 
 def rebuild_due(conn: apsw.Connection, reached: int) -> bool:
@@ -461,7 +507,8 @@ MIGRATIONS: Final[list[str]] = [
 FORMAT_VERSION: Final = len(MIGRATIONS)
 #: The first format storing refs as binary keys (`vals.ref`, refkeys.py).
 REFKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_11) + 1
-#: The first format writing zstd frames without magic and dictionary id (codec.py).
-BARE_FRAMES_FORMAT: Final = MIGRATIONS.index(FORMAT_12) + 1
+#: The first format storing task ids as keys (idkeys.py) and writing zstd frames without
+#: magic and dictionary id (codec.py).
+TASKKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_12) + 1
 #: The first format with the vector index's codes (`store_codes`).
 CODES_FORMAT: Final = MIGRATIONS.index(FORMAT_9) + 1

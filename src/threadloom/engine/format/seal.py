@@ -24,7 +24,7 @@ from typing import Final
 
 import blake3
 
-from threadloom.engine.format import refkeys
+from threadloom.engine.format import idkeys, refkeys
 from threadloom.engine.format.codec import DIGEST_SIZE
 from threadloom.errors import CorruptionError
 
@@ -70,8 +70,9 @@ def _part(part: str | int | bytes | None) -> str:
     if type(part) is str:
         return f"s{len(part)}:{part}"
     if type(part) is bytes:
-        # A ref as `vals` stores it (format 11): the seal binds the ref's text.
-        return _part(refkeys.text(part))
+        # A ref as `vals` stores it (format 11) or a task id as `writes` does (format
+        # 12): the seal binds the text.
+        return _part(idkeys.text(part) if idkeys.is_key(part) else refkeys.text(part))
     return "n" if part is None else f"i{_integer(part)}"
 
 
@@ -130,7 +131,9 @@ def sql_seal(digest: bytes | None, *parts: str | int | bytes | None) -> bytes | 
     if len(digest) != DIGEST_SIZE:
         return b""
     for part in parts:  # a loop, not any(): this runs once per row a training re-encodes
-        if isinstance(part, float) or (isinstance(part, bytes) and not refkeys.valid(part)):
+        if isinstance(part, float) or (
+            isinstance(part, bytes) and not (refkeys.valid(part) or idkeys.is_key(part))
+        ):
             return b""
     return xor(bytes(digest), identity(*parts))
 

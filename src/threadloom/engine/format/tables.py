@@ -22,7 +22,7 @@ from typing import Any, Final, NamedTuple
 
 import apsw
 
-from threadloom.engine.format import refkeys
+from threadloom.engine.format import idkeys, refkeys
 from threadloom.engine.format.seal import SQL_FUNCTION
 from threadloom.engine.sql import ids
 from threadloom.protocol import (
@@ -96,9 +96,11 @@ class BodyTable:
 
     def name_row(self, row: dict[str, Any]) -> str:
         """How an error names `row` (a mapping of column names to values; a ref as
-        `vals` stores it is named by its text)."""
+        `vals` stores it, or a task id as `writes` does, is named by its text)."""
         if self.name == "vals" and isinstance(row.get("ref_key"), bytes):
             row = {**row, "ref_key": refkeys.text(row["ref_key"])}
+        if self.name == "writes" and isinstance(row.get("task_key"), bytes):
+            row = {**row, "task_key": idkeys.text(row["task_key"])}
         return self.naming.format_map(row)
 
 
@@ -126,9 +128,9 @@ CHECKPOINT_ROWS = register(
 WRITE_ROWS = register(
     BodyTable(
         "writes",
-        ("checkpoint_ns", "checkpoint_id", "task_id", "idx"),
-        "pending write {task_id}/{idx}",
-        ("checkpoint_ns", "checkpoint_id", "task_id", "idx", "task_path", "channel", "schema"),
+        ("checkpoint_ns", "checkpoint_id", "task_key", "idx"),
+        "pending write {task_key}/{idx}",
+        ("checkpoint_ns", "checkpoint_id", "task_key", "idx", "task_path", "channel", "schema"),
     )
 )
 #: Long-term memory items (engine/items/rows.py): sealed to their namespace's name and key.
@@ -227,7 +229,8 @@ class PendingRow(NamedTuple):
 
 
 SELECT_PENDING: Final = (
-    "SELECT c.id, t.thread_id, w.checkpoint_ns, w.checkpoint_id, w.task_id, w.idx, w.task_path, "
+    "SELECT c.id, t.thread_id, w.checkpoint_ns, w.checkpoint_id, tl_task_id(w.task_key), w.idx, "
+    "w.task_path, "
     "w.channel, w.schema, w.body, w.digest FROM checkpoints c JOIN writes w "
     "ON w.thread = c.thread AND w.checkpoint_ns = c.checkpoint_ns "
     "AND w.checkpoint_id = c.checkpoint_id JOIN threads t ON t.id = c.thread "
@@ -264,7 +267,7 @@ INSERT_CHECKPOINT: Final = (
 )
 
 _WRITE_COLUMNS: Final = (
-    "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_id, idx, task_path, channel, "
+    "INSERT INTO writes(thread, checkpoint_ns, checkpoint_id, task_key, idx, task_path, channel, "
     "schema, seq, body, digest, created_at, blocks) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
 )
 #: Insert a pending write; the first write of a (task, index) wins.
@@ -275,10 +278,13 @@ REPLACE_WRITE: Final = (
     "channel = excluded.channel, seq = excluded.seq, body = excluded.body, "
     "digest = excluded.digest, blocks = excluded.blocks, version = version + 1 RETURNING version"
 )
-#: One pending write by its identity.
+#: One pending write by its identity (its task id bound as `idkeys.key`).
 WRITE_KEY: Final = (
-    "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_id = ? AND idx = ?"
+    "thread = ? AND checkpoint_ns = ? AND checkpoint_id = ? AND task_key = ? AND idx = ?"
 )
+#: A pending write's task id as text, for a statement's columns (format 12 stores a
+#: UUID as a key: idkeys.py).
+TASK_ID: Final = "tl_task_id(x.task_key)"
 
 #: Metadata keys of a checkpoint, for filters decided in SQL (format 3).
 INSERT_KEY: Final = (
