@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import ormsgpack
 import pytest
 import zstandard
 from langgraph.checkpoint.base import empty_checkpoint
 
+from tests.engine._fixtures import documents, dumped
 from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import codec
@@ -138,15 +138,13 @@ def test_a_format_10_file_reads_its_old_frames_writes_bare_ones_and_compact_rene
     old = _frames(path)
     assert all(all(kinds) for kinds in old.values())
     assert {"checkpoints", "writes", "vals"} <= set(old)
-    expected = ormsgpack.unpackb(
-        zstandard.ZstdDecompressor().decompress((FORMAT10 / "documents.msgpack.zst").read_bytes())
-    )
+    expected = dumped(FORMAT10)
     with Saver.from_conn_string(str(path)) as saver:
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert documents(saver) == expected
         for n in range(3):
             _put(saver, "new", {"messages": [TEXT.decode() + str(n)], "n": n})
         assert verify(saver.file).sound
-        documents = ormsgpack.packb([list(d) for d in saver.documents()])
+        written = documents(saver)
     with Store.from_conn_string(str(path)) as store:
         store.put(("grace", "facts"), "coffee", {"text": "no coffee " + TEXT.decode()})
         assert store.get(("grace", "facts"), "tea").value == {"text": "likes green tea"}  # type: ignore[union-attr]
@@ -164,7 +162,7 @@ def test_a_format_10_file_reads_its_old_frames_writes_bare_ones_and_compact_rene
     size_before = _inline_bytes(path)
     with Saver.from_conn_string(str(path)) as saver:
         assert saver.file.content.train(force=True) is not None
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == documents
+        assert documents(saver) == written
         assert verify(saver.file).sound
         for thread_id in ("alpha", "beta", "gamma", "delta", "parts", "new"):
             config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}

@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import ormsgpack
 import pytest
-import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
+from tests.engine._fixtures import documents, dumped
 from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import refkeys
@@ -164,12 +163,10 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
         old_bytes = conn.execute("SELECT sum(length(ref)) FROM vals").fetchall()[0][0]
     finally:
         conn.close()
-    expected = ormsgpack.unpackb(
-        zstandard.ZstdDecompressor().decompress((FORMAT10 / "documents.msgpack.zst").read_bytes())
-    )
+    expected = dumped(FORMAT10)
     saver = Saver(str(path))
     try:
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert documents(saver) == expected
         assert verify(saver.file).sound
         for thread_id in ("alpha", "beta", "gamma", "delta", "parts"):
             config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
@@ -269,11 +266,9 @@ def test_vals_made_by_an_older_threadloom_after_the_upgrade_is_rebuilt(tmp_path:
         conn.close()
     with pytest.raises(FormatError, match="older threadloom"):
         Saver(str(path), readonly=True)
-    expected = ormsgpack.unpackb(
-        zstandard.ZstdDecompressor().decompress((FORMAT10 / "documents.msgpack.zst").read_bytes())
-    )
+    expected = dumped(FORMAT10)
     with Saver.from_conn_string(str(path)) as saver:
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert documents(saver) == expected
         assert verify(saver.file).sound
 
 

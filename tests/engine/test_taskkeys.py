@@ -8,13 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import ormsgpack
 import pytest
-import zstandard
 from hypothesis import given
 from hypothesis import strategies as st
 from langgraph.checkpoint.base import empty_checkpoint
 
+from tests.engine._fixtures import documents, dumped
 from threadloom import Saver
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import idkeys
@@ -109,11 +108,9 @@ def test_a_format_11_file_upgrades_with_task_ids_as_keys_and_goes_on(tmp_path: P
         ).fetchall()[0][0]
     finally:
         conn.close()
-    expected = ormsgpack.unpackb(
-        zstandard.ZstdDecompressor().decompress((FORMAT11 / "documents.msgpack.zst").read_bytes())
-    )
+    expected = dumped(FORMAT11)
     with Saver.from_conn_string(str(path)) as saver:
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert documents(saver) == expected
         assert verify(saver.file).sound
         history = list(saver.list({"configurable": {"thread_id": "graph"}}))
         assert len(history) == 12 and all(c.checkpoint for c in history)
@@ -180,11 +177,9 @@ def test_writes_made_by_an_older_threadloom_after_the_upgrade_are_rebuilt(
         conn.close()
     with pytest.raises(FormatError, match="older threadloom"):
         Saver(str(path), readonly=True)
-    expected = ormsgpack.unpackb(
-        zstandard.ZstdDecompressor().decompress((FORMAT11 / "documents.msgpack.zst").read_bytes())
-    )
+    expected = dumped(FORMAT11)
     with Saver.from_conn_string(str(path)) as saver:
-        assert ormsgpack.packb([list(d) for d in saver.documents()]) == ormsgpack.packb(expected)
+        assert documents(saver) == expected
         assert verify(saver.file).sound
 
 
