@@ -38,6 +38,10 @@ def test_a_canonical_uuid_takes_17_bytes() -> None:
         UUID_TASK.replace("-", ""),
         UUID_TASK[:-1] + " ",  # a space fromhex would skip
         UUID_TASK[:8] + "_" + UUID_TASK[9:],
+        # 36 characters with the four dashes in place and more: fewer than 32 digits.
+        "aaaaaaaa-bbbb-cccc-dddd--eeeeeeeeee-",
+        "aaaaaaaa-bbbb-cccc-dddd-------------",
+        "00000000-0000-0000-0000-00-00-00-00-",
         "task-1",
         "",
         "\udc80 lone surrogate",
@@ -48,9 +52,34 @@ def test_any_other_task_id_stays_text(task_id: str) -> None:
     assert idkeys.text(idkeys.key(task_id)) == task_id
 
 
-@given(st.text() | st.uuids().map(str))
+#: Text shaped like a UUID's groups, dashes and hex digits anywhere in them.
+_LOOKALIKES = st.text(alphabet="0123456789abcdefABCDEF- ", min_size=36, max_size=36).map(
+    lambda s: s[:8] + "-" + s[9:13] + "-" + s[14:18] + "-" + s[19:23] + "-" + s[24:]
+)
+
+
+@given(st.text() | st.uuids().map(str) | _LOOKALIKES)
 def test_every_task_id_comes_back_the_same(task_id: str) -> None:
     assert idkeys.text(idkeys.key(task_id)) == task_id
+
+
+@given(st.lists(st.text() | st.uuids().map(str) | _LOOKALIKES, min_size=2, max_size=2))
+def test_two_task_ids_share_a_key_only_when_equal(pair: list[str]) -> None:
+    assert (idkeys.key(pair[0]) == idkeys.key(pair[1])) == (pair[0] == pair[1])
+
+
+def test_a_write_of_a_uuid_lookalike_task_reads_back(tmp_path: Path) -> None:
+    """Two look-alikes with the same hex digits were one 16-byte key: the second write
+    vanished and the first read back as damage."""
+    first, second = "aaaaaaaa-bbbb-cccc-dddd--eeeeeeeeee-", "aaaaaaaa-bbbb-cccc-dddd-e-eeeeeeeee-"
+    with Saver.from_conn_string(str(tmp_path / "t.db")) as saver:
+        config = _put(saver, "t", {"n": 1})
+        saver.put_writes(config, [("n", 2)], first)
+        saver.put_writes(config, [("n", 3)], second)
+        got = saver.get_tuple(config)
+        assert got is not None
+        assert got.pending_writes == [(first, "n", 2), (second, "n", 3)]
+        assert verify(saver.file).sound
 
 
 def _put(saver: Saver, thread_id: str, values: dict[str, Any], step: int = 1) -> Any:
@@ -202,3 +231,27 @@ def test_verify_names_a_uuid_stored_as_text(tmp_path: Path) -> None:
         report = verify(saver.file)
     assert not report.sound
     assert any(UUID_TASK in p.detail and "key" in p.detail for p in report.problems)
+
+
+def test_a_format_11_file_with_a_damaged_task_id_upgrades_and_verify_names_it(
+    tmp_path: Path,
+) -> None:
+    """A task id whose bytes are not UTF-8 (damage) does not stop the upgrade (a file
+    neither a writable nor a read-only open could then use): the row keeps its bytes, its
+    seal fails, and verify names it."""
+    path = tmp_path / "old.db"
+    shutil.copy(FORMAT11 / "format11.db", path)
+    conn = apsw.Connection(str(path))
+    try:
+        conn.execute(
+            "UPDATE writes SET task_id = CAST(CAST(task_id AS BLOB) || x'ff' AS TEXT) "
+            "WHERE task_id = 'Task-Upper'"
+        )
+        assert conn.changes() == 1
+    finally:
+        conn.close()
+    with Saver.from_conn_string(str(path)) as saver:
+        report = verify(saver.file)
+        assert saver.get_tuple({"configurable": {"thread_id": "graph", "checkpoint_ns": ""}})
+    assert not report.sound
+    assert any("Task-Upper\ufffd" in p.detail for p in report.problems)

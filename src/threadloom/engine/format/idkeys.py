@@ -50,8 +50,9 @@ def key(task_id: str) -> bytes | str:
             raw = bytes.fromhex(digits)
         except ValueError:
             return task_id
-        # bytes.fromhex takes uppercase and spaces too: only the canonical form converts.
-        if raw.hex() == digits:
+        # bytes.fromhex takes uppercase and spaces too, and more dashes leave fewer
+        # digits: only the canonical form (exactly 32 lowercase digits) converts.
+        if len(raw) == 16 and raw.hex() == digits:
             return _PREFIX + raw
     return task_id
 
@@ -73,8 +74,15 @@ def text(stored: bytes | str) -> str:
 
 
 def sql_key(task_id: object) -> object:
-    """`tl_task_key` as SQL sees it: the key of a text id; anything else (a damaged row)
-    as it is, so the migration goes through and `verify` names the row."""
+    """`tl_task_key` as SQL sees it, given a task id's bytes (`CAST(task_id AS BLOB)`):
+    the key of the text they spell. Bytes that are not UTF-8 (a damaged row) are kept as
+    they are, so the migration goes through and the row's seal fails on the text they
+    read as (`text` replaces what cannot be decoded): `verify` then names the row."""
+    if isinstance(task_id, bytes):
+        try:
+            return key(task_id.decode("utf-8", "surrogatepass"))
+        except UnicodeDecodeError:
+            return task_id
     return key(task_id) if type(task_id) is str else task_id
 
 

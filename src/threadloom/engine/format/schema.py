@@ -432,8 +432,9 @@ CREATE TABLE writes_2(
 ) STRICT, WITHOUT ROWID;
 INSERT INTO writes_2(thread, checkpoint_ns, checkpoint_id, task_key, idx, task_path, channel,
         schema, seq, body, digest, created_at, blocks, version)
-    SELECT thread, checkpoint_ns, checkpoint_id, tl_task_key(task_id), idx, task_path, channel,
-        schema, seq, body, digest, created_at, blocks, version
+    SELECT thread, checkpoint_ns, checkpoint_id,
+        tl_task_key(CASE typeof(task_id) WHEN 'text' THEN CAST(task_id AS BLOB) ELSE task_id END),
+        idx, task_path, channel, schema, seq, body, digest, created_at, blocks, version
     FROM writes ORDER BY 1, 2, 3, 4, 5;
 DROP TABLE writes;
 ALTER TABLE writes_2 RENAME TO writes;
@@ -451,7 +452,9 @@ one transaction (`PRAGMA legacy_alter_table` for the rename: triggers on `checkp
 name `writes`), and its triggers (format 4's census, format 7's status) are made again.
 The column is renamed so that an older threadloom still holding the file fails on it
 ("no such column") instead of comparing keys with text. Runs on any file whose `writes`
-lacks `task_key` (`ONLY_WITH`), as format 11 does for `vals`.
+lacks `task_key` (`ONLY_WITH`), as format 11 does for `vals`. A task id whose bytes are not
+UTF-8 (damage) is kept as those bytes, so the upgrade goes through and `verify` names
+the row (its seal fails).
 
 Every zstd frame written from format 12 on (an inline body's, with or without the
 file's dictionary; a chunk delta's; a content block's) is zstd's magicless format with
