@@ -19,6 +19,7 @@ from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import idkeys
 from threadloom.engine.format.schema import FORMAT_VERSION, TASKKEYS_FORMAT
 from threadloom.errors import FormatError
+from threadloom.protocol import WRITES
 
 FORMAT11 = Path(__file__).resolve().parents[1] / "data" / "format11"
 UUID_TASK = "7f1c2a4e-9b3d-4c5e-8f60-0a1b2c3d4e5f"
@@ -111,6 +112,10 @@ def test_writes_of_uuid_and_text_tasks_come_back_in_the_texts_order(tmp_path: Pa
             saver.put_writes(config, [("n", 99), ("log", "again")], task)
         again = saver.get_tuple(config)
         assert again is not None and again.pending_writes == got.pending_writes
+        found = saver.checkpoints.view.find(
+            WRITES, thread_id="t", checkpoint_ids=[config["configurable"]["checkpoint_id"]]
+        )
+        assert [d.data["task_id"] for d in found] == [t for t in sorted(tasks) for _ in range(2)]
     conn = apsw.Connection(str(path))
     try:
         stored = dict(conn.execute("SELECT task_key, typeof(task_key) FROM writes"))

@@ -226,6 +226,10 @@ class Documents(Intake):
         if newest is not None and table == 1:
             tail = " ORDER BY x.checkpoint_id DESC LIMIT ?"
             args.append(newest)
+        elif table == 2:
+            # A checkpoint's writes in its task ids' text order, as when they were all
+            # text: the key orders a UUID's stored form after every text id (idkeys.py).
+            tail = f" ORDER BY x.thread, x.checkpoint_ns, x.checkpoint_id, {TASK_ID}, x.idx"
         return self._select(" AND ".join(where), args, tables=(table,), ordered=False, tail=tail)
 
     def _select(
