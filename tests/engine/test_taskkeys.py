@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
 import apsw
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 
 from tests.engine._fixtures import documents, dumped
 from threadloom import Saver
@@ -260,3 +261,65 @@ def test_a_format_11_file_with_a_damaged_task_id_upgrades_and_verify_names_it(
         assert saver.get_tuple({"configurable": {"thread_id": "graph", "checkpoint_ns": ""}})
     assert not report.sound
     assert any("Task-Upper\ufffd" in p.detail for p in report.problems)
+
+
+_TASKS = st.sampled_from(
+    [
+        UUID_TASK,
+        "00000000-0000-0000-0000-000000000000",
+        "ffffffff-ffff-ffff-ffff-ffffffffffff",
+        UUID_TASK.upper(),
+        "aaaaaaaa-bbbb-cccc-dddd--eeeeeeeeee-",
+        "aaaaaaaa-bbbb-cccc-dddd-e-eeeeeeeee-",
+        "task-1",
+        "",
+        "\x01" + "a" * 16,
+    ]
+)
+_CHANNELS = st.sampled_from(["messages", "note", "__error__", "__interrupt__"])
+_CALLS = st.lists(
+    st.tuples(
+        st.integers(0, 1),  # which checkpoint
+        _TASKS,
+        st.lists(st.tuples(_CHANNELS, st.integers(0, 99)), min_size=1, max_size=3),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_CALLS)
+def test_pending_writes_match_a_model_whatever_the_task_ids(calls: list[Any]) -> None:
+    """put_writes of UUID, look-alike and text task ids, then the writes read back (after a
+    reopen and in a copy of the thread) are a model's: the first write of a (task, index)
+    wins, a special channel's write replaces, in LangGraph's order (task id, index)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "m.db"
+        model: list[dict[tuple[str, int], tuple[str, str, int]]] = [{}, {}]
+        with Saver.from_conn_string(str(path)) as saver:
+            configs = [_put(saver, "t", {"n": step}, step) for step in (1, 2)]
+            for at, task, writes in calls:
+                saver.put_writes(configs[at], writes, task)
+                for i, (channel, value) in enumerate(writes):
+                    key = (task, WRITES_IDX_MAP.get(channel, i))
+                    if channel in WRITES_IDX_MAP:
+                        model[at][key] = (task, channel, value)
+                    else:
+                        model[at].setdefault(key, (task, channel, value))
+        expected = [[written[k] for k in sorted(written)] for written in model]
+        with Saver.from_conn_string(str(path)) as saver:
+            saver.copy_thread("t", "copy")
+            for thread_id in ("t", "copy"):
+                for at, config in enumerate(configs):
+                    wanted = {"configurable": {**config["configurable"], "thread_id": thread_id}}
+                    got = saver.get_tuple(wanted)
+                    assert got is not None
+                    assert got.pending_writes == expected[at], (thread_id, at)
+            listed = {
+                c.config["configurable"]["checkpoint_id"]: c.pending_writes
+                for c in saver.list({"configurable": {"thread_id": "t"}})
+            }
+            for at, config in enumerate(configs):
+                assert listed[config["configurable"]["checkpoint_id"]] == expected[at]
+            assert verify(saver.file).sound
