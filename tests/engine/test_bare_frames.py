@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
 import zstandard
-from langgraph.checkpoint.base import empty_checkpoint
 
-from tests.engine._fixtures import documents, dumped
+from tests.engine._fixtures import copied, documents, dumped, put_values
 from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import codec
@@ -96,14 +93,6 @@ def test_a_truncated_bare_frame_is_damage_not_a_crash(cut: int) -> None:
         codec.unframe(body[: 2 + cut], lambda ident: dictionary, "a body")
 
 
-def _put(saver: Saver, thread_id: str, values: dict[str, Any]) -> Any:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    made = empty_checkpoint()
-    made["channel_values"] = values
-    made["channel_versions"] = {name: 1 for name in values}
-    return saver.put(config, made, {"source": "loop", "step": 1}, {})  # type: ignore[arg-type]
-
-
 BODIES = ("checkpoints", "writes", "vals", "store_items")
 
 
@@ -133,8 +122,7 @@ def test_a_format_10_file_reads_its_old_frames_writes_bare_ones_and_compact_rene
     """The format-10 fixture (tests/data/format10/make.py) holds standard frames only:
     after the upgrade they read as before, new rows are bare, and a training (as `compact`
     runs) re-encodes the old whole bodies bare, smaller, with the same documents."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT10 / "format10.db", path)
+    path = copied(FORMAT10, tmp_path)
     old = _frames(path)
     assert all(all(kinds) for kinds in old.values())
     assert {"checkpoints", "writes", "vals"} <= set(old)
@@ -142,7 +130,7 @@ def test_a_format_10_file_reads_its_old_frames_writes_bare_ones_and_compact_rene
     with Saver.from_conn_string(str(path)) as saver:
         assert documents(saver) == expected
         for n in range(3):
-            _put(saver, "new", {"messages": [TEXT.decode() + str(n)], "n": n})
+            put_values(saver, "new", {"messages": [TEXT.decode() + str(n)], "n": n})
         assert verify(saver.file).sound
         written = documents(saver)
     with Store.from_conn_string(str(path)) as store:

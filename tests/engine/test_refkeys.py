@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from langgraph.checkpoint.base import empty_checkpoint
 
-from tests.engine._fixtures import documents, dumped
+from tests.engine._fixtures import copied, documents, dumped, put_values
 from threadloom import Saver, Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import refkeys
@@ -79,18 +76,10 @@ def test_a_damaged_key_still_names_something() -> None:
     assert refkeys.valid(refkeys.key("anything"))
 
 
-def _put(saver: Saver, thread_id: str, values: dict[str, Any]) -> Any:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    made = empty_checkpoint()
-    made["channel_values"] = values
-    made["channel_versions"] = {name: 1 for name in values}
-    return saver.put(config, made, {"source": "loop", "step": 1}, {})  # type: ignore[arg-type]
-
-
 def test_a_new_file_stores_refs_as_keys_and_reads_them_back(tmp_path: Path) -> None:
     path = tmp_path / "keys.db"
     with Saver.from_conn_string(str(path)) as saver:
-        config = _put(
+        config = put_values(
             saver, "t", {"messages": [f"message {i}: " + "words " * 40 for i in range(40)], "n": 7}
         )
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
@@ -153,8 +142,7 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
     thread of deltas, a value in parts, Store items and a lease. The upgrade rebuilds
     `vals` with binary keys, seals unchanged: the same documents, a sound verify, every
     thread readable, both memories take new writes, and the file is smaller."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT10 / "format10.db", path)
+    path = copied(FORMAT10, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(REFKEYS_FORMAT - 1,)]
@@ -175,7 +163,7 @@ def test_a_format_10_file_upgrades_with_its_refs_as_keys_and_goes_on(tmp_path: P
         config = {"configurable": {"thread_id": "delta", "checkpoint_ns": ""}}
         assert len(saver.get_tuple(config).checkpoint["channel_values"]["messages"]) == 40  # type: ignore[union-attr]
         assert saver.checkpoints.leases.holder("gamma") is None
-        _put(saver, "new", {"messages": ["after the upgrade"]})
+        put_values(saver, "new", {"messages": ["after the upgrade"]})
         assert verify(saver.file).sound
     finally:
         saver.close()
@@ -222,17 +210,11 @@ def test_a_file_without_checkpoint_tables_upgrades_without_making_them(tmp_path:
             assert not read.execute(
                 "SELECT 1 FROM main.sqlite_schema WHERE name = 'vals'"
             ).fetchall()
-        _put(saver, "t", {"n": 1})
+        put_values(saver, "t", {"n": 1})
         with saver.file.read() as read:
             sql = read.execute("SELECT sql FROM main.sqlite_schema WHERE name = 'vals'").fetchall()
         assert "ref_key BLOB" in str(sql[0][0])
         assert verify(saver.file).sound
-
-
-def _format10_copy(tmp_path: Path) -> Path:
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT10 / "format10.db", path)
-    return path
 
 
 def test_a_statement_of_an_older_threadloom_fails_instead_of_matching_keys(
@@ -241,7 +223,7 @@ def test_a_statement_of_an_older_threadloom_fails_instead_of_matching_keys(
     """An older threadloom that had the file open before the upgrade goes on with its
     prepared statements: they name `vals.ref`, which format 11 renamed, so they fail
     loudly instead of comparing binary keys with text refs (and deleting what they miss)."""
-    path = _format10_copy(tmp_path)
+    path = copied(FORMAT10, tmp_path)
     Saver(str(path)).close()
     conn = apsw.Connection(str(path))
     try:
@@ -258,7 +240,7 @@ def test_vals_made_by_an_older_threadloom_after_the_upgrade_is_rebuilt(tmp_path:
     older threadloom then made in its own shape (here: a format-10 file whose version says
     11): a read-only open refuses it with what to do, a writable one rebuilds `vals`, and
     every document reads back as written."""
-    path = _format10_copy(tmp_path)
+    path = copied(FORMAT10, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
@@ -277,7 +259,7 @@ def test_a_format_10_file_with_a_damaged_ref_upgrades_and_verify_names_it(
 ) -> None:
     """A ref whose bytes are not UTF-8 (damage) does not stop the upgrade: the row is kept
     with its bytes, its seal fails, and verify names it."""
-    path = _format10_copy(tmp_path)
+    path = copied(FORMAT10, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         conn.execute(
@@ -297,7 +279,7 @@ def test_a_body_naming_a_ref_that_is_not_text_reads_as_missing(tmp_path: Path) -
     """A checkpoint imported with a channel entry naming a number as its blob (nothing of
     ours writes one) reads as a missing document, not as a TypeError."""
     with Saver.from_conn_string(str(tmp_path / "n.db")) as saver:
-        _put(saver, "t", {"n": "x" * 10})
+        put_values(saver, "t", {"n": "x" * 10})
         doc = next(d for _, _, d in saver.documents("t") if "checkpoint" in d)
         saver.checkpoints.view.import_documents(
             [
@@ -324,7 +306,7 @@ def test_compact_leaves_a_thread_naming_a_ref_that_is_not_text_alone(
     from threadloom.langgraph.retention import RetentionPolicy
 
     with Saver.from_conn_string(str(tmp_path / "n.db")) as saver:
-        _put(saver, "t", {"n": "x" * 10})
+        put_values(saver, "t", {"n": "x" * 10})
         doc = next(d for _, _, d in saver.documents("t") if "checkpoint" in d)
         saver.checkpoints.view.import_documents(
             [
@@ -350,7 +332,7 @@ def test_verify_names_a_row_stored_under_a_key_that_is_not_its_refs(tmp_path: Pa
     seal (seals bind the text) but no lookup finds it: verify names it."""
     path = tmp_path / "c.db"
     with Saver.from_conn_string(str(path)) as saver:
-        _put(saver, "t", {"note": "word " * 4000})
+        put_values(saver, "t", {"note": "word " * 4000})
     conn = apsw.Connection(str(path))
     try:
         (stored,) = [
@@ -374,7 +356,7 @@ def test_a_rebuild_copies_keys_it_finds_already_binary(tmp_path: Path) -> None:
     format 11 wrote such files) is rebuilt with its keys as they are, not encoded twice."""
     path = tmp_path / "keys.db"
     with Saver.from_conn_string(str(path)) as saver:
-        config = _put(
+        config = put_values(
             saver, "t", {"messages": [f"message {i}: " + "words " * 40 for i in range(40)]}
         )
         before = list(saver.documents())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -12,9 +11,9 @@ import apsw
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
+from langgraph.checkpoint.base import WRITES_IDX_MAP
 
-from tests.engine._fixtures import documents, dumped
+from tests.engine._fixtures import copied, documents, dumped, put_values
 from threadloom import Saver
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format import idkeys
@@ -75,7 +74,7 @@ def test_a_write_of_a_uuid_lookalike_task_reads_back(tmp_path: Path) -> None:
     vanished and the first read back as damage."""
     first, second = "aaaaaaaa-bbbb-cccc-dddd--eeeeeeeeee-", "aaaaaaaa-bbbb-cccc-dddd-e-eeeeeeeee-"
     with Saver.from_conn_string(str(tmp_path / "t.db")) as saver:
-        config = _put(saver, "t", {"n": 1})
+        config = put_values(saver, "t", {"n": 1})
         saver.put_writes(config, [("n", 2)], first)
         saver.put_writes(config, [("n", 3)], second)
         got = saver.get_tuple(config)
@@ -84,21 +83,13 @@ def test_a_write_of_a_uuid_lookalike_task_reads_back(tmp_path: Path) -> None:
         assert verify(saver.file).sound
 
 
-def _put(saver: Saver, thread_id: str, values: dict[str, Any], step: int = 1) -> Any:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    made = empty_checkpoint()
-    made["channel_values"] = values
-    made["channel_versions"] = {name: step for name in values}
-    return saver.put(config, made, {"source": "loop", "step": step}, {})  # type: ignore[arg-type]
-
-
 def test_writes_of_uuid_and_text_tasks_come_back_in_the_texts_order(tmp_path: Path) -> None:
     """SQLite orders a BLOB after every TEXT; readers order by the text, so a checkpoint's
     writes come back as they did when every id was text (task path, task id, index)."""
     path = tmp_path / "mixed.db"
     tasks = ["zz-text", UUID_TASK, "00-text", "ffffffff-ffff-4fff-8fff-ffffffffffff"]
     with Saver.from_conn_string(str(path)) as saver:
-        config = _put(saver, "t", {"n": 1})
+        config = put_values(saver, "t", {"n": 1})
         for i, task in enumerate(tasks):
             saver.put_writes(config, [("n", i), ("log", task)], task)
         got = saver.get_tuple(config)
@@ -131,8 +122,7 @@ def test_a_format_11_file_upgrades_with_task_ids_as_keys_and_goes_on(tmp_path: P
     LangGraph graph ran, a checkpoint with UUID and text tasks' writes, a failed task's
     error. The upgrade rebuilds `writes` with keys, seals unchanged: the same documents,
     the same reads, a sound verify, the status kept by the rebuilt triggers."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT11 / "format11.db", path)
+    path = copied(FORMAT11, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(TASKKEYS_FORMAT - 1,)]
@@ -159,7 +149,7 @@ def test_a_format_11_file_upgrades_with_task_ids_as_keys_and_goes_on(tmp_path: P
         ]
         failed = saver.checkpoints.threads(limit=10)
         assert {t.thread_id: t.status for t in failed}["failed"] == "error"
-        config = _put(saver, "new", {"n": 1})
+        config = put_values(saver, "new", {"n": 1})
         saver.put_writes(config, [("n", 2)], str(uuid.uuid4()))
         assert verify(saver.file).sound
     conn = apsw.Connection(str(path))
@@ -185,8 +175,7 @@ def test_a_statement_of_an_older_threadloom_fails_instead_of_matching_keys(
 ) -> None:
     """An older threadloom still holding the file names `writes.task_id`, which format 12
     renamed: its statements fail loudly instead of comparing keys with text."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT11 / "format11.db", path)
+    path = copied(FORMAT11, tmp_path)
     Saver(str(path)).close()
     conn = apsw.Connection(str(path))
     try:
@@ -203,8 +192,7 @@ def test_writes_made_by_an_older_threadloom_after_the_upgrade_are_rebuilt(
     """A `writes` in the old shape in a file whose version says 12 (an older threadloom
     made the checkpoint tables after the upgrade): a read-only open refuses it with what
     to do, a writable one rebuilds it, and every document reads back as written."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT11 / "format11.db", path)
+    path = copied(FORMAT11, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         conn.execute(f"PRAGMA user_version = {FORMAT_VERSION}")
@@ -223,7 +211,7 @@ def test_verify_names_a_uuid_stored_as_text(tmp_path: Path) -> None:
     (seals bind the text) but no lookup finds it: verify names it."""
     path = tmp_path / "t.db"
     with Saver.from_conn_string(str(path)) as saver:
-        config = _put(saver, "t", {"n": 1})
+        config = put_values(saver, "t", {"n": 1})
         saver.put_writes(config, [("n", 2)], UUID_TASK)
     conn = apsw.Connection(str(path))
     try:
@@ -245,8 +233,7 @@ def test_a_format_11_file_with_a_damaged_task_id_upgrades_and_verify_names_it(
     """A task id whose bytes are not UTF-8 (damage) does not stop the upgrade (a file
     neither a writable nor a read-only open could then use): the row keeps its bytes, its
     seal fails, and verify names it."""
-    path = tmp_path / "old.db"
-    shutil.copy(FORMAT11 / "format11.db", path)
+    path = copied(FORMAT11, tmp_path)
     conn = apsw.Connection(str(path))
     try:
         conn.execute(
@@ -298,7 +285,7 @@ def test_pending_writes_match_a_model_whatever_the_task_ids(calls: list[Any]) ->
         path = Path(folder) / "m.db"
         model: list[dict[tuple[str, int], tuple[str, str, int]]] = [{}, {}]
         with Saver.from_conn_string(str(path)) as saver:
-            configs = [_put(saver, "t", {"n": step}, step) for step in (1, 2)]
+            configs = [put_values(saver, "t", {"n": step}, step) for step in (1, 2)]
             for at, task, writes in calls:
                 saver.put_writes(configs[at], writes, task)
                 for i, (channel, value) in enumerate(writes):
