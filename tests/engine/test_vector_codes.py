@@ -66,12 +66,15 @@ def _sound(file: File, index: VectorIndex) -> None:
 def test_no_codes_while_the_exact_scan_serves_the_index_then_a_training_codes_it(
     file: File,
 ) -> None:
-    """Up to `exact_up_to` vectors no code is written (puts, trainings); the first put
-    beyond it makes a training due, and that training codes every list."""
+    """Up to `exact_up_to` vectors no code is written (puts, trainings) and no training
+    is due (every search is the exact scan); a forced one (`compact`) writes no code
+    either. The first put beyond it makes a training due, and that training codes every
+    list."""
     index = VectorIndex(DIMS, "cosine", train_from=100, exact_up_to=400)
     _put(file, index, _clustered(300, 1))
     with file.write() as conn:
-        assert index.maintain(conn)
+        assert index.due(conn) is None and not index.maintain(conn)
+        index.retrain(conn)
     _put(file, index, _clustered(50, 2, first=301))  # into trained lists
     with file.read() as conn:
         assert _coded(conn) == 0 and vector_codes.coded_from(conn) is None

@@ -154,7 +154,7 @@ def test_trained_search_probing_everything_is_exact(file: File, metric: Any) -> 
     """After training, a search told to probe every list equals exact search, which equals
     brute force; one whose `want` covers every item returns every item (ranked in tiers:
     the first lists' items, then the next ones')."""
-    index = VectorIndex(8, metric, train_from=200, probes=1)
+    index = VectorIndex(8, metric, train_from=200, probes=1, exact_up_to=0)
     items = _clustered(400, 8, seed=3)
     _put(file, index, items)
     with file.write() as conn:
@@ -180,7 +180,7 @@ def test_pages_of_a_trained_index_neither_repeat_nor_skip(file: File, metric: An
     """Pages ask for more (`want` = offset + limit) as they go deeper, and the search then
     probes more lists: its tiers keep the earlier ranks where they were, so the pages
     concatenate to one ranking of every item, with and without a filter."""
-    index = VectorIndex(8, metric, train_from=200, probes=1)
+    index = VectorIndex(8, metric, train_from=200, probes=1, exact_up_to=0)
     items = _clustered(600, 8, seed=5)
     _put(file, index, items)
     with file.write() as conn:
@@ -202,7 +202,7 @@ def test_pages_of_a_trained_index_neither_repeat_nor_skip(file: File, metric: An
 def test_probing_a_quarter_of_the_lists_finds_the_neighbours(file: File) -> None:
     """With clustered data, probing 6 of 24 trained lists finds nearly all of the exact top 10
     (lists that ignored the data, such as random ones, would find about a quarter)."""
-    index = VectorIndex(8, "cosine", train_from=200, probes=6)
+    index = VectorIndex(8, "cosine", train_from=200, probes=6, exact_up_to=0)
     items = _clustered(600, 8, seed=5)
     _put(file, index, items)
     with file.write() as conn:
@@ -221,7 +221,7 @@ def test_probing_a_quarter_of_the_lists_finds_the_neighbours(file: File) -> None
 def test_selective_filter_returns_every_match_in_exact_order(file: File) -> None:
     """A filter passing 3 of 800 items returns those 3 in exact order with want=10, and
     accept is asked about each candidate at most once."""
-    index = VectorIndex(8, "l2", train_from=200, probes=1)
+    index = VectorIndex(8, "l2", train_from=200, probes=1, exact_up_to=0)
     items = _clustered(800, 8, seed=7)
     _put(file, index, items)
     with file.write() as conn:
@@ -248,7 +248,7 @@ def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
     """want=150 with probes=1 probes on until 150 items are found, each with its exact score
     (best first within each tier of lists); want=300 returns every item, and the 150 are
     its first 150."""
-    index = VectorIndex(8, "inner_product", train_from=200, probes=1)
+    index = VectorIndex(8, "inner_product", train_from=200, probes=1, exact_up_to=0)
     _put(file, index, _clustered(300, 8, seed=9))
     with file.write() as conn:
         index.maintain(conn)
@@ -266,7 +266,7 @@ def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
 def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
     """Replacing an item's fields drops the old ones, removing or deleting items drops theirs,
     and list sizes stay equal to their members throughout."""
-    index = VectorIndex(4, "cosine", train_from=50)
+    index = VectorIndex(4, "cosine", train_from=50, exact_up_to=0)
     _put(file, index, {i: [("$", [1, 0, 0, i]), ("text", [0, 1, 0, i])] for i in range(1, 80)})
     with file.write() as conn:
         assert index.maintain(conn)
@@ -296,7 +296,7 @@ def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
 def test_maintain_trains_when_the_count_doubles(file: File) -> None:
     """maintain trains at train_from, then only once the count doubled; every vector is then
     in a list of the latest training, and results stay right after more inserts."""
-    index = VectorIndex(8, "cosine", train_from=100, probes=2)
+    index = VectorIndex(8, "cosine", train_from=100, probes=2, exact_up_to=0)
     items = _clustered(500, 8, seed=11)
     batches = [dict(list(items.items())[start : start + 50]) for start in range(0, 500, 50)]
     trained_at = []
@@ -319,7 +319,7 @@ def test_maintain_trains_when_the_count_doubles(file: File) -> None:
 
 def test_a_trained_insert_goes_to_its_nearest_list(file: File) -> None:
     """After training, a new vector lands in the list whose centroid scores best for it."""
-    index = VectorIndex(8, "l2", train_from=100)
+    index = VectorIndex(8, "l2", train_from=100, exact_up_to=0)
     _put(file, index, _clustered(200, 8, seed=13))
     with file.write() as conn:
         index.maintain(conn)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langgraph.store.base import PutOp
 
 from tests.store._random_store import random_store, stored_docs
+from threadloom.core.lru import Budget
 from threadloom.engine.checks import compact, figures
 from threadloom.engine.file import File
+from threadloom.engine.items import scan
 from threadloom.engine.sql import fetchall
 
 #: Past the default training threshold (vectors.TRAIN_FROM: 4,096).
@@ -30,9 +33,33 @@ def _meta(path: Path) -> dict[str, object]:
     return {str(key): value for key, value in rows}
 
 
-def test_a_batch_past_the_threshold_trains_in_the_background(tmp_path: Path) -> None:
-    """The batch that makes a training due returns before it ends; puts made meanwhile are
-    found by the next search, and the training ends with every item indexed once."""
+def test_no_training_while_the_exact_scan_serves(tmp_path: Path) -> None:
+    """Past the threshold, lists no search of this process would read are not trained:
+    the batch starts no training, nothing is moved, and the search stays exact. (The
+    pure-Python core scans exactly only up to the threshold: there the lists train.)"""
+    path = tmp_path / "store.db"
+    store = random_store(path)
+    try:
+        assert store.training is not None
+        serves = store.training.index.exact_up_to >= COUNT
+        ops = [PutOp(("docs",), f"d{n}", {"text": f"document {n}"}) for n in range(COUNT)]
+        store.batch(ops)
+        store.training.wait(120)  # returns at once when none started
+        found = store.search(("docs",), query="document 17", limit=1)
+        assert [item.key for item in found] == ["d17"]
+    finally:
+        store.close()
+    assert ("vector_generation" in _meta(path)) == (not serves)
+    assert figures(str(path))["store_vector_training"] is False
+
+
+def test_a_batch_past_the_threshold_trains_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a process whose vector budget cannot hold the exact scan's codes, the batch
+    that makes a training due returns before it ends; puts made meanwhile are found by
+    the next search, and the training ends with every item indexed once."""
+    monkeypatch.setattr(scan, "codes_budget", lambda: Budget(64 * 1024))
     path = tmp_path / "store.db"
     store = random_store(path)
     try:

@@ -9,7 +9,8 @@ caller's transaction: vector_training.py) makes `~sqrt(N)` lists by k-means on a
 once there are `train_from` vectors, and again whenever the count doubles, moves every
 vector to its nearest list, and records the lists' recall@10 on held-out vectors in `meta`
 (`vector_recall.py`). Up to `exact_up_to` vectors a search is the exact quantized scan
-(`scan.py`) while it fits the memory budget.
+(`scan.py`) while it fits the memory budget; no training is due then (`retrain`, as
+`compact` does, trains anyway), since no search would read the lists.
 
 Invariants:
 - `store_lists.size` is the number of rows in the list's id range (triggers keep it, also
@@ -117,7 +118,8 @@ class VectorIndex:
         metric: `cosine`, `l2` or `inner_product` (scores as LangGraph's PostgresStore
             reports them: cosine similarity, minus the euclidean distance, dot product).
         probes: lists probed before any is added for a short result (recall vs speed).
-        train_from: vectors needed before the first training.
+        train_from: vectors needed before the first training (which waits, past it, as
+            long as the exact scan serves every search: `due`).
         exact_up_to: vectors up to which a search is the exact quantized scan (0: never;
             None: EXACT_CODE_BYTES // dims, or `train_from` on the pure-Python core).
 
@@ -523,6 +525,10 @@ class VectorIndex:
         if found is not None:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
+            return None
+        if total < self.exact_up_to and self.scan.fits(total):
+            # Every search of this process is the exact scan: lists would go unread, and a
+            # training would rewrite every vector row beside the writers for nothing.
             return None
         if vector_codes.coded_from(conn, settings) is None and self.coding(total):
             return total  # grown beyond the exact scan, or upgraded: a training codes them
