@@ -108,8 +108,9 @@ def test_exact_scan_sees_every_write(file: File) -> None:
 
 
 def test_held_codes_spare_the_count_until_the_index_outgrows_the_scan(file: File) -> None:
-    """Codes held at the file's version answer without summing the lists' sizes; once
-    they hold more than exact_up_to entries the count decides (and the lists answer)."""
+    """Codes held at the file's version answer without summing the lists' sizes, also past
+    exact_up_to while the lists were never trained (probing them would read every row);
+    past it with trained lists the count decides (and the lists answer)."""
     rng = random.Random(21)
     index = VectorIndex(DIMS, "cosine", exact_up_to=300)
     _put(file, index, _uniform(rng, 300))
@@ -135,6 +136,10 @@ def test_held_codes_spare_the_count_until_the_index_outgrows_the_scan(file: File
     assert index.scan.held() is not None
     assert not [sql for sql in statements if "store_lists" in sql]
     _put(file, index, _uniform(rng, 1, first=1000))  # 301 vectors: past the exact scan
+    searched()
+    assert not [sql for sql in statements if "store_lists" in sql]
+    with file.write() as conn:
+        index.retrain(conn)
     searched()
     assert [sql for sql in statements if "store_lists" in sql]
 

@@ -18,14 +18,23 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from threadloom.core import similarity
+from threadloom.core.lru import Budget
 from threadloom.core.similarity import FLOAT32_NORMAL
 from threadloom.engine.file import File
 from threadloom.engine.format import features
-from threadloom.engine.items import vector_codes
+from threadloom.engine.items import scan, vector_codes
 from threadloom.engine.items.vectors import LIST_BITS, VectorIndex
 from threadloom.errors import CorruptionError, EngineError, VectorConfigError
 
 METRICS = ["cosine", "l2", "inner_product"]
+
+
+@pytest.fixture
+def lists_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A codes budget too small for the exact scan: this process's searches and trainings
+    go by the lists (with the default `exact_up_to`, trained lists without codes, probed
+    over their float32 rows; on the pure-Python core, coded from `train_from` on)."""
+    monkeypatch.setattr(scan, "codes_budget", lambda: Budget(1))
 
 
 def _item(conn: apsw.Connection, item: int) -> None:
@@ -149,12 +158,13 @@ def test_untrained_search_and_exact_equal_brute_force(
         opened.close()
 
 
+@pytest.mark.usefixtures("lists_only")
 @pytest.mark.parametrize("metric", METRICS)
 def test_trained_search_probing_everything_is_exact(file: File, metric: Any) -> None:
     """After training, a search told to probe every list equals exact search, which equals
     brute force; one whose `want` covers every item returns every item (ranked in tiers:
     the first lists' items, then the next ones')."""
-    index = VectorIndex(8, metric, train_from=200, probes=1, exact_up_to=0)
+    index = VectorIndex(8, metric, train_from=200, probes=1)
     items = _clustered(400, 8, seed=3)
     _put(file, index, items)
     with file.write() as conn:
@@ -175,12 +185,13 @@ def test_trained_search_probing_everything_is_exact(file: File, metric: Any) -> 
             assert [item for item, _ in exact][:5] == [item for item, _ in truth][:5]
 
 
+@pytest.mark.usefixtures("lists_only")
 @pytest.mark.parametrize("metric", METRICS)
 def test_pages_of_a_trained_index_neither_repeat_nor_skip(file: File, metric: Any) -> None:
     """Pages ask for more (`want` = offset + limit) as they go deeper, and the search then
     probes more lists: its tiers keep the earlier ranks where they were, so the pages
     concatenate to one ranking of every item, with and without a filter."""
-    index = VectorIndex(8, metric, train_from=200, probes=1, exact_up_to=0)
+    index = VectorIndex(8, metric, train_from=200, probes=1)
     items = _clustered(600, 8, seed=5)
     _put(file, index, items)
     with file.write() as conn:
@@ -199,10 +210,11 @@ def test_pages_of_a_trained_index_neither_repeat_nor_skip(file: File, metric: An
             assert len(keys) == len(set(keys)) == (300 if accept else 600)
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_probing_a_quarter_of_the_lists_finds_the_neighbours(file: File) -> None:
     """With clustered data, probing 6 of 24 trained lists finds nearly all of the exact top 10
     (lists that ignored the data, such as random ones, would find about a quarter)."""
-    index = VectorIndex(8, "cosine", train_from=200, probes=6, exact_up_to=0)
+    index = VectorIndex(8, "cosine", train_from=200, probes=6)
     items = _clustered(600, 8, seed=5)
     _put(file, index, items)
     with file.write() as conn:
@@ -218,10 +230,11 @@ def test_probing_a_quarter_of_the_lists_finds_the_neighbours(file: File) -> None
     assert hits >= 180
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_selective_filter_returns_every_match_in_exact_order(file: File) -> None:
     """A filter passing 3 of 800 items returns those 3 in exact order with want=10, and
     accept is asked about each candidate at most once."""
-    index = VectorIndex(8, "l2", train_from=200, probes=1, exact_up_to=0)
+    index = VectorIndex(8, "l2", train_from=200, probes=1)
     items = _clustered(800, 8, seed=7)
     _put(file, index, items)
     with file.write() as conn:
@@ -244,11 +257,12 @@ def test_selective_filter_returns_every_match_in_exact_order(file: File) -> None
     assert len(asked) == len(set(asked)) == 800
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
     """want=150 with probes=1 probes on until 150 items are found, each with its exact score
     (best first within each tier of lists); want=300 returns every item, and the 150 are
     its first 150."""
-    index = VectorIndex(8, "inner_product", train_from=200, probes=1, exact_up_to=0)
+    index = VectorIndex(8, "inner_product", train_from=200, probes=1)
     _put(file, index, _clustered(300, 8, seed=9))
     with file.write() as conn:
         index.maintain(conn)
@@ -263,10 +277,11 @@ def test_deep_want_and_offsets_lose_nothing(file: File) -> None:
     assert everything[:150] == found
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
     """Replacing an item's fields drops the old ones, removing or deleting items drops theirs,
     and list sizes stay equal to their members throughout."""
-    index = VectorIndex(4, "cosine", train_from=50, exact_up_to=0)
+    index = VectorIndex(4, "cosine", train_from=50)
     _put(file, index, {i: [("$", [1, 0, 0, i]), ("text", [0, 1, 0, i])] for i in range(1, 80)})
     with file.write() as conn:
         assert index.maintain(conn)
@@ -293,10 +308,11 @@ def test_replace_and_remove_leave_no_stale_vector(file: File) -> None:
         assert searched[0] == found[0] and sorted(searched) == sorted(found)
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_maintain_trains_when_the_count_doubles(file: File) -> None:
     """maintain trains at train_from, then only once the count doubled; every vector is then
     in a list of the latest training, and results stay right after more inserts."""
-    index = VectorIndex(8, "cosine", train_from=100, probes=2, exact_up_to=0)
+    index = VectorIndex(8, "cosine", train_from=100, probes=2)
     items = _clustered(500, 8, seed=11)
     batches = [dict(list(items.items())[start : start + 50]) for start in range(0, 500, 50)]
     trained_at = []
@@ -317,9 +333,10 @@ def test_maintain_trains_when_the_count_doubles(file: File) -> None:
         assert index.search(conn, query, 5, probes=len(lists)) == index.exact(conn, query, 5)
 
 
+@pytest.mark.usefixtures("lists_only")
 def test_a_trained_insert_goes_to_its_nearest_list(file: File) -> None:
     """After training, a new vector lands in the list whose centroid scores best for it."""
-    index = VectorIndex(8, "l2", train_from=100, exact_up_to=0)
+    index = VectorIndex(8, "l2", train_from=100)
     _put(file, index, _clustered(200, 8, seed=13))
     with file.write() as conn:
         index.maintain(conn)
@@ -433,3 +450,24 @@ def test_problems_finds_every_kind_of_damage(file: File) -> None:
         assert "centroid of 2 bytes, not 16" in text and "list 0" in text
     with file.read() as conn, pytest.raises(CorruptionError):
         index.exact(conn, [1, 1, 0, 0], 5)
+
+
+def test_an_index_shrunk_below_the_exact_scan_retrains_and_stays_exact(file: File) -> None:
+    """Lists trained at more than four times `exact_up_to` are searched without a count,
+    so an index shrunk below `exact_up_to` is due to retrain although the exact scan could
+    serve it; once retrained, its searches are exact again."""
+    index = VectorIndex(8, "cosine", train_from=10, exact_up_to=100, probes=1)
+    items = _clustered(500, 8, seed=5)
+    _put(file, index, items)
+    with file.write() as conn:
+        assert index.maintain(conn)
+        index.remove(conn, sorted(items)[80:])
+    with file.read() as conn:
+        assert index.due(conn) == 80
+    with file.write() as conn:
+        assert index.maintain(conn)
+    rng = random.Random(6)
+    with file.read() as conn:
+        for _ in range(20):
+            query = _gauss(rng, 8)
+            assert index.search(conn, query, 10) == index.exact(conn, query, 10)

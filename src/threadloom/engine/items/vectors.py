@@ -9,8 +9,10 @@ caller's transaction: vector_training.py) makes `~sqrt(N)` lists by k-means on a
 once there are `train_from` vectors, and again whenever the count doubles, moves every
 vector to its nearest list, and records the lists' recall@10 on held-out vectors in `meta`
 (`vector_recall.py`). Up to `exact_up_to` vectors a search is the exact quantized scan
-(`scan.py`) while it fits the memory budget; no training is due then (`retrain`, as
-`compact` does, trains anyway), since no search would read the lists.
+(`scan.py`) while it fits the memory budget, and so is a search of lists never trained
+(list 0 holds them all) at any count whose codes fit; no training is due while the
+exact scan serves this process's searches (`compact` trains anyway), since none of them
+would read the lists.
 
 Invariants:
 - `store_lists.size` is the number of rows in the list's id range (triggers keep it, also
@@ -370,11 +372,12 @@ class VectorIndex:
         only, never on `want`, so pages (`want` = offset + limit) of one query neither
         repeat nor skip an item. Until the index is trained there is one list: exact.
 
-        With `probes` None, up to `exact_up_to` vectors (or when the lists' recorded recall
-        cannot reach RECALL_FLOOR) the search is the exact scan while it fits the memory
-        budget: one tier, `exact`'s order; lists whose recall needed wider probes get them,
-        and lists whose recall held the floor at fewer probes than the default (95%
-        confidence, held-out queries: vector_recall.py) are probed that many first.
+        With `probes` None, up to `exact_up_to` vectors, at any count while the lists were
+        never trained, or when the lists' recorded recall cannot reach RECALL_FLOOR, the
+        search is the exact scan while it fits the memory budget: one tier, `exact`'s
+        order; lists whose recall needed wider probes get them, and lists whose recall
+        held the floor at fewer probes than the default (95% confidence, held-out
+        queries: vector_recall.py) are probed that many first.
 
         Raises:
             ValueError: a query of the wrong length or with a non-finite value.
@@ -390,15 +393,21 @@ class VectorIndex:
             # last training is too large for the count to be at most exact_up_to now (it
             # shrinking that far makes a training due: `due`).
             small = meta.trained <= GROWTH * GROWTH * self.exact_up_to
+            # Lists never trained hold every vector in list 0 (or, while the first training
+            # moves them, there and in its new lists): probing them reads every float32
+            # row, so the exact scan serves at any count its codes fit the budget.
+            untrained = not meta.generation
             # Codes held at the file's version have an entry for every vector it holds:
             # no more entries than exact_up_to means no more vectors (no count to read).
             version = settings.get(VERSION_KEY)  # read with the settings: no query more
             current = self.scan.current(None if version is None else str(version))
             held = current if small and not low else None
-            if held is not None and len(held.ids) <= self.exact_up_to:
+            if held is not None and (len(held.ids) <= self.exact_up_to or untrained):
                 return self.scan.search(conn, held, blob, want, accept)
             count = self._count(conn) if small or (low and not meta.probes) else None
-            if count is not None and (count <= self.exact_up_to or (low and not meta.probes)):
+            if count is not None and (
+                count <= self.exact_up_to or untrained or (low and not meta.probes)
+            ):
                 codes = self.scan.codes(conn, count)  # None: over the memory budget
                 if codes is not None:
                     return self.scan.search(conn, codes, blob, want, accept)
@@ -526,9 +535,14 @@ class VectorIndex:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
-        if total < self.exact_up_to and self.scan.fits(total):
-            # Every search of this process is the exact scan: lists would go unread, and a
-            # training would rewrite every vector row beside the writers for nothing.
+        if (
+            total < self.exact_up_to
+            and self.scan.fits(total)
+            and meta.trained <= GROWTH * GROWTH * self.exact_up_to
+        ):
+            # Every search of this process is the exact scan (`search` counts the vectors
+            # of lists trained at most this large): lists would go unread, and a training
+            # would rewrite every vector row beside the writers for nothing.
             return None
         if vector_codes.coded_from(conn, settings) is None and self.coding(total):
             return total  # grown beyond the exact scan, or upgraded: a training codes them
