@@ -188,6 +188,25 @@ def test_a_stopped_training_leaves_a_sound_index_and_the_next_one_finishes_it(
         assert fetchall(conn, "SELECT count(*) FROM store_vectors")[0][0] == len(vectors)
 
 
+def test_a_stopped_training_is_finished_though_the_exact_scan_serves(file: File) -> None:
+    """Below `exact_up_to` no training is due, except one left halfway (a `compact`
+    stopped, say): its vectors sit in old and new lists, so it stays due until a
+    training finishes the move, and searches stay exact meanwhile."""
+    index = VectorIndex(DIMS, "cosine", train_from=1000, exact_up_to=10**6)
+    vectors = _trained(file, index, due=False)
+    assert not index.train(file, _steps(file, lambda step: step > 3), force=True)
+    assert _moving(file) is not None
+    with file.read() as conn:
+        assert index.due(conn, training=True) == len(vectors)
+        query = vectors[5]
+        assert index.search(conn, query, 10) == index.exact(conn, query, 10)
+    assert index.train(file)
+    assert _moving(file) is None
+    with file.read() as conn:
+        assert index.due(conn) is None
+        assert index.problems(conn) == []
+
+
 def test_a_training_taken_over_stops_at_its_next_step(file: File) -> None:
     """When another training takes a running one over (its token changes), the first
     writes nothing more and returns False; the index stays sound and complete."""
