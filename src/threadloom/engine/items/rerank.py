@@ -10,7 +10,7 @@ whenever every bound is at least its vector's exact score.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,7 +21,7 @@ from threadloom.core.similarity import Metric
 from threadloom.engine.sql import fetchall, ids
 from threadloom.errors import CorruptionError
 
-__all__ = ["Bounded", "rerank", "rescore", "vector_matrix"]
+__all__ = ["Bounded", "rerank", "rescore", "scored", "vector_matrix"]
 
 _INF: Final = float("inf")
 #: A vector id's list is `id >> _LIST_BITS` (vectors.LIST_BITS).
@@ -123,11 +123,20 @@ def rescore(
             best[item] = score
 
 
+def scored(
+    rows: Iterable[tuple[Any, ...]], query: bytes, dims: int, metric: Metric
+) -> tuple[array[int], array[float]]:
+    """The items of `rows` (item, vector) and each vector's exact score against `query`."""
+    listed = list(rows)
+    items = array("q", [row[0] for row in listed])
+    return items, core.vector_scores(query, vector_matrix(listed, dims), dims, metric)
+
+
 def vector_matrix(rows: Sequence[tuple[Any, ...]], dims: int) -> bytes:
-    """The vectors of `rows` (id, item, vector) as one float32 matrix."""
-    matrix = b"".join(row[2] for row in rows)
+    """The vectors of `rows` (id, item, vector, or item, vector) as one float32 matrix."""
+    matrix = b"".join(row[-1] for row in rows)
     if len(matrix) != 4 * dims * len(rows):
-        bad = sorted({row[1] for row in rows if len(row[2]) != 4 * dims})
+        bad = sorted({row[-2] for row in rows if len(row[-1]) != 4 * dims})
         raise CorruptionError(
             f"the vectors of items {bad[:5]} are not {dims} float32; run `threadloom "
             "verify`, and put those items again"

@@ -26,6 +26,7 @@ import apsw
 from threadloom import core
 from threadloom.core.similarity import Metric
 from threadloom.engine.items import vector_codes
+from threadloom.engine.items.rerank import scored
 from threadloom.engine.items.scan import Bounded, rerank
 from threadloom.engine.sql import ids
 from threadloom.errors import CorruptionError
@@ -81,15 +82,13 @@ def probe(
         for list_id in tier:
             if not vector_codes.coded(first, list_id):
                 low = list_id << _LIST_BITS
-                scored = index._scored(
-                    blob,
-                    conn.execute(
-                        "SELECT item, vector FROM store_vectors WHERE id >= ? AND id < ?",
-                        (low, low + (1 << _LIST_BITS)),
-                    ),
+                rows = conn.execute(
+                    "SELECT item, vector FROM store_vectors WHERE id >= ? AND id < ?",
+                    (low, low + (1 << _LIST_BITS)),
                 )
-                items.extend(scored[0])
-                bounds.extend(scored[1])
+                listed, scores = scored(rows, blob, index.dims, index.metric)
+                items.extend(listed)
+                bounds.extend(scores)
         probed += step
         candidates = Bounded(items, bounds, frozenset(tier), ranked)
         added = rerank(conn, candidates, blob, want - len(found), accept, decided, index.metric)

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -47,6 +46,7 @@ from threadloom.engine.items import (
     vector_values,
 )
 from threadloom.engine.items.candidates import Candidates
+from threadloom.engine.items.rerank import scored
 from threadloom.engine.items.scan import VERSION_KEY, ExactScan
 from threadloom.engine.items.vector_recall import FLOOR as RECALL_FLOOR
 from threadloom.engine.items.vector_training import Training, moving, resumable
@@ -452,28 +452,7 @@ class VectorIndex:
             rows = list(islice(cursor, _BATCH))
             if not rows:
                 return candidates.best(want, None, {})
-            candidates.add(self._scored(blob, rows))
-
-    def _scored(
-        self, query: bytes, rows: Iterable[tuple[Any, ...]]
-    ) -> tuple[array[int], array[float]]:
-        """The items of `rows` (item, vector) and the score of each vector against `query`."""
-        items = array("q")
-        blobs = []
-        for item, vector in rows:
-            items.append(item)
-            blobs.append(vector)
-        matrix = b"".join(blobs)
-        if len(matrix) != 4 * self.dims * len(blobs):
-            size = 4 * self.dims
-            bad = sorted(
-                {item for item, vector in zip(items, blobs, strict=True) if len(vector) != size}
-            )
-            raise CorruptionError(
-                f"the vectors of items {bad[:5]} are not {self.dims} float32; run `threadloom "
-                "verify`, and put those items again"
-            )
-        return items, core.vector_scores(query, matrix, self.dims, self.metric)
+            candidates.add(scored(rows, blob, self.dims, self.metric))
 
     # -- training --------------------------------------------------------------------------
 
