@@ -389,10 +389,7 @@ class VectorIndex:
             settings = self.settings(conn)
             meta = self._meta(conn, settings)
             low = meta.recall is not None and meta.recall < RECALL_FLOOR
-            # Counting reads every list's row (0.6 ms at 1M): skipped when the count at the
-            # last training is too large for the count to be at most exact_up_to now (it
-            # shrinking that far makes a training due: `due`).
-            small = meta.trained <= GROWTH * GROWTH * self.exact_up_to
+            small = self._counted(meta)
             # Lists never trained hold every vector in list 0 (or, while the first training
             # moves them, there and in its new lists): probing them reads every float32
             # row, so the exact scan serves at any count its codes fit the budget.
@@ -418,6 +415,13 @@ class VectorIndex:
             elif meta.recall is not None and 0 < meta.fewer < self.probes:
                 probes = meta.fewer
         return self.probe(conn, blob, want, accept, probes or self.probes)
+
+    def _counted(self, meta: _Meta) -> bool:
+        """Whether `search` counts the vectors to choose the exact scan. Counting reads
+        every list's row (0.6 ms at 1M), so it is skipped when the last training was too
+        large for the count to be at most exact_up_to now; a shrink that far makes a
+        training due (`_due` asks this too, so the two never disagree)."""
+        return meta.trained <= GROWTH * GROWTH * self.exact_up_to
 
     def probe(
         self, conn: apsw.Connection, blob: bytes, want: int, accept: Accept, probes: int
@@ -514,14 +518,9 @@ class VectorIndex:
             return total if resumable(conn, found, mine=training) else None
         if total < self.train_from:
             return None
-        if (
-            total < self.exact_up_to
-            and self.scan.fits(total)
-            and meta.trained <= GROWTH * GROWTH * self.exact_up_to
-        ):
-            # Every search of this process is the exact scan (`search` counts the vectors
-            # of lists trained at most this large): lists would go unread, and a training
-            # would rewrite every vector row beside the writers for nothing.
+        if total < self.exact_up_to and self.scan.fits(total) and self._counted(meta):
+            # Every search of this process is the exact scan: lists would go unread, and a
+            # training would rewrite every vector row beside the writers for nothing.
             return None
         if vector_codes.coded_from(conn, settings) is None and self.coding(total):
             return total  # grown beyond the exact scan, or upgraded: a training codes them
