@@ -468,14 +468,32 @@ files stay as they are (a training, which `compact` runs, re-encodes the whole b
 chunk deltas and content blocks keep their frames). An older threadloom refuses the file.
 """
 
-#: Migrations that rebuild one feature's table, by the format they reach: the table and a
-#: column only the rebuilt shape has. Each runs on a file whose `main` holds that table
+FORMAT_13: Final = """
+ALTER TABLE store_items ADD COLUMN text_digest BLOB;
+"""
+"""Format 13: each Store item records a digest of the text its text index holds.
+
+`store_items.text_digest`: blake3 of the item's indexed text (its texts joined by
+newlines, as `store_text` holds it), 8 bytes (`engine/format/text.py`, `digest`); NULL
+when the item has no text entry or was written before format 13. A put whose text has
+the digest stored leaves the item's `store_text` row and `terms` as they are: the
+contentless FTS5 table cannot say what text a row holds, and deleting a row and
+inserting the same text again was most of the time of a put of an unchanged item.
+
+Runs on a file whose `store_items` lacks the column (`ONLY_WITH`), whatever its version:
+a file without the Store's tables gets them in this shape when they are made. Rows of
+older files keep NULL, so their first put writes their text entry again and records it.
+"""
+
+#: Migrations that rebuild or alter one feature's table, by the format they reach: the
+#: table and a column only the new shape has. Each runs on a file whose `main` holds that table
 #: without the column, whatever its version: a file of format 8 on makes a feature's
 #: tables when it first writes (engine/format/features.py), and an older threadloom that
 #: had the file open before the upgrade makes them in its own shape.
 ONLY_WITH: Final[dict[int, tuple[str, str]]] = {
     11: ("vals", "ref_key"),
     12: ("writes", "task_key"),
+    13: ("store_items", "text_digest"),
 }
 
 
@@ -505,6 +523,7 @@ MIGRATIONS: Final[list[str]] = [
     FORMAT_10,
     FORMAT_11,
     FORMAT_12,
+    FORMAT_13,
 ]
 
 FORMAT_VERSION: Final = len(MIGRATIONS)
@@ -513,5 +532,7 @@ REFKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_11) + 1
 #: The first format storing task ids as keys (idkeys.py) and writing zstd frames without
 #: magic and dictionary id (codec.py).
 TASKKEYS_FORMAT: Final = MIGRATIONS.index(FORMAT_12) + 1
+#: The first format recording each Store item's text digest (`store_items.text_digest`).
+TEXT_DIGEST_FORMAT: Final = MIGRATIONS.index(FORMAT_13) + 1
 #: The first format with the vector index's codes (`store_codes`).
 CODES_FORMAT: Final = MIGRATIONS.index(FORMAT_9) + 1

@@ -25,8 +25,20 @@ from __future__ import annotations
 
 from typing import Final
 
+import blake3
+
 #: The tokenizer `store_text` declares (and the one queries are split with).
 TOKENIZER: Final = ("unicode61", ("remove_diacritics", "2"))
+
+
+#: Bytes of an item's text digest (`store_items.text_digest`, format 13).
+DIGEST_BYTES: Final = 8
+
+
+def digest(text: str) -> bytes:
+    """The digest of an item's indexed text as `store_text` holds it (its texts joined
+    by newlines): a put whose text has the digest stored leaves the text entry as it is."""
+    return blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_BYTES)
 
 
 def expression(tokens: list[str]) -> str:

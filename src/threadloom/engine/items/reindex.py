@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import apsw
 
+from threadloom.engine.format.text import digest as text_digest
 from threadloom.engine.items import vector_codes
 from threadloom.engine.items.reads import ITEM_COLUMNS
 from threadloom.engine.items.records import Stored, prefix_clause
@@ -160,9 +161,13 @@ class Reindex:
                 [(e.item.id, "\n".join(e.texts or [])) for e in texts if e.texts],
             )
             conn.executemany(
-                "UPDATE store_items SET terms = ? WHERE id = ?",
+                "UPDATE store_items SET terms = ?, text_digest = ? WHERE id = ?",
                 [
-                    (len({t for text in e.texts or [] for t in self.items.tokens(text)}), e.item.id)
+                    (
+                        len({t for text in e.texts or [] for t in self.items.tokens(text)}),
+                        text_digest("\n".join(e.texts)) if e.texts else None,
+                        e.item.id,
+                    )
                     for e in texts
                 ],
             )

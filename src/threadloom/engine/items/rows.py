@@ -20,6 +20,7 @@ from threadloom.engine.content.blocks import Packed
 from threadloom.engine.file import File
 from threadloom.engine.format import features, seal
 from threadloom.engine.format.text import TOKENIZER
+from threadloom.engine.format.text import digest as text_digest
 from threadloom.engine.items import fieldkeys, vector_codes
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
@@ -53,17 +54,24 @@ class OldRow(NamedTuple):
     digest: bytes
     blocks: int
     created_at: int
+    partial: int
+    terms: int | None
+    text_digest: bytes | None
 
 
 #: The columns of an `OldRow`; `?1` is its namespace's name.
-_OLD: Final = "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks, x.created_at"
+_OLD: Final = (
+    "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks, x.created_at, x.partial, x.terms, "
+    "x.text_digest"
+)
 _OLD_WHERE: Final = (
     " FROM store_items x WHERE x.ns = (SELECT id FROM store_namespaces WHERE name = ?1) "
     "AND x.key = ?2"
 )
 #: Namespace `?1`'s id and NULLs (if it holds items), then its `_OLD` rows of keys `?2`.
 _PRESENT: Final = (
-    "SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM store_namespaces WHERE name = ?1 "
+    "SELECT id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL "
+    "FROM store_namespaces WHERE name = ?1 "
     f"UNION ALL {_OLD.replace('SELECT', 'SELECT x.ns,', 1)}"
     + _OLD_WHERE.replace("x.key = ?2", "x.key IN carray(?2)")
 )
@@ -79,9 +87,18 @@ class _Columns(NamedTuple):
 
     digest: bytes
     expires: int | None
+    #: The filter index rows ([] for a value the item holds already: its rows stay).
     fields: list[tuple[str, bytes]]
     partial: int
     terms: int | None
+    #: The text entry to write (None: none, or the item holds this text already).
+    text: str | None
+    text_digest: bytes | None
+
+    @property
+    def text_kept(self) -> bool:
+        """The item holds this text entry already (a put of the same text)."""
+        return self.text is None and self.text_digest is not None
 
 
 class Items(ItemReads):
@@ -156,8 +173,11 @@ class Items(ItemReads):
             if w.value is None:
                 named = (namespace_name(w.namespace), w.key)
                 self._drop(conn, fetch(conn, OldRow, _OLD + _OLD_WHERE, named), now)
-        columns = [self._columns(w, packed, now) for w, packed in zip(puts, packs, strict=True)]
         olds = [present.get((namespace_name(w.namespace), w.key)) for w in puts]
+        columns = [
+            self._columns(w, packed, now, old)
+            for w, packed, old in zip(puts, packs, olds, strict=True)
+        ]
         made = self._insert(
             conn,
             [
@@ -181,9 +201,9 @@ class Items(ItemReads):
         items = [next(at) if old is None else int(old.id) for old in olds]
         fields: list[tuple[str, bytes, int]] = []
         texts: list[tuple[int, str]] = []
-        for w, cols, item in zip(puts, columns, items, strict=True):
-            if w.texts:
-                texts.append((item, "\n".join(w.texts)))
+        for cols, item in zip(columns, items, strict=True):
+            if cols.text is not None:
+                texts.append((item, cols.text))
             if item not in kept:
                 fields.extend((path, found, item) for path, found in cols.fields)
         content.link(conn, packs, now / 1e6)
@@ -277,18 +297,31 @@ class Items(ItemReads):
                     found[(name, str(row[2]))] = OldRow._make(row)
         return found
 
-    def _columns(self, w: Write, packed: Packed, now: int) -> _Columns:
-        """What a put's row and index rows hold besides its body."""
+    def _columns(self, w: Write, packed: Packed, now: int, old: OldRow | None) -> _Columns:
+        """What a put's row and index rows hold besides its body (`old`: the row it
+        replaces, whose filter rows stay when the value is the same, and whose text
+        entry stays when the text is)."""
         name = namespace_name(w.namespace)
         digest = seal.xor(packed.digest, seal.identity_after(self._prefix(name), w.key))
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
-        rows, complete = fieldkeys.fields(w.value or {})
-        terms = None
-        if w.texts is not None:
-            # The text as the index holds it: one tokenizer call, and a newline separates
-            # tokens (unicode61), so its tokens are those of the texts together.
-            terms = len(set(self.tokens("\n".join(w.texts))))
-        return _Columns(digest, expires, rows, int(not complete), terms)
+        if old is not None and bytes(old.digest) == digest:
+            rows: list[tuple[str, bytes]] = []
+            partial = int(old.partial)
+        else:
+            rows, complete = fieldkeys.fields(w.value or {})
+            partial = int(not complete)
+        if w.texts is None:
+            return _Columns(digest, expires, rows, partial, None, None, None)
+        if not w.texts:
+            return _Columns(digest, expires, rows, partial, 0, None, None)  # no entry
+        # The text as the index holds it: a newline separates tokens (unicode61), so its
+        # tokens are those of the texts together.
+        text = "\n".join(w.texts)
+        found = text_digest(text)
+        if old is not None and old.terms is not None and old.text_digest == found:
+            return _Columns(digest, expires, rows, partial, int(old.terms), None, found)
+        terms = len(set(self.tokens(text)))
+        return _Columns(digest, expires, rows, partial, terms, text, found)
 
     def _insert(
         self,
@@ -315,13 +348,14 @@ class Items(ItemReads):
                 w.ttl,
                 cols.partial,
                 cols.terms,
+                cols.text_digest,
             )
             for w, size, packed, cols in fresh
         ]
         made = insert_values(
             conn,
             "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
-            "updated_at, expires_at, ttl, partial, terms)",
+            "updated_at, expires_at, ttl, partial, terms, text_digest)",
             rows,
             " RETURNING ns, key, id",
         )
@@ -338,7 +372,8 @@ class Items(ItemReads):
         the row replaced), one statement each for the batch (the caller adds the filter
         and text rows and links the bodies' blocks). Return the items whose value is the
         one stored (the same digest under the same seal): their filter rows stay as they
-        are, neither deleted nor written again."""
+        are, neither deleted nor written again. A text entry stays when the put's text is
+        the one it holds (`text_kept`)."""
         if not again:
             return set()
         same = {int(old.id) for _, _, _, cols, old in again if bytes(old.digest) == cols.digest}
@@ -348,7 +383,8 @@ class Items(ItemReads):
         self._unindex(conn, [old for *_, old in again if int(old.id) not in same])
         conn.executemany(
             "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
-            "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ? WHERE id = ?",
+            "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ?, text_digest = ? "
+            "WHERE id = ?",
             [
                 (
                     packed.body,
@@ -360,13 +396,17 @@ class Items(ItemReads):
                     w.ttl,
                     cols.partial,
                     cols.terms,
+                    cols.text_digest,
                     int(old.id),
                 )
                 for w, size, packed, cols, old in again
             ],
         )
         replaced = [(int(old.id),) for *_, old in again]
-        conn.executemany("DELETE FROM store_text WHERE rowid = ?", replaced)
+        conn.executemany(
+            "DELETE FROM store_text WHERE rowid = ?",
+            [(int(old.id),) for *_, cols, old in again if not cols.text_kept],
+        )
         if self.vectors is None:
             # A store without embeddings replaced the values: their old vectors would be stale.
             vector_codes.drop_items(conn, [item for (item,) in replaced])
