@@ -8,9 +8,11 @@ from typing import Any
 
 import apsw
 import blake3
+from langgraph.store.base import PutOp
 
 from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Saver, Store
+from threadloom.core.similarity import pack
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.items import embedding_key
 from threadloom.langgraph.store_embed import identity
@@ -55,13 +57,27 @@ def test_repeated_text_is_embedded_once_across_puts_and_reopens(tmp_path: Path) 
     assert again.documents_embedded() == ["Bob rides a bicycle"]
 
 
+def test_a_vector_from_the_cache_is_written_bit_for_bit(tmp_path: Path) -> None:
+    """A cached vector comes back as float32 and is written again by a copy of its bytes:
+    the second item's row is the first's, which is the embedder's vector packed."""
+    path = tmp_path / "v.db"
+    embedder = HashingEmbedder(DIMS)
+    with Store.from_conn_string(path, index=index(embedder)) as store:
+        store.put(("a",), "1", {"text": "Ada prefers green tea"})
+        store.put(("b",), "2", {"text": "Ada prefers green tea"})
+        store.batch([PutOp(("c",), str(n), {"text": "Ada prefers green tea"}) for n in range(3)])
+        assert verify(store.file).sound
+    assert embedder.documents_embedded() == ["Ada prefers green tea"]
+    blobs = [bytes(r[0]) for r in rows(path, "SELECT vector FROM store_vectors ORDER BY item")]
+    assert len(blobs) == 5
+    assert set(blobs) == {pack(HashingEmbedder(DIMS).vector("Ada prefers green tea"))}
+
+
 def test_a_batch_embeds_each_distinct_text_once(tmp_path: Path) -> None:
     """Texts repeated within one batch go to the embedder once, and every item gets the
     vector."""
     embedder = HashingEmbedder(DIMS)
     with Store.from_conn_string(tmp_path / "b.db", index=index(embedder)) as store:
-        from langgraph.store.base import PutOp
-
         store.batch([PutOp(("a",), f"k{i}", {"text": f"fact {i % 3}"}) for i in range(9)])
         assert sorted(embedder.documents_embedded()) == ["fact 0", "fact 1", "fact 2"]
         found = store.search(("a",), query="fact 1", limit=9)

@@ -107,14 +107,14 @@ class Embedder:
 
     def _plan(
         self, file: File, texts: Sequence[str]
-    ) -> tuple[list[bytes] | None, dict[Any, list[float]], list[str]]:
+    ) -> tuple[list[bytes] | None, dict[Any, Sequence[float]], list[str]]:
         """(keys or None, vectors known by key or text, the distinct texts to embed)."""
         if self.identity is None:
             return None, {}, list(dict.fromkeys(texts))
         keys = [embedding_key(self.identity, text) for text in texts]
         # One statement, a snapshot by itself: no BEGIN and COMMIT around it.
         with file.connection(READS) as conn:
-            known: dict[Any, list[float]] = dict(cached_vectors(conn, keys))
+            known: dict[Any, Sequence[float]] = dict(cached_vectors(conn, keys))
         missing = [t for k, t in zip(keys, texts, strict=True) if k not in known]
         return keys, known, list(dict.fromkeys(missing))
 
@@ -122,7 +122,7 @@ class Embedder:
     def _done(
         texts: Sequence[str],
         keys: list[bytes] | None,
-        known: dict[Any, list[float]],
+        known: dict[Any, Sequence[float]],
         asked: list[str],
         got: Sequence[Sequence[float]],
     ) -> tuple[list[Sequence[float]], list[bytes] | None]:

@@ -12,6 +12,7 @@ row per stored vector, and an erased item's text hashes go with the item.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Collection, Iterable, Sequence
 from typing import Final
 
@@ -36,8 +37,10 @@ def key(identity: str, text: str) -> bytes:
     return hasher.digest(length=KEY_BYTES)
 
 
-def vectors(conn: apsw.Connection, keys: Iterable[bytes]) -> dict[bytes, list[float]]:
-    """The stored vectors of the `keys` the cache holds (others are left out)."""
+def vectors(conn: apsw.Connection, keys: Iterable[bytes]) -> dict[bytes, array[float]]:
+    """The stored vectors of the `keys` the cache holds (others are left out), as float32
+    arrays: a write packs them again by a copy of their bytes (`vector_values.pack_many`)
+    and a put of the same text into the same field never reads them."""
     wanted = list(dict.fromkeys(keys))
     if not wanted:
         return {}
@@ -48,12 +51,12 @@ def vectors(conn: apsw.Connection, keys: Iterable[bytes]) -> dict[bytes, list[fl
         "WHERE e.key IN carray(?)",
         (ids(wanted),),
     )
-    found: dict[bytes, list[float]] = {}
+    found: dict[bytes, array[float]] = {}
     for cached, digest, blob in rows:
         blob = bytes(blob)
         if blake3.blake3(blob).digest(length=DIGEST_BYTES) != bytes(digest):
             continue  # the field's vector was replaced by a path that did not say so
-        found[bytes(cached)] = floats(blob, max(len(blob) // 4, 1)).tolist()
+        found[bytes(cached)] = floats(blob, max(len(blob) // 4, 1))
     return found
 
 
