@@ -121,6 +121,22 @@ def test_a_put_writes_the_text_entry_only_when_its_text_changes(tmp_path: Path) 
         assert verify(store.file).sound
 
 
+def test_reembed_leaves_the_text_entries_that_hold_their_text(tmp_path: Path) -> None:
+    """Re-embedding every item with another embedder writes vectors, not the text index:
+    each entry holds its item's text already. An entry of another text is written."""
+    path = tmp_path / "r.db"
+    with Store(path, index=index()) as store:
+        store.put(NAMESPACE, "a", {"text": "the amber fox", "title": "one"})
+        store.put(NAMESPACE, "b", {"text": "a low orbit", "title": "two"}, index=["title"])
+    with text_statements() as counted, Store(path, index={**index(), "embed_id": "v2"}) as store:
+        assert store.reembed(NAMESPACE, every=True).embedded == 2
+        assert counted == Counter({"DELETE FROM store_text": 1, "INSERT INTO store_text": 1})
+        assert [i.key for i in store.search(NAMESPACE, query="amber", mode="text")] == ["a"]
+        assert [i.key for i in store.search(NAMESPACE, query="orbit", mode="text")] == ["b"]
+        assert store.search(NAMESPACE, query="two", mode="text") == []
+        assert verify(store.file).sound
+
+
 _TEXTS = st.sampled_from(["amber fox", "amber kettle note", "orbit", "", "quiet harbor fox"])
 _INDEX = st.sampled_from([None, False, ["title"], ["text"], ["text", "title"]])
 _PUT = st.tuples(

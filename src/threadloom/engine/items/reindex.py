@@ -142,16 +142,18 @@ class Reindex:
         if not entries:
             return 0
         wanted = [e.item.id for e in entries]
-        current = {
-            int(row[0]): int(row[1])
-            for row in fetchall(
-                conn,
-                "SELECT id, updated_at FROM store_items WHERE id IN carray(?)",
-                (ids(wanted),),
-            )
-        }
-        kept = [e for e in entries if current.get(e.item.id) == e.item.updated_at]
-        texts = [e for e in kept if e.texts is not None]
+        rows = fetchall(
+            conn,
+            "SELECT id, updated_at, text_digest, terms FROM store_items WHERE id IN carray(?)",
+            (ids(wanted),),
+        )
+        updated = {int(r[0]): int(r[1]) for r in rows}
+        # The digest of the text each item's entry holds (format 13; None: not known).
+        held = {int(r[0]): r[2] for r in rows if r[3] is not None}
+        kept = [e for e in entries if updated.get(e.item.id) == e.item.updated_at]
+        texts = [
+            e for e in kept if e.texts is not None and not _holds(held.get(e.item.id), e.texts)
+        ]
         if texts:
             conn.executemany(
                 "DELETE FROM store_text WHERE rowid = ?", [(e.item.id,) for e in texts]
@@ -195,3 +197,9 @@ class Reindex:
         conn.execute("DELETE FROM store_lists WHERE id != 0")
         conn.execute("DELETE FROM meta WHERE key IN carray(?)", (ids(list(VECTOR_SETTINGS)),))
         return gone
+
+
+def _holds(digest: bytes | None, texts: list[str]) -> bool:
+    """Whether the text entry whose digest is `digest` holds `texts` already (an entry
+    of no text is never skipped: deleting it is how an item loses its text)."""
+    return bool(texts) and digest is not None and digest == text_digest("\n".join(texts))
