@@ -77,13 +77,13 @@ def test_an_older_file_gets_its_text_entries_at_the_first_writable_open(tmp_path
     conn = apsw.Connection(str(path))
     conn.execute("DELETE FROM meta WHERE key = 'store_text_filled'")
     conn.close()
-    assert raw(path, "SELECT count(*) FROM store_items WHERE terms IS NULL") == [(3,)]
+    assert raw(path, "SELECT count(*) FROM store_items WHERE text_terms IS NULL") == [(3,)]
     with Store(path, readonly=True) as reader:
         assert reader.search_text(("acme",), "Lisbon") == []
     with Store.from_conn_string(path, index=index(embedder)) as store:
         assert [h.key for h in store.search_text(("acme",), "Lisbon")] == ["city"]
         assert verify(store.file).sound
-    assert raw(path, "SELECT count(*) FROM store_items WHERE terms IS NULL") == [(0,)]
+    assert raw(path, "SELECT count(*) FROM store_items WHERE text_terms IS NULL") == [(0,)]
     assert raw(path, "SELECT value FROM meta WHERE key = 'store_text_filled'") == [("1",)]
 
 

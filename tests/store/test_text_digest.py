@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 import apsw
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from langgraph.store.base import PutOp
 
 from tests.data.format12.make import NAMESPACE, QUERIES, answers, index
 from tests.engine._fixtures import copied
 from threadloom import Store
 from threadloom.engine.checks.verify import verify
 from threadloom.engine.format.schema import FORMAT_VERSION, TEXT_DIGEST_FORMAT
+from threadloom.engine.format.text import digest as text_digest
+from threadloom.engine.items.fieldkeys import MAX_FIELDS
 
 FORMAT12 = Path(__file__).resolve().parents[1] / "data" / "format12"
 
@@ -63,7 +67,7 @@ def test_a_format_12_store_upgrades_and_answers_the_same(tmp_path: Path) -> None
     try:
         assert conn.execute("PRAGMA user_version").fetchall() == [(TEXT_DIGEST_FORMAT - 1,)]
         columns = {r[1] for r in conn.execute("PRAGMA table_info(store_items)")}
-        assert "text_digest" not in columns and "terms" in columns
+        assert "text_digest" not in columns and "terms" in columns and "text_terms" not in columns
     finally:
         conn.close()
     expected = json.loads((FORMAT12 / "answers.json").read_text())
@@ -90,6 +94,29 @@ def test_a_format_12_store_upgrades_and_answers_the_same(tmp_path: Path) -> None
         assert conn.execute("PRAGMA user_version").fetchall() == [(FORMAT_VERSION,)]
     finally:
         conn.close()
+
+
+def test_a_statement_of_an_older_threadloom_fails_instead_of_leaving_a_stale_digest(
+    tmp_path: Path,
+) -> None:
+    """An older threadloom still holding the file writes `terms`, which format 13 renamed:
+    its statements that write a text entry fail loudly, instead of replacing the text
+    and leaving the digest of the one before (a later put of that text would keep the
+    wrong entry)."""
+    path = copied(FORMAT12, tmp_path)
+    older = apsw.Connection(str(path))
+    try:
+        assert older.execute("SELECT count(*) FROM store_items WHERE terms > 0").fetchall()
+        with Store(path, index=index()) as store:
+            store.put(NAMESPACE, "a", {"text": "the amber fox crossed the road", "title": "a"})
+        for sql in (
+            "UPDATE store_items SET terms = 3 WHERE key = 'a'",
+            "SELECT count(*) FROM store_items WHERE terms > 0",
+        ):
+            with pytest.raises(apsw.SQLError, match="no such column: terms"):
+                older.execute(sql).fetchall()
+    finally:
+        older.close()
 
 
 def test_a_put_writes_the_text_entry_only_when_its_text_changes(tmp_path: Path) -> None:
@@ -137,12 +164,40 @@ def test_reembed_leaves_the_text_entries_that_hold_their_text(tmp_path: Path) ->
         assert verify(store.file).sound
 
 
+def test_reembed_records_the_digest_of_the_text_it_writes(tmp_path: Path) -> None:
+    """After reembed rewrote an entry, a put of the entry's former text writes it again."""
+    path = tmp_path / "d.db"
+    with Store(path, index=index()) as store:
+        store.put(NAMESPACE, "b", {"text": "a low orbit", "title": "two"}, index=["title"])
+    with Store(path, index={**index(), "embed_id": "v2"}) as store:
+        store.reembed(NAMESPACE, every=True)  # the config's fields: the entry is the text
+        assert _digests(path)["b"] == text_digest("a low orbit")
+        store.put(NAMESPACE, "b", {"text": "a low orbit", "title": "two"}, index=["title"])
+        assert [i.key for i in store.search(NAMESPACE, query="two", mode="text")] == ["b"]
+        assert store.search(NAMESPACE, query="orbit", mode="text") == []
+
+
+def test_a_put_of_the_same_value_keeps_it_partial(tmp_path: Path) -> None:
+    """A value with more fields than the filter index holds stays `partial` when put
+    again unchanged, so a filter on a field past the index still checks the value."""
+    value = {f"f{n:03d}": n for n in range(MAX_FIELDS + 40)}
+    last = f"f{MAX_FIELDS + 39:03d}"
+    with Store(tmp_path / "p.db", index=index()) as store:
+        store.put(NAMESPACE, "wide", value, index=False)
+        store.put(NAMESPACE, "wide", value, index=False)
+        found = store.search(NAMESPACE, filter={last: MAX_FIELDS + 39})
+        assert [i.key for i in found] == ["wide"]
+
+
 _TEXTS = st.sampled_from(["amber fox", "amber kettle note", "orbit", "", "quiet harbor fox"])
 _INDEX = st.sampled_from([None, False, ["title"], ["text"], ["text", "title"]])
-_PUT = st.tuples(
+_VALUE = st.one_of(st.none(), st.fixed_dictionaries({"text": _TEXTS, "title": _TEXTS}))
+#: (key, [values put in one batch, the last one wins], index fields, text index on).
+_OP = st.tuples(
     st.sampled_from(["a", "b", "c"]),
-    st.one_of(st.none(), st.fixed_dictionaries({"text": _TEXTS, "title": _TEXTS})),
+    st.lists(_VALUE, min_size=1, max_size=2),
     _INDEX,
+    st.booleans(),
 )
 
 
@@ -157,26 +212,31 @@ def _text_answers(store: Store) -> dict[str, list[tuple[str, float]]]:
     }
 
 
-@settings(max_examples=40, deadline=None)
-@given(st.lists(_PUT, min_size=1, max_size=12))
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_OP, min_size=1, max_size=12))
 def test_text_answers_are_those_of_the_last_puts_alone(
-    puts: list[tuple[str, dict[str, Any] | None, Any]],
+    ops: list[tuple[str, list[dict[str, Any] | None], Any, bool]],
 ) -> None:
-    """Whatever puts came before (same values, same texts, other fields, no index,
-    deletes), the text search answers what a store holding only each key's last put
-    answers."""
+    """Whatever puts came before (same values, same texts, other fields, no index, a
+    Store without the text index, deletes, several puts of a key in one batch), the text
+    search answers what a store holding only each key's last put answers."""
     with tempfile.TemporaryDirectory() as folder:
-        last: dict[str, tuple[dict[str, Any] | None, Any]] = {}
-        with Store(Path(folder) / "t.db", index=index()) as store:
-            for key, value, fields in puts:
-                if value is None:
-                    store.delete(NAMESPACE, key)
-                else:
-                    store.put(NAMESPACE, key, value, index=fields)
-                last[key] = (value, fields)
+        last: dict[str, tuple[dict[str, Any] | None, Any, bool]] = {}
+        path = Path(folder) / "t.db"
+        with Store(path, index=index()) as store, Store(path, index=index(), text=False) as bare:
+            for key, values, fields, text in ops:
+                (store if text else bare).batch(
+                    [PutOp(NAMESPACE, key, value, index=fields) for value in values]
+                )
+                last[key] = (values[-1], fields, text)
             got = _text_answers(store)
-        with Store(Path(folder) / "fresh.db", index=index()) as fresh:
-            for key, (value, fields) in last.items():
+            assert verify(store.file).sound
+        fresh_path = Path(folder) / "fresh.db"
+        with (
+            Store(fresh_path, index=index()) as fresh,
+            Store(fresh_path, index=index(), text=False) as fresh_bare,
+        ):
+            for key, (value, fields, text) in last.items():
                 if value is not None:
-                    fresh.put(NAMESPACE, key, value, index=fields)
+                    (fresh if text else fresh_bare).put(NAMESPACE, key, value, index=fields)
             assert got == _text_answers(fresh)

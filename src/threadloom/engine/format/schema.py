@@ -469,6 +469,7 @@ chunk deltas and content blocks keep their frames). An older threadloom refuses 
 """
 
 FORMAT_13: Final = """
+ALTER TABLE store_items RENAME COLUMN terms TO text_terms;
 ALTER TABLE store_items ADD COLUMN text_digest BLOB;
 """
 """Format 13: each Store item records a digest of the text its text index holds.
@@ -476,9 +477,14 @@ ALTER TABLE store_items ADD COLUMN text_digest BLOB;
 `store_items.text_digest`: blake3 of the item's indexed text (its texts joined by
 newlines, as `store_text` holds it), 8 bytes (`engine/format/text.py`, `digest`); NULL
 when the item has no text entry or was written before format 13. A put whose text has
-the digest stored leaves the item's `store_text` row and `terms` as they are: the
+the digest stored leaves the item's `store_text` row and `text_terms` as they are: the
 contentless FTS5 table cannot say what text a row holds, and deleting a row and
 inserting the same text again was most of the time of a put of an unchanged item.
+
+`terms` is renamed `text_terms`, so that an older threadloom still holding the file
+fails on its first statement that writes a text entry ("no such column: terms") instead
+of replacing an item's text and leaving the digest of the one before, which a later put
+of that text would then take for the entry's.
 
 Runs on a file whose `store_items` lacks the column (`ONLY_WITH`), whatever its version:
 a file without the Store's tables gets them in this shape when they are made. Rows of

@@ -1,7 +1,7 @@
 """The Store's text index: its tokenizer, query expressions and relevance score.
 
 Engine layer, no I/O of its own. `store_text` (FTS5, contentless, rowid = item id)
-holds the indexed text of each item, and `store_items.terms` how many distinct tokens
+holds the indexed text of each item, and `store_items.text_terms` how many distinct tokens
 that text has. A text search matches every item holding at least one of the query's
 tokens and scores it
 

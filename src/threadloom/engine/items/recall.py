@@ -201,11 +201,11 @@ class Recall:
         # |Q ∩ D| counted in SQL: one FTS5 match per query token, grouped by item (no
         # Python call per matching item: a common word matches most of the file).
         sql = (
-            f"SELECT {ITEM_COLUMNS}, h.hits / sqrt(? * x.terms) AS score, x.partial "
+            f"SELECT {ITEM_COLUMNS}, h.hits / sqrt(? * x.text_terms) AS score, x.partial "
             "FROM (SELECT s.rowid AS item, count(*) * 1.0 AS hits FROM carray(?) q "
             "CROSS JOIN store_text s WHERE s.store_text MATCH q.value GROUP BY s.rowid) h "
             "JOIN store_items x ON x.id = h.item JOIN store_namespaces n ON n.id = x.ns "
-            f"WHERE x.terms > 0 AND {clause} ORDER BY score DESC, {_NEWEST}"
+            f"WHERE x.text_terms > 0 AND {clause} ORDER BY score DESC, {_NEWEST}"
         )
         bound = [len(tokens), ids(text.expression([t]) for t in tokens), *args]
         return self._page(conn, sql, bound, compiled, filter, limit, offset)
@@ -308,7 +308,7 @@ class Recall:
                 int(r[0])
                 for r in fetchall(
                     conn,
-                    f"SELECT x.id{_FROM} WHERE x.id IN carray(?) AND x.terms > 0 AND {clause}",
+                    f"SELECT x.id{_FROM} WHERE x.id IN carray(?) AND x.text_terms > 0 AND {clause}",
                     [ids(first), *args],
                 )
             }
@@ -319,7 +319,7 @@ class Recall:
             f"SELECT x.id, x.partial FROM (SELECT rowid AS item, bm25(store_text) AS rank "
             "FROM store_text WHERE store_text MATCH ?) h "
             "JOIN store_items x ON x.id = h.item JOIN store_namespaces n ON n.id = x.ns "
-            f"WHERE x.terms > 0 AND {clause} ORDER BY h.rank, x.id DESC"
+            f"WHERE x.text_terms > 0 AND {clause} ORDER BY h.rank, x.id DESC"
         )
         if not recheck:
             rows = fetchall(conn, sql + " LIMIT ?", [expression, *args, limit])

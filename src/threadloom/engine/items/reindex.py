@@ -1,7 +1,7 @@
 """Refilling the index entries of stored items: their text and their vectors.
 
 Engine layer. An item's value and times stay as they are; only what indexes it changes:
-its `store_text` row and `terms`, and its vectors. Used by `Store.reembed` (items written
+its `store_text` row and `text_terms`, and its vectors. Used by `Store.reembed` (items written
 without embeddings, as `threadloom migrate --store` writes them, or with another
 embedder) and by the text fill of items that older versions wrote with vectors and no
 text entry (`TEXT_FILLED`). Items are visited in id order, a page per transaction, so a
@@ -41,13 +41,15 @@ _FROM: Final = " FROM store_items x JOIN store_namespaces n ON n.id = x.ns"
 #: An item indexed (it has a text entry, even an empty one) and without a vector: one put
 #: with `index=False` has neither, and is left alone.
 _UNEMBEDDED: Final = (
-    "x.terms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
+    "x.text_terms IS NOT NULL AND NOT EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
 )
 #: An item whose indexed text has words and that has no vector: what a vector search
-#: misses (after a re-embedding, an item whose fields hold no text has `terms` 0).
-_MISSED: Final = "x.terms > 0 AND NOT EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
+#: misses (after a re-embedding, an item whose fields hold no text has `text_terms` 0).
+_MISSED: Final = (
+    "x.text_terms > 0 AND NOT EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
+)
 _EMBEDDED_NO_TEXT: Final = (
-    "x.terms IS NULL AND EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
+    "x.text_terms IS NULL AND EXISTS (SELECT 1 FROM store_vectors v WHERE v.item = x.id)"
 )
 
 
@@ -144,7 +146,7 @@ class Reindex:
         wanted = [e.item.id for e in entries]
         rows = fetchall(
             conn,
-            "SELECT id, updated_at, text_digest, terms FROM store_items WHERE id IN carray(?)",
+            "SELECT id, updated_at, text_digest, text_terms FROM store_items WHERE id IN carray(?)",
             (ids(wanted),),
         )
         updated = {int(r[0]): int(r[1]) for r in rows}
@@ -163,7 +165,7 @@ class Reindex:
                 [(e.item.id, "\n".join(e.texts or [])) for e in texts if e.texts],
             )
             conn.executemany(
-                "UPDATE store_items SET terms = ?, text_digest = ? WHERE id = ?",
+                "UPDATE store_items SET text_terms = ?, text_digest = ? WHERE id = ?",
                 [
                     (
                         len({t for text in e.texts or [] for t in self.items.tokens(text)}),

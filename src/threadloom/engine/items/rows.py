@@ -61,7 +61,7 @@ class OldRow(NamedTuple):
 
 #: The columns of an `OldRow`; `?1` is its namespace's name.
 _OLD: Final = (
-    "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks, x.created_at, x.partial, x.terms, "
+    "SELECT x.id, ?1, x.key, x.body, x.digest, x.blocks, x.created_at, x.partial, x.text_terms, "
     "x.text_digest"
 )
 _OLD_WHERE: Final = (
@@ -355,7 +355,7 @@ class Items(ItemReads):
         made = insert_values(
             conn,
             "INSERT INTO store_items(ns, key, body, digest, blocks, size, created_at, "
-            "updated_at, expires_at, ttl, partial, terms, text_digest)",
+            "updated_at, expires_at, ttl, partial, text_terms, text_digest)",
             rows,
             " RETURNING ns, key, id",
         )
@@ -383,7 +383,8 @@ class Items(ItemReads):
         self._unindex(conn, [old for *_, old in again if int(old.id) not in same])
         conn.executemany(
             "UPDATE store_items SET body = ?, digest = ?, blocks = ?, size = ?, "
-            "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, terms = ?, text_digest = ? "
+            "updated_at = ?, expires_at = ?, ttl = ?, partial = ?, text_terms = ?, "
+            "text_digest = ? "
             "WHERE id = ?",
             [
                 (
