@@ -3,6 +3,7 @@ re-opens; another embedder reuses nothing; erased texts leave no hash behind."""
 
 from __future__ import annotations
 
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from tests.store._hashing_embedder import HashingEmbedder
 from threadloom import Saver, Store
 from threadloom.core.similarity import pack
 from threadloom.engine.checks.verify import verify
-from threadloom.engine.items import embedding_key
+from threadloom.engine.items import cached_vectors, embedding_key
 from threadloom.langgraph.store_embed import identity
 
 DIMS = 32
@@ -71,6 +72,16 @@ def test_a_vector_from_the_cache_is_written_bit_for_bit(tmp_path: Path) -> None:
     blobs = [bytes(r[0]) for r in rows(path, "SELECT vector FROM store_vectors ORDER BY item")]
     assert len(blobs) == 5
     assert set(blobs) == {pack(HashingEmbedder(DIMS).vector("Ada prefers green tea"))}
+    conn = apsw.Connection(str(path))
+    try:
+        keys = [bytes(r[0]) for r in conn.execute("SELECT key FROM store_embedded")]
+        found = cached_vectors(conn, keys)
+    finally:
+        conn.close()
+    assert len(found) == 1  # one text, one key
+    for vector in found.values():  # float32 as stored, no list of Python floats
+        assert isinstance(vector, array) and vector.typecode == "f"
+        assert pack(vector) == blobs[0]
 
 
 def test_a_batch_embeds_each_distinct_text_once(tmp_path: Path) -> None:
