@@ -7,7 +7,9 @@ The corpus and the lookup embedder are bench_store_items.py's (384 dims; the emb
 finds each item's vector by the number in its text, so its time is microseconds and the
 rates are the stores' own). Each round loads the items into every store on a fresh file,
 one store after another (`batch` of 500 puts), then puts the same items again unchanged
-(`re-put`): what an agent that saves its memories every turn does. Rounds interleave the
+(`re-put`): what an agent that saves its memories every turn does; then puts them again
+with one field of each value changed (`update`: the number `n`, a filter field; the
+indexed text stays): an agent updating its memories' metadata. Rounds interleave the
 stores, so load from anything else on the machine falls on all of them; the table shows
 each store's median and the median of its per-round ratio to SqliteStore. "embedded"
 counts the texts the embedder was asked for in the re-put (threadloom's embedding cache
@@ -75,11 +77,19 @@ def _open(name: str, wd: Path, embedder: Counting) -> tuple[BaseStore, Any]:
     return opened, opened.close
 
 
-def _load(store: BaseStore, corpus: Corpus) -> float:
+def _value(corpus: Corpus, i: int, bump: int) -> dict[str, Any]:
+    value = corpus.value(i)
+    value["n"] += bump
+    return value
+
+
+def _load(store: BaseStore, corpus: Corpus, bump: int = 0) -> float:
+    """Put every item (`bump` added to each value's `n`); items/s."""
     started = time.perf_counter()
     for first in range(0, corpus.n, LOAD_BATCH):
         last = min(first + LOAD_BATCH, corpus.n)
-        store.batch([PutOp(NAMESPACE, corpus.key(i), corpus.value(i)) for i in range(first, last)])
+        ops = [PutOp(NAMESPACE, corpus.key(i), _value(corpus, i, bump)) for i in range(first, last)]
+        store.batch(ops)
     return corpus.n / (time.perf_counter() - started)
 
 
@@ -120,17 +130,21 @@ def main(argv: list[str] | None = None) -> int:
                     before = embedder.texts
                     rates.setdefault((name, "re-put"), []).append(_load(store, corpus))
                     embedded[name] = embedder.texts - before
+                    rates.setdefault((name, "update"), []).append(_load(store, corpus, n))
                     if name == "threadloom.Store" and r == rounds - 1 and not args.no_search:
                         searches = _modes(store, corpus)
                 finally:
                     close()
             h.note(f"round {r + 1}: {name}: {rates[(name, 'load')][-1]:,.0f} items/s")
     print(f"{n:,} items, {rounds} rounds interleaved, batches of {LOAD_BATCH}")
-    print("| store | load items/s | vs SqliteStore | re-put items/s | vs SqliteStore | embedded |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(
+        "| store | load items/s | vs SqliteStore | re-put items/s | vs SqliteStore "
+        "| update items/s | vs SqliteStore | embedded |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name in names:
         cells = [name]
-        for phase in ("load", "re-put"):
+        for phase in ("load", "re-put", "update"):
             mine = rates[(name, phase)]
             cells.append(f"{statistics.median(mine):,.0f}")
             other = rates.get((BASELINE[name], phase))
