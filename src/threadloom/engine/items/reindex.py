@@ -153,8 +153,15 @@ class Reindex:
         # The digest of the text each item's entry holds (format 13; None: not known).
         held = {int(r[0]): r[2] for r in rows if r[3] is not None}
         kept = [e for e in entries if updated.get(e.item.id) == e.item.updated_at]
+        # Each entry's text as the index holds it, and its digest (None: no text entry,
+        # never skipped: deleting it is how an item loses its text).
+        joined = {e.item.id: "\n".join(e.texts) for e in kept if e.texts is not None}
+        digests = {e.item.id: text_digest(joined[e.item.id]) if e.texts else None for e in kept}
         texts = [
-            e for e in kept if e.texts is not None and not _holds(held.get(e.item.id), e.texts)
+            e
+            for e in kept
+            if e.texts is not None
+            and (digests[e.item.id] is None or digests[e.item.id] != held.get(e.item.id))
         ]
         if texts:
             conn.executemany(
@@ -162,14 +169,14 @@ class Reindex:
             )
             conn.executemany(
                 "INSERT INTO store_text(rowid, text) VALUES(?, ?)",
-                [(e.item.id, "\n".join(e.texts or [])) for e in texts if e.texts],
+                [(e.item.id, joined[e.item.id]) for e in texts if e.texts],
             )
             conn.executemany(
                 "UPDATE store_items SET text_terms = ?, text_digest = ? WHERE id = ?",
                 [
                     (
-                        len({t for text in e.texts or [] for t in self.items.tokens(text)}),
-                        text_digest("\n".join(e.texts)) if e.texts else None,
+                        self.items.text_terms(joined[e.item.id]),
+                        digests[e.item.id],
                         e.item.id,
                     )
                     for e in texts
@@ -199,9 +206,3 @@ class Reindex:
         conn.execute("DELETE FROM store_lists WHERE id != 0")
         conn.execute("DELETE FROM meta WHERE key IN carray(?)", (ids(list(VECTOR_SETTINGS)),))
         return gone
-
-
-def _holds(digest: bytes | None, texts: list[str]) -> bool:
-    """Whether the text entry whose digest is `digest` holds `texts` already (an entry
-    of no text is never skipped: deleting it is how an item loses its text)."""
-    return bool(texts) and digest is not None and digest == text_digest("\n".join(texts))

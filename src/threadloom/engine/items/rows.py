@@ -94,6 +94,8 @@ class _Columns(NamedTuple):
     #: The text entry to write (None: none, or the item holds this text already).
     text: str | None
     text_digest: bytes | None
+    #: The item replaced holds this value already (its filter rows and `partial` stay).
+    same: bool
 
     @property
     def text_kept(self) -> bool:
@@ -136,6 +138,10 @@ class Items(ItemReads):
             include_offsets=False,
         )
         return [t[0] for t in found]
+
+    def text_terms(self, text: str) -> int:
+        """How many distinct tokens the text index holds for `text` (`text_terms`)."""
+        return len(set(self.tokens(text)))
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -304,24 +310,24 @@ class Items(ItemReads):
         name = namespace_name(w.namespace)
         digest = seal.xor(packed.digest, seal.identity_after(self._prefix(name), w.key))
         expires = None if w.ttl is None else now + math.ceil(w.ttl * MINUTE)
-        if old is not None and bytes(old.digest) == digest:
+        same = old is not None and bytes(old.digest) == digest
+        if same and old is not None:
             rows: list[tuple[str, bytes]] = []
             partial = int(old.partial)
         else:
             rows, complete = fieldkeys.fields(w.value or {})
             partial = int(not complete)
         if w.texts is None:
-            return _Columns(digest, expires, rows, partial, None, None, None)
+            return _Columns(digest, expires, rows, partial, None, None, None, same)
         if not w.texts:
-            return _Columns(digest, expires, rows, partial, 0, None, None)  # no entry
+            return _Columns(digest, expires, rows, partial, 0, None, None, same)  # no entry
         # The text as the index holds it: a newline separates tokens (unicode61), so its
         # tokens are those of the texts together.
         text = "\n".join(w.texts)
         found = text_digest(text)
         if old is not None and old.terms is not None and old.text_digest == found:
-            return _Columns(digest, expires, rows, partial, int(old.terms), None, found)
-        terms = len(set(self.tokens(text)))
-        return _Columns(digest, expires, rows, partial, terms, text, found)
+            return _Columns(digest, expires, rows, partial, int(old.terms), None, found, same)
+        return _Columns(digest, expires, rows, partial, self.text_terms(text), text, found, same)
 
     def _insert(
         self,
@@ -376,7 +382,7 @@ class Items(ItemReads):
         the one it holds (`text_kept`)."""
         if not again:
             return set()
-        same = {int(old.id) for _, _, _, cols, old in again if bytes(old.digest) == cols.digest}
+        same = {int(old.id) for _, _, _, cols, old in again if cols.same}
         chunked = [old.body for *_, old in again if old.blocks]
         if chunked:
             self.file.content.unlink(conn, chunked, now / 1e6)
