@@ -110,7 +110,8 @@ def test_a_damaged_bundle_imports_nothing(tmp_path: Path) -> None:
     read = bundles.read(good)
     for _, _, data in read.records:
         if str(data.get("ref", "")).startswith("p-"):
-            data["payload"] = b"x" + bytes(data["payload"])[1:]
+            payload = bytes(data["payload"])
+            data["payload"] = bytes([payload[0] ^ 0xFF]) + payload[1:]
             break
     import blake3
     import ormsgpack
