@@ -133,11 +133,13 @@ def test_a_file_that_is_not_sqlite_is_refused_untouched(folder: Path, content: b
         File(path)
 
 
-def test_a_header_still_being_written_is_read_again(folder: Path) -> None:
+def test_a_header_still_being_written_is_read_again(
+    folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A first page another process is writing at this moment (zeros where SQLite's
     header will be) is read again before it is called foreign: the open sees the
     threadloom file it becomes. Zeros that stay are refused, untouched."""
-    import threading
+    from threadloom.engine.format import recognize
 
     made = folder / "made.db"
     with Saver.from_conn_string(str(made)) as saver:
@@ -145,13 +147,22 @@ def test_a_header_still_being_written_is_read_again(folder: Path) -> None:
     whole = made.read_bytes()
     path = folder / "arriving.db"
     path.write_bytes(bytes(len(whole)))
-    writer = threading.Timer(0.005, path.write_bytes, [whole])
-    writer.start()
-    try:
-        with Saver.from_conn_string(str(path)) as saver:
-            assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
-    finally:
-        writer.join()
+    staged, arrived = folder / "staged.db", []
+    read_head = recognize._head
+
+    def head_then_arrive(name: str) -> bytes:
+        found = read_head(name)
+        if name == str(path) and not arrived:  # the zeros were read: the file arrives whole
+            arrived.append(found)
+            staged.write_bytes(whole)
+            os.replace(staged, path)
+        return found
+
+    monkeypatch.setattr(recognize, "_head", head_then_arrive)
+    with Saver.from_conn_string(str(path)) as saver:
+        assert saver.get_tuple({"configurable": {"thread_id": "t"}}) is not None
+    assert arrived == [bytes(len(arrived[0]))]
+    monkeypatch.undo()
     zeros = folder / "zeros.db"
     zeros.write_bytes(bytes(4096))
     before = snapshot(folder)
