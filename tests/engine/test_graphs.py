@@ -325,8 +325,10 @@ def failing_fan_graph(calls: dict[str, int], fail_once: set[str]) -> StateGraph:
     def b(state: Fan) -> dict[str, Any]:
         calls["b"] += 1
         a_done.wait(5)
-        time.sleep(0.05)  # margin for the runner to record a's result before b fails
         if "b" in fail_once:
+            # A margin for the runner to record a's result before b fails: a's thread may
+            # stall on a loaded machine between setting the event and returning.
+            time.sleep(0.5)
             fail_once.discard("b")
             raise RuntimeError("b failed")
         return {"log": ["b"]}

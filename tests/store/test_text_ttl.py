@@ -162,18 +162,18 @@ def test_text_search_makes_no_python_call_per_matching_item(store: Store) -> Non
 
 
 def test_omit_expired_hides_items_before_any_sweep(tmp_path: Path) -> None:
-    ttl = TTLConfig(default_ttl=0.001, omit_expired=True, refresh_on_read=False)  # 60 ms
+    ttl = TTLConfig(default_ttl=0.01, omit_expired=True, refresh_on_read=False)  # 600 ms
     with Store.from_conn_string(tmp_path / "ttl.db", ttl=ttl) as store:
         store.put(("s",), "short", {"text": "soon gone"})
         store.put(("s",), "kept", {"text": "stays here"}, ttl=None)
-        store.put(("s",), "fraction", {"text": "gone later"}, ttl=0.05)  # 3 s
+        store.put(("s",), "fraction", {"text": "gone later"}, ttl=0.1)  # 6 s
         assert store.get(("s",), "short") is not None
-        time.sleep(0.1)
+        time.sleep(0.7)
         assert store.get(("s",), "short") is None
         assert {i.key for i in store.search(("s",))} == {"kept", "fraction"}
         assert {i.key for i in store.search_text(("s",), "soon")} == set()
         store.put(("t",), "gone", {"v": 1})
-        time.sleep(0.1)
+        time.sleep(0.7)
         assert store.list_namespaces() == [("s",)]
         assert store.sweep_ttl() == 2
         assert store.sweep_ttl() == 0
