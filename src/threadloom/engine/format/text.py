@@ -41,6 +41,13 @@ def digest(text: str) -> bytes:
     return blake3.blake3(text.encode("utf-8", "surrogatepass")).digest(length=DIGEST_BYTES)
 
 
+def holds(terms: int | None, stored: bytes | None, found: bytes) -> bool:
+    """Whether an item's text entry holds the text whose digest is `found`: the item has
+    an entry (`text_terms` not NULL; a digest without one says nothing) and its recorded
+    digest (`text_digest`) is `found`."""
+    return terms is not None and stored is not None and bytes(stored) == found
+
+
 def expression(tokens: list[str]) -> str:
     """An FTS5 query matching rows holding any of `tokens` (each quoted: no operators)."""
     quoted = ['"' + token.replace('"', '""') + '"' for token in dict.fromkeys(tokens)]

@@ -17,6 +17,7 @@ from typing import Any, Final
 import apsw
 
 from threadloom.engine.format.text import digest as text_digest
+from threadloom.engine.format.text import holds as text_held
 from threadloom.engine.items import vector_codes
 from threadloom.engine.items.reads import ITEM_COLUMNS
 from threadloom.engine.items.records import Stored, prefix_clause
@@ -150,8 +151,8 @@ class Reindex:
             (ids(wanted),),
         )
         updated = {int(r[0]): int(r[1]) for r in rows}
-        # The digest of the text each item's entry holds (format 13; None: not known).
-        held = {int(r[0]): r[2] for r in rows if r[3] is not None}
+        # Each item's text_terms and text_digest (`text.holds`: does its entry hold a text).
+        held = {int(r[0]): (r[3], r[2]) for r in rows}
         kept = [e for e in entries if updated.get(e.item.id) == e.item.updated_at]
         # Each entry's text as the index holds it, and its digest (None: no text entry,
         # never skipped: deleting it is how an item loses its text).
@@ -161,7 +162,9 @@ class Reindex:
             e
             for e in kept
             if e.texts is not None
-            and (digests[e.item.id] is None or digests[e.item.id] != held.get(e.item.id))
+            and not (
+                (found := digests[e.item.id]) is not None and text_held(*held[e.item.id], found)
+            )
         ]
         if texts:
             conn.executemany(

@@ -21,6 +21,7 @@ from threadloom.engine.file import File
 from threadloom.engine.format import features, seal
 from threadloom.engine.format.text import TOKENIZER
 from threadloom.engine.format.text import digest as text_digest
+from threadloom.engine.format.text import holds as text_held
 from threadloom.engine.items import fieldkeys, vector_codes
 from threadloom.engine.items.embedded import remember, unchanged
 from threadloom.engine.items.jsontext import encode_value
@@ -325,8 +326,8 @@ class Items(ItemReads):
         # tokens are those of the texts together.
         text = "\n".join(w.texts)
         found = text_digest(text)
-        if old is not None and old.terms is not None and old.text_digest == found:
-            return _Columns(digest, expires, rows, partial, int(old.terms), None, found, same)
+        if old is not None and text_held(old.terms, old.text_digest, found):
+            return _Columns(digest, expires, rows, partial, old.terms or 0, None, found, same)
         return _Columns(digest, expires, rows, partial, self.text_terms(text), text, found, same)
 
     def _insert(
